@@ -1,0 +1,95 @@
+# sparsed — one build for the CPU objects (always) and the CUDA objects (when nvcc exists).
+#   make            build build/sparsed (+ CUDA objects if nvcc is found; CUDA=0 turns them off)
+#   make deps       install the Debian and Python packages the build and the tests need
+#   make test       install deps, build, run every test (C unit, ASan fuzz, Python integration)
+#   make run        serve the bundled model (models/tiny)
+#   make asan       build with AddressSanitizer + UBSan into build-asan/
+#   make format     clang-format the tree
+
+CC      ?= gcc
+NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA    ?= $(if $(NVCC),1,0)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH ?= 90
+PYTHON  ?= python3
+BUILD   ?= build
+SAN     ?=
+
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -I. -Wall -Wextra -Wno-unused-parameter -pthread -MMD -MP
+OPT     ?= -O2 -g
+CFLAGS  += $(CFLAGS_BASE) $(OPT) $(SAN) -march=x86-64-v2
+LDLIBS  += -ljansson -lmicrohttpd -luv -lpcre2-8 -lunistring -lm -lpthread
+LDFLAGS += $(SAN)
+
+LIB_DIRS = engine kernels server prune
+LIB_SRCS = $(filter-out server/main.c,$(wildcard $(addsuffix /*.c,$(LIB_DIRS))))
+LIB_OBJS = $(LIB_SRCS:%.c=$(BUILD)/%.o)
+
+ifeq ($(CUDA),1)
+CU_SRCS  = $(wildcard $(addsuffix /*.cu,$(LIB_DIRS)))
+CU_OBJS  = $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
+NVFLAGS ?= -O3 -std=c++17 -I. -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
+           -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -lineinfo
+CFLAGS  += -DSD_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+LDFLAGS += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib
+LDLIBS  += -lcudart -lcublas -lcublasLt -lnccl -lstdc++
+endif
+
+LIB     = $(BUILD)/libsparsed.a
+BIN     = $(BUILD)/sparsed
+TEST_SRCS = $(wildcard tests/*/test_*.c)
+TEST_BINS = $(TEST_SRCS:%.c=$(BUILD)/%)
+
+MODEL   ?= models/tiny
+
+.PHONY: all deps test test-c test-asan test-py run asan format clean bench-kernels
+all: $(BIN) $(TEST_BINS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS) $(CU_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BIN): $(BUILD)/server/main.o $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/harness.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+
+deps:
+	@tools/deps.sh
+
+test: deps
+	$(MAKE) all
+	$(MAKE) test-asan
+	@tools/run_tests.sh $(BUILD)
+
+test-c: all
+	@SD_TEST_ONLY_C=1 tools/run_tests.sh $(BUILD)
+
+# The parsers of untrusted files run under ASan + UBSan in every test run.
+asan test-asan:
+	$(MAKE) BUILD=build-asan CUDA=0 OPT="-O1 -g -fno-omit-frame-pointer" \
+	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
+
+run: all
+	$(BIN) serve --model $(MODEL)
+
+bench-kernels: all
+	$(BIN) bench kernels
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
+
+clean:
+	rm -rf build build-asan
+
+-include $(LIB_OBJS:.o=.d) $(BUILD)/server/main.d
