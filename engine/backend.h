@@ -1,0 +1,74 @@
+/* backend: the interface every compute backend (cpu, cuda) implements — a forward pass
+ * over a batch of sequences that read and extend a paged KV cache the backend owns.
+ *
+ * Threading: a backend is used by one thread at a time (the engine thread). */
+#ifndef SD_BACKEND_H
+#define SD_BACKEND_H
+
+#include <stdint.h>
+
+#include "diag.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sd_model sd_model;
+
+typedef struct sd_batch_seq {
+    int32_t pos;                /* position of tokens[0]; the KV cache holds positions [0, pos) */
+    int32_t n_tokens;           /* new tokens to run, >= 1 */
+    const int32_t *tokens;      /* [n_tokens] */
+    const int32_t *block_table; /* [ceil((pos + n_tokens) / block_size)] KV block ids */
+    int32_t all_logits;         /* 1: a logits row for every new token; 0: for the last only */
+} sd_batch_seq;
+
+typedef struct sd_backend_opts {
+    int n_threads;            /* CPU: worker threads (0 => number of cores) */
+    int block_size;           /* KV tokens per block (default 16) */
+    int32_t kv_blocks;        /* blocks in the pool (0 => from kv_memory_fraction / a default) */
+    double kv_memory_fraction;/* GPU: fraction of free memory for the KV pool */
+    int max_batch_tokens;     /* largest sum of n_tokens one forward call may carry */
+    int device;               /* GPU ordinal */
+} sd_backend_opts;
+
+void sd_backend_opts_default(sd_backend_opts *o);
+
+typedef struct sd_backend sd_backend;
+
+typedef struct sd_backend_vtbl {
+    const char *name;
+    /* logits: [rows, vocab] fp32, rows in sequence order (n_tokens rows for all_logits
+     * sequences, else 1). Writes K/V for every new token into the blocks named. */
+    int (*forward)(sd_backend *b, const sd_batch_seq *seqs, int n_seqs, float *logits, sd_diag *d);
+    void (*free)(sd_backend *b);
+} sd_backend_vtbl;
+
+/* Common head of every backend (implementations embed it first). */
+struct sd_backend {
+    const sd_backend_vtbl *vt;
+    int32_t vocab;
+    int32_t block_size;
+    int32_t kv_blocks;       /* blocks in the pool */
+    int32_t max_batch_tokens;
+};
+
+static inline int sd_backend_forward(sd_backend *b, const sd_batch_seq *seqs, int n_seqs, float *logits,
+                                     sd_diag *d)
+{
+    return b->vt->forward(b, seqs, n_seqs, logits, d);
+}
+
+static inline void sd_backend_free(sd_backend *b)
+{
+    if (b)
+        b->vt->free(b);
+}
+
+/* The CPU backend (fp32 compute from the checkpoint's weights, multithreaded). */
+int sd_backend_cpu_init(sd_backend **ret, const sd_model *m, const sd_backend_opts *o, sd_diag *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

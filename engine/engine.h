@@ -1,0 +1,113 @@
+/* engine: the serving engine — a thread that owns the scheduler (continuous batching),
+ * the KV block manager and a backend, and runs requests submitted from other threads.
+ *
+ * Threading contract: sd_engine_submit/cancel/stats may be called from any thread. Event
+ * callbacks run on the engine thread, must not block, and must copy what they keep
+ * (pointers in an event are valid only during the call). */
+#ifndef SD_ENGINE_H
+#define SD_ENGINE_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "sampler.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sd_engine sd_engine;
+
+typedef struct sd_engine_opts {
+    int max_seqs;         /* running sequences at most (batch size) */
+    int max_batch_tokens; /* tokens per step (prefill chunks + decodes) */
+    int max_waiting;      /* waiting queue bound; submit beyond it fails with SD_EFULL */
+    int32_t max_model_len;/* prompt + max_tokens at most (0 => model's max_position_embeddings) */
+} sd_engine_opts;
+
+void sd_engine_opts_default(sd_engine_opts *o);
+
+#define SD_MAX_STOP 8
+
+typedef struct sd_request_params {
+    const int32_t *prompt; /* [n_prompt] token ids, copied at submit */
+    int32_t n_prompt;
+    int32_t max_tokens; /* >= 0; 0 only makes sense with prompt_logprobs */
+    sd_sampling sampling;
+    const char *stop[SD_MAX_STOP]; /* stop strings, copied at submit */
+    int n_stop;
+    int ignore_eos;
+    int logprobs;        /* -1: none; k >= 0: the chosen token's logprob and the top k */
+    int prompt_logprobs; /* 1: emit SD_EV_PROMPT with the prompt tokens' logprobs */
+    uint64_t priority;   /* lower runs first among waiting requests (0 = normal) */
+} sd_request_params;
+
+void sd_request_params_default(sd_request_params *p);
+
+typedef enum sd_event_type {
+    SD_EV_PROMPT = 1, /* prompt logprobs (once, before the first token) */
+    SD_EV_TOKEN,      /* one generated token and the text it released */
+    SD_EV_DONE,       /* final: finish reason and counts */
+    SD_EV_ERROR,      /* final: the request failed */
+} sd_event_type;
+
+typedef enum sd_finish {
+    SD_FINISH_STOP = 1, /* EOS or a stop string */
+    SD_FINISH_LENGTH,   /* max_tokens or the context limit */
+    SD_FINISH_ABORT,    /* cancelled */
+} sd_finish;
+
+#define SD_MAX_TOP_LOGPROBS 20
+
+typedef struct sd_event {
+    sd_event_type type;
+    uint64_t req_id;
+    /* SD_EV_TOKEN */
+    int32_t token;
+    const char *text; /* UTF-8 released by this token (may be empty: held back for stop strings) */
+    size_t text_len;
+    float logprob;    /* of the chosen token (raw logits' log-softmax) */
+    int n_top;
+    const int32_t *top_ids;
+    const float *top_logprobs;
+    /* SD_EV_PROMPT: logprob of prompt token i given tokens < i, for i in [1, n_prompt);
+     * with top_k alternatives per position in prompt_top_* ([n_prompt-1][n_top]) */
+    const float *prompt_logprobs;
+    const int32_t *prompt_top_ids;
+    const float *prompt_top_logprobs;
+    /* SD_EV_DONE */
+    sd_finish finish;
+    int32_t n_prompt, n_generated;
+    /* SD_EV_ERROR */
+    int code;
+    const char *message;
+} sd_event;
+
+typedef void (*sd_event_cb)(void *ud, const sd_event *ev);
+
+/* Starts the engine thread over a model and backend (both outlive the engine). */
+int sd_engine_init(sd_engine **ret, const sd_model *m, sd_backend *b, const sd_engine_opts *o, sd_diag *d);
+/* Stops the thread; requests still running get SD_EV_ERROR. */
+void sd_engine_free(sd_engine *e);
+
+/* Queues a request. SD_EFULL when the waiting queue is full; SD_EINVAL (message naming
+ * the field) when prompt + max_tokens exceed the context or params are out of range. */
+int sd_engine_submit(sd_engine *e, const sd_request_params *p, sd_event_cb cb, void *ud, uint64_t *ret_id,
+                     sd_diag *d);
+/* Aborts a request; its final event (SD_EV_DONE with SD_FINISH_ABORT) arrives later and
+ * its KV blocks return at the next step. Unknown or finished ids are ignored. */
+void sd_engine_cancel(sd_engine *e, uint64_t id);
+
+typedef struct sd_engine_stats {
+    int running, waiting;
+    int32_t kv_blocks_total, kv_blocks_used;
+    uint64_t prompt_tokens, generation_tokens; /* totals since start */
+    uint64_t steps, preemptions;
+} sd_engine_stats;
+
+void sd_engine_stats_get(sd_engine *e, sd_engine_stats *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

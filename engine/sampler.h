@@ -1,0 +1,51 @@
+/* sampler: turns a logits row into a token — greedy, temperature, top-k, top-p, min-p and
+ * repetition/presence/frequency penalties — reproducibly from a per-request seed. */
+#ifndef SD_SAMPLER_H
+#define SD_SAMPLER_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sd_sampling {
+    float temperature;        /* 0 => greedy (argmax, lowest id on ties) */
+    int32_t top_k;            /* 0 or <0 => off */
+    float top_p;              /* 1 => off */
+    float min_p;              /* 0 => off */
+    float presence_penalty;   /* OpenAI semantics, 0 => off */
+    float frequency_penalty;  /* OpenAI semantics, 0 => off */
+    float repetition_penalty; /* HF/CTRL semantics over prompt+generated, 1 => off */
+    uint64_t seed;            /* the RNG stream; same seed + same logits => same tokens */
+} sd_sampling;
+
+/* Defaults: temperature 1, top_k off, top_p 1, min_p 0, penalties off, seed 0. */
+void sd_sampling_default(sd_sampling *s);
+
+/* Per-sequence RNG state (counter-based, so it can live on the GPU later). */
+typedef struct sd_rng {
+    uint64_t key;
+    uint64_t counter;
+} sd_rng;
+
+void sd_rng_seed(sd_rng *r, uint64_t seed);
+/* Uniform in [0, 1). */
+double sd_rng_uniform(sd_rng *r);
+
+/* Samples one token from logits[vocab] (modified in place by penalties/temperature).
+ * `hist` holds the prompt and generated tokens so far (for penalties): n_prompt first.
+ * `scratch` must hold 2*vocab floats + vocab int32 (see sd_sampler_scratch_bytes). */
+int32_t sd_sample(float *logits, int32_t vocab, const sd_sampling *s, const int32_t *hist, int32_t n_hist,
+                  int32_t n_prompt, sd_rng *rng, void *scratch);
+size_t sd_sampler_scratch_bytes(int32_t vocab);
+
+/* log-softmax of the raw logits at `token`, and the top `k` (ids, logprobs) in descending
+ * order (ties: lower id first). k may be 0. */
+float sd_logprob_of(const float *logits, int32_t vocab, int32_t token);
+void sd_logprobs_top(const float *logits, int32_t vocab, int k, int32_t *ids, float *lps);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
