@@ -39,7 +39,16 @@ int sd_diag_wrap(sd_diag *d, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
-    snprintf(d->msg, sizeof d->msg, "%s: %s", prefix, old);
+    /* prefix + ": " + old, cut to fit (memcpy keeps -Wformat-truncation quiet) */
+    size_t pl = strlen(prefix), ol = strlen(old), cap = sizeof d->msg - 1;
+    if (pl > cap - 2)
+        pl = cap - 2;
+    if (ol > cap - 2 - pl)
+        ol = cap - 2 - pl;
+    memcpy(d->msg, prefix, pl);
+    memcpy(d->msg + pl, ": ", 2);
+    memcpy(d->msg + pl + 2, old, ol);
+    d->msg[pl + 2 + ol] = '\0';
     d->code = code;
     return code;
 }
