@@ -33,6 +33,9 @@ int sd_ckpt_get(const sd_ckpt *c, const char *name, unsigned dtypes, int ndim, c
 size_t sd_ckpt_count(const sd_ckpt *c);
 const sd_tensor_view *sd_ckpt_at(const sd_ckpt *c, size_t i);
 
+/* A "__metadata__" value from the first shard that has `key`, or NULL. */
+const char *sd_ckpt_metadata(const sd_ckpt *c, const char *key);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,6 +10,7 @@ extern "C" {
 #endif
 
 typedef struct sd_tokenizer sd_tokenizer;
+typedef struct sd_model sd_model;
 
 typedef enum sd_linear_kind {
     SD_LINEAR_DENSE = 0, /* w: [rows, cols] of dtype */
@@ -66,6 +67,19 @@ const char *sd_model_chat_template(const sd_model *m);
 const char *sd_model_sparsity(const sd_model *m);
 /* Directory name used as the model id in the API. */
 const char *sd_model_name(const sd_model *m);
+
+/* The token ids that end generation: eos_token_id of generation_config.json (or of
+ * config.json when that file has none), plus the tokenizer's eos token, deduplicated.
+ * Returns the count (0..SD_MAX_EOS+1); *ret_ids stays valid while the model lives. */
+int sd_model_eos_ids(const sd_model *m, const int32_t **ret_ids);
+
+/* Sampling defaults from generation_config.json; fields absent there are < 0. */
+typedef struct sd_gen_defaults {
+    double temperature, top_p, min_p, repetition_penalty;
+    int32_t top_k;
+    int do_sample; /* -1 absent, 0 greedy, 1 sample */
+} sd_gen_defaults;
+const sd_gen_defaults *sd_model_gen_defaults(const sd_model *m);
 
 #ifdef __cplusplus
 }

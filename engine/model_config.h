@@ -2,6 +2,7 @@
 #ifndef SD_MODEL_CONFIG_H
 #define SD_MODEL_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "diag.h"
@@ -56,6 +57,10 @@ int sd_model_config_load(sd_model_config *ret, const char *path, sd_diag *d);
 
 /* The same from a JSON text in memory (`name` is used in messages). */
 int sd_model_config_parse(sd_model_config *ret, const char *json, size_t len, const char *name, sd_diag *d);
+
+/* Internal to the loader (config, checkpoint, model): reads a whole file into a malloc'd,
+ * NUL-terminated buffer; files over `max` bytes are SD_EFORMAT. */
+int sd__file_read(const char *path, size_t max, char **ret, size_t *ret_len, sd_diag *d);
 
 #ifdef __cplusplus
 }
