@@ -3,6 +3,7 @@
 #ifndef SD_SAMPLER_H
 #define SD_SAMPLER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
