@@ -84,7 +84,7 @@ static int ck_load_index_map(sd_ckpt *c, json_t *wm, const char *ipath, sd_diag 
     json_t *v;
     json_object_foreach(wm, k, v)
     {
-        size_t si;
+        size_t si = 0;
         if (!json_is_string(v)) {
             rc = sd_diag_set(d, SD_EFORMAT, "%s: weight_map['%.200s'] is not a file name", ipath, k);
             goto out;

@@ -215,7 +215,7 @@ static int parse_token_ids(sd_model_config *c, json_t *r, const char *name, sd_d
 /* Bias, norm and activation flags that follow from the architecture. */
 static int parse_features(sd_model_config *c, json_t *r, const char *name, sd_diag *d)
 {
-    int rc, attn_bias, mlp_bias, use_sw;
+    int rc, attn_bias = 0, mlp_bias = 0, use_sw = 0;
     if ((rc = get_bool(r, "tie_word_embeddings", 0, &c->tie_embeddings, name, d)) ||
         (rc = get_bool(r, "attention_bias", 0, &attn_bias, name, d)) ||
         (rc = get_bool(r, "mlp_bias", 0, &mlp_bias, name, d)) ||

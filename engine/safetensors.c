@@ -49,6 +49,11 @@ static int json_nonneg(const json_t *v, int64_t *ret)
 static int shape_bytes(const int64_t *shape, int ndim, size_t elem, size_t *ret)
 {
     uint64_t n = elem;
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] == 0) { /* a zero dim makes any other dim harmless */
+            *ret = 0;
+            return 0;
+        }
     for (int i = 0; i < ndim; i++) {
         uint64_t s = (uint64_t)shape[i];
         if (s != 0 && n > (uint64_t)INT64_MAX / s)
