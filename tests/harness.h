@@ -28,11 +28,15 @@ static const char *sd__t_name;
     } while (0)
 #define CHECK(cond) CHECK_MSG(cond, "check failed")
 /* Stops the current test if the condition fails (for preconditions of later checks). */
+/* (evaluates cond once: it may have side effects, e.g. REQUIRE(step() == 0)) */
 #define REQUIRE(cond)                                                                                \
     do {                                                                                             \
-        CHECK(cond);                                                                                 \
-        if (!(cond))                                                                                 \
+        if (!(cond)) {                                                                               \
+            fprintf(stderr, "  FAIL %s (%s:%d): %s: required\n", sd__t_name, __FILE__, __LINE__,     \
+                    #cond);                                                                          \
+            sd__t_cur_failed = 1;                                                                    \
             return;                                                                                  \
+        }                                                                                            \
     } while (0)
 #define SKIP(...)                                                                                    \
     do {                                                                                             \

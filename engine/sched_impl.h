@@ -1,0 +1,88 @@
+/* sched_impl: the scheduler's private structures, shared by sched.c (queues, KV blocks,
+ * batching) and sched_req.c (requests: validation, sampling, text, events). */
+#ifndef SD_SCHED_IMPL_H
+#define SD_SCHED_IMPL_H
+
+#include <stdatomic.h>
+
+#include "kv.h"
+#include "model.h"
+#include "model_config.h"
+#include "sched.h"
+#include "stopstr.h"
+#include "tokenizer.h"
+
+struct sd_sched_req {
+    uint64_t id;
+    sd_event_cb cb;
+    void *ud;
+    sd_sched_req *next; /* waiting-queue link */
+    uint64_t priority;  /* lower first */
+    sd_sampling sampling;
+    int32_t max_tokens;
+    int ignore_eos;
+    int logprobs;        /* -1 none, else top k */
+    int prompt_logprobs; /* 1: emit SD_EV_PROMPT */
+    int n_top;           /* top alternatives per prompt position: max(logprobs, 0) */
+
+    int32_t *tokens; /* [cap_tokens]: the prompt, then the generated tokens */
+    int32_t n_tokens, n_prompt, cap_tokens;
+    int32_t n_computed; /* tokens whose K/V are in the cache: positions [0, n_computed) */
+    sd_kv_seq kv;       /* the block table: covers exactly positions [0, n_computed) between steps */
+
+    sd_rng rng;
+    int has_stream;
+    sd_tok_stream stream;
+    sd_stopstr stop;
+
+    float *plp;       /* [n_prompt-1] logprob of prompt token i+1 given tokens <= i */
+    int32_t *ptop_id; /* [n_prompt-1][n_top] */
+    float *ptop_lp;   /* [n_prompt-1][n_top] */
+
+    int cancelled;   /* sd_sched_cancel seen; reaped at the next step */
+    int preempted;   /* was preempted: goes ahead of new arrivals in the queue */
+    int prompt_done; /* the first full prefill finished (prompt counted, PROMPT sent) */
+};
+
+struct sd_sched {
+    const sd_model *m;
+    sd_backend *b;
+    const sd_tokenizer *tok; /* NULL: no text, no stop strings */
+    int32_t vocab, block_size, max_model_len;
+    int max_seqs, budget; /* sequences and tokens per step */
+    int32_t eos[SD_MAX_EOS + 1];
+    int n_eos;
+
+    sd_kv *kv; /* the KV block pool (ids index the backend's cache) */
+
+    sd_sched_req *waiting;  /* head of the queue: preempted first, then priority, FIFO */
+    sd_sched_req **running; /* [max_seqs] in admission order: the last is the newest */
+    int n_waiting, n_running;
+
+    /* step scratch */
+    sd_batch_seq *batch;    /* [max_seqs] */
+    sd_sched_req **planned; /* [max_seqs] the request of each batch entry */
+    float *logits;          /* [cap_rows, vocab] */
+    int32_t cap_rows;
+    float *raw;            /* [vocab] raw logits kept for logprobs (the sampler edits its row) */
+    void *sampler_scratch; /* sd_sampler_scratch_bytes(vocab) */
+    char *text;            /* [cap_text] decoded text of one token */
+    size_t cap_text;
+
+    /* counters read by any thread */
+    atomic_int st_running, st_waiting, st_blocks_used;
+    atomic_ullong st_prompt_tokens, st_gen_tokens, st_steps, st_preemptions;
+};
+
+/* sched_req.c */
+void sd_sched__emit_done(sd_sched_req *r, sd_finish f);
+void sd_sched__emit_error(sd_sched_req *r, int code, const char *msg);
+/* Stores prompt logprobs for the rows of a chunk that started at position `pos`. */
+void sd_sched__prompt_rows(sd_sched *s, sd_sched_req *r, int32_t pos, int32_t n, const float *rows);
+/* The sequence's cache reached its last token and `row` (edited in place) predicts the
+ * next one: sends PROMPT (first time), samples, emits TOKEN. Returns 0 to continue, an
+ * sd_finish (> 0) when the request is finished (the caller frees its blocks, then sends
+ * DONE), or a negative code (the caller sends SD_EV_ERROR). */
+int sd_sched__advance(sd_sched *s, sd_sched_req *r, float *row);
+
+#endif
