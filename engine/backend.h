@@ -68,6 +68,12 @@ static inline void sd_backend_free(sd_backend *b)
 /* The CPU backend (fp32 compute from the checkpoint's weights, multithreaded). */
 int sd_backend_cpu_init(sd_backend **ret, const sd_model *m, const sd_backend_opts *o, sd_diag *d);
 
+#ifdef SD_HAVE_CUDA
+/* The CUDA backend (engine/cuda_backend.cu): bf16 weights (bitmask linears as values + masks),
+ * bf16 paged KV cache, CUDA graphs for decode steps. See engine/cuda_backend.h for more. */
+int sd_backend_cuda_init(sd_backend **ret, const sd_model *m, const sd_backend_opts *o, sd_diag *d);
+#endif
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,514 @@
+/* cuda_backend: the CUDA backend — one GPU runs the whole model over a batch of sequences
+ * with a paged bf16 KV cache; all-decode steps replay a CUDA graph captured per batch-size
+ * bucket, reading tokens, positions and block tables from device buffers. */
+#include "engine/backend.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cuda_backend.h"
+#include "engine/cuda_impl.cuh"
+#include "engine/model.h"
+#include "engine/synthetic.h"
+
+#define SD_CU_MAX_SEQS 256 /* sequences in one forward call */
+#define SD_CU_N_BUCKETS 9  /* graph buckets 1, 2, 4 ... 256 */
+
+typedef struct sd_cuda_backend {
+    sd_backend base;
+    sd_model_config cfg;
+    int device, sms;
+    cudaStream_t st;
+    sd_cu_weights w;
+    sd_cu_mm mm;
+    float *inv_freq; /* [head_dim/2] */
+    /* KV pool: [n_layers][kv_blocks + 1][n_kv][block_size][head_dim]; the extra last block
+     * takes the writes of graph padding rows */
+    __nv_bfloat16 *k_cache, *v_cache;
+    size_t layer_kv_elems;
+    int max_bt;                /* block-table width: blocks of the longest sequence */
+    int tmax;                  /* tokens per forward */
+    int max_seqs;              /* sequences per forward */
+    float *x;                  /* [tmax, hidden] residual stream */
+    __nv_bfloat16 *act;        /* [tmax, max(hidden, n_heads*head_dim, intermediate)] linear inputs */
+    float *mmo;                /* [tmax, max(qkv rows, 2*intermediate, hidden)] linear outputs */
+    float *q;                  /* [tmax, n_heads*head_dim] */
+    float *part_acc, *part_ml; /* attention partials, [parts_rows, n_heads, head_dim] / [.., 2] */
+    size_t parts_rows;         /* capacity in (token x split) rows */
+    __nv_bfloat16 *lm_in;      /* [tmax, hidden] rows that get logits */
+    float *logits;             /* [tmax, vocab] */
+    int32_t *d_meta, *h_meta;  /* tokens | pos | tok_seq | rows | block tables; h_meta pinned */
+    size_t meta_cap;
+    int use_graphs;
+    cudaGraphExec_t graphs[SD_CU_N_BUCKETS];
+    int64_t replays;
+} sd_cuda_backend;
+
+/* Offsets into the meta buffer for one step. */
+typedef struct step_shape {
+    int T, R, n_seqs, n_splits;
+    const int32_t *tokens, *pos, *tok_seq, *rows, *bt; /* device pointers */
+} step_shape;
+
+static void cuda_free(sd_backend *b);
+static int cuda_forward(sd_backend *base, const sd_batch_seq *seqs, int n_seqs, float *logits, sd_diag *d);
+static const sd_backend_vtbl cuda_vtbl = {"cuda", cuda_forward, cuda_free};
+
+int sd_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+/* ---- RoPE frequencies (HF rope_init_fn: default and llama3) ---- */
+
+static void rope_inv_freq(const sd_model_config *c, float *out)
+{
+    int half = c->head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        float f = (float)(1.0 / pow(c->rope_theta, (double)(2 * i) / c->head_dim));
+        if (c->rope_kind == SD_ROPE_LLAMA3) {
+            double old = c->rope_orig_max_pos, lo = c->rope_low_freq_factor, hi = c->rope_high_freq_factor;
+            double wavelen = 2 * M_PI / f, lo_wl = old / lo, hi_wl = old / hi;
+            if (wavelen > lo_wl) {
+                f = (float)(f / c->rope_factor);
+            } else if (wavelen >= hi_wl) {
+                double s = (old / wavelen - lo) / (hi - lo);
+                f = (float)((1 - s) * f / c->rope_factor + s * f);
+            }
+        }
+        out[i] = f;
+    }
+}
+
+/* ---- setup ---- */
+
+static int attn_splits(const sd_cuda_backend *b, int T)
+{
+    int s = (2 * b->sms + T * b->cfg.n_heads - 1) / (T * b->cfg.n_heads);
+    return s < 1 ? 1 : s > 32 ? 32 : s;
+}
+
+static int alloc_dev(void **p, size_t bytes, sd_diag *d)
+{
+    SD_CU(d, cudaMalloc(p, bytes ? bytes : 1));
+    return 0;
+}
+
+static int alloc_activations(sd_cuda_backend *b, sd_diag *d)
+{
+    const sd_model_config *c = &b->cfg;
+    size_t T = (size_t)b->tmax, H = c->hidden, hd = c->head_dim, nh = c->n_heads, I = c->intermediate;
+    size_t qkv = (nh + 2 * (size_t)c->n_kv_heads) * hd;
+    size_t act = H > nh * hd ? H : nh * hd, mmo = qkv > 2 * I ? qkv : 2 * I;
+    act = act > I ? act : I;
+    mmo = mmo > H ? mmo : H;
+    b->parts_rows = T + 2 * (size_t)b->sms + 1; /* T * splits(T) never exceeds this */
+    b->meta_cap = 4 * T + (size_t)b->max_seqs * b->max_bt;
+    SD_TRY(alloc_dev((void **)&b->x, T * H * 4, d));
+    SD_TRY(alloc_dev((void **)&b->act, T * act * 2, d));
+    SD_TRY(alloc_dev((void **)&b->mmo, T * mmo * 4, d));
+    SD_TRY(alloc_dev((void **)&b->q, T * nh * hd * 4, d));
+    SD_TRY(alloc_dev((void **)&b->part_acc, b->parts_rows * nh * hd * 4, d));
+    SD_TRY(alloc_dev((void **)&b->part_ml, b->parts_rows * nh * 2 * 4, d));
+    SD_TRY(alloc_dev((void **)&b->lm_in, T * H * 2, d));
+    SD_TRY(alloc_dev((void **)&b->logits, T * (size_t)c->vocab * 4, d));
+    SD_TRY(alloc_dev((void **)&b->d_meta, b->meta_cap * 4, d));
+    SD_CU(d, cudaMallocHost((void **)&b->h_meta, b->meta_cap * 4));
+    SD_TRY(alloc_dev((void **)&b->inv_freq, hd / 2 * 4, d));
+    float *f = (float *)malloc(hd / 2 * 4);
+    if (!f)
+        return sd_diag_set(d, SD_ENOMEM, "cuda: rope table");
+    rope_inv_freq(c, f);
+    cudaError_t e = cudaMemcpy(b->inv_freq, f, hd / 2 * 4, cudaMemcpyHostToDevice);
+    free(f);
+    SD_CU(d, e);
+    return 0;
+}
+
+/* KV pool from opts.kv_blocks, else kv_memory_fraction of the memory free now. */
+static int alloc_kv(sd_cuda_backend *b, const sd_backend_opts *o, sd_diag *d)
+{
+    const sd_model_config *c = &b->cfg;
+    size_t per_block = (size_t)c->n_layers * c->n_kv_heads * b->base.block_size * c->head_dim * 2 * 2;
+    int64_t blocks = o->kv_blocks;
+    if (blocks <= 0) {
+        size_t fr = 0, tot = 0;
+        SD_CU(d, cudaMemGetInfo(&fr, &tot));
+        double frac = o->kv_memory_fraction > 0 && o->kv_memory_fraction < 1 ? o->kv_memory_fraction : 0.9;
+        blocks = (int64_t)(fr * frac / per_block) - 1;
+        if (blocks > INT32_MAX - 1)
+            blocks = INT32_MAX - 1;
+    }
+    if (blocks < 1)
+        return sd_diag_set(d, SD_ENOMEM, "cuda: no memory left for the KV cache (%zu bytes per block)",
+                           per_block);
+    b->base.kv_blocks = (int32_t)blocks;
+    b->layer_kv_elems = (size_t)(blocks + 1) * c->n_kv_heads * b->base.block_size * c->head_dim;
+    size_t bytes = b->layer_kv_elems * c->n_layers * 2;
+    cudaError_t e = cudaMalloc((void **)&b->k_cache, bytes);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&b->v_cache, bytes);
+    if (e != cudaSuccess)
+        return sd_diag_set(d, SD_ENOMEM, "cuda: KV cache of %lld blocks (%zu bytes): %s", (long long)blocks,
+                           2 * bytes, cudaGetErrorString(e));
+    int64_t ctx = (int64_t)blocks * b->base.block_size;
+    if (c->max_pos > 0 && ctx > c->max_pos)
+        ctx = c->max_pos;
+    b->max_bt = (int)((ctx + b->base.block_size - 1) / b->base.block_size);
+    return 0;
+}
+
+/* Everything but the weights, which `load` puts in place. */
+static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_backend_opts *opts,
+                       int (*load)(sd_cuda_backend *b, const void *arg, sd_diag *d), const void *arg,
+                       sd_diag *d)
+{
+    sd_backend_opts o;
+    if (opts)
+        o = *opts;
+    else
+        sd_backend_opts_default(&o);
+    if (cfg->head_dim != 64 && cfg->head_dim != 128 && cfg->head_dim != 256)
+        return sd_diag_set(d, SD_ENOTSUP, "cuda backend: head_dim %d (64, 128 or 256 supported)",
+                           cfg->head_dim);
+    if (cfg->n_kv_heads <= 0 || cfg->n_heads % cfg->n_kv_heads)
+        return sd_diag_set(d, SD_EINVAL, "cuda backend: %d heads over %d KV heads", cfg->n_heads,
+                           cfg->n_kv_heads);
+    int ndev = sd_cuda_device_count();
+    if (o.device < 0 || o.device >= ndev)
+        return sd_diag_set(d, SD_ENODEV, "cuda backend: device %d requested, %d present", o.device, ndev);
+    sd_cuda_backend *b = (sd_cuda_backend *)calloc(1, sizeof *b);
+    if (!b)
+        return sd_diag_set(d, SD_ENOMEM, "cuda backend");
+    b->base.vt = &cuda_vtbl;
+    b->base.vocab = cfg->vocab;
+    b->base.block_size = o.block_size > 0 ? o.block_size : 16;
+    b->tmax = o.max_batch_tokens > 0 ? o.max_batch_tokens : 2048;
+    b->base.max_batch_tokens = b->tmax;
+    b->max_seqs = b->tmax < SD_CU_MAX_SEQS ? b->tmax : SD_CU_MAX_SEQS;
+    b->cfg = *cfg;
+    b->device = o.device;
+    b->use_graphs = 1;
+    int rc = 0;
+    cudaError_t e = cudaSetDevice(b->device);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&b->sms, cudaDevAttrMultiProcessorCount, b->device);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&b->st, cudaStreamNonBlocking);
+    if (e != cudaSuccess)
+        rc = sd_diag_set(d, SD_ECUDA, "cuda backend: device %d: %s", b->device, cudaGetErrorString(e));
+    if (!rc)
+        rc = load(b, arg, d);
+    if (!rc)
+        rc = sd__cu_mm_init(&b->mm, &b->w, b->st, d);
+    if (!rc)
+        rc = alloc_activations(b, d);
+    if (!rc)
+        rc = alloc_kv(b, &o, d);
+    if (rc) {
+        cuda_free(&b->base);
+        return rc;
+    }
+    *ret = &b->base;
+    return 0;
+}
+
+static int load_model(sd_cuda_backend *b, const void *arg, sd_diag *d)
+{
+    return sd__cu_weights_upload(&b->w, (const sd_model *)arg, d);
+}
+
+int sd_backend_cuda_init(sd_backend **ret, const sd_model *m, const sd_backend_opts *o, sd_diag *d)
+{
+    return cuda_create(ret, sd_model_cfg(m), o, load_model, m, d);
+}
+
+typedef struct synth_arg {
+    int n, m;
+    uint64_t seed;
+} synth_arg;
+
+static int load_synth(sd_cuda_backend *b, const void *arg, sd_diag *d)
+{
+    const synth_arg *a = (const synth_arg *)arg;
+    return sd__cu_weights_synthetic(&b->w, &b->cfg, a->n, a->m, a->seed, b->st, d);
+}
+
+int sd_backend_cuda_init_synthetic(sd_backend **ret, const sd_model_config *cfg, const char *pattern,
+                                   uint64_t seed, const sd_backend_opts *o, sd_diag *d)
+{
+    synth_arg a = {0, 0, seed};
+    if (sd_synth_pattern_parse(pattern, &a.n, &a.m))
+        return sd_diag_set(d, SD_EINVAL, "synthetic weights: pattern '%s' (dense or N:M with 2N = M, M | 32)",
+                           pattern ? pattern : "(null)");
+    return cuda_create(ret, cfg, o, load_synth, &a, d);
+}
+
+static void cuda_free(sd_backend *base)
+{
+    sd_cuda_backend *b = (sd_cuda_backend *)base;
+    if (!b)
+        return;
+    cudaSetDevice(b->device);
+    for (int i = 0; i < SD_CU_N_BUCKETS; i++)
+        if (b->graphs[i])
+            cudaGraphExecDestroy(b->graphs[i]);
+    sd__cu_mm_free(&b->mm);
+    sd__cu_weights_free(&b->w);
+    void *bufs[] = {b->x,     b->act,    b->mmo,    b->q,        b->part_acc, b->part_ml,
+                    b->lm_in, b->logits, b->d_meta, b->inv_freq, b->k_cache,  b->v_cache};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        cudaFree(bufs[i]);
+    cudaFreeHost(b->h_meta);
+    if (b->st)
+        cudaStreamDestroy(b->st);
+    cudaGetLastError(); /* leave no sticky error from teardown behind */
+    free(b);
+}
+
+/* ---- one step on the stream (eager, or recorded into a graph) ---- */
+
+static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d)
+{
+    const sd_model_config *c = &b->cfg;
+    const sd_cu_layer *L = &b->w.layers[li];
+    cudaStream_t st = b->st;
+    const float *resid = li ? b->mmo : NULL; /* the previous layer's down_proj output */
+    SD_TRY(sd__cu_add_rmsnorm(b->x, resid, L->attn_norm, b->act, s->T, c->hidden, c->rms_eps, st, d));
+    SD_TRY(sd__cu_linear(&b->mm, &L->qkv, b->act, b->mmo, s->T, st, d));
+    __nv_bfloat16 *kc = b->k_cache + (size_t)li * b->layer_kv_elems;
+    __nv_bfloat16 *vc = b->v_cache + (size_t)li * b->layer_kv_elems;
+    sd_cu_qkv_args qa = {b->mmo,
+                         L->qkv.bias,
+                         L->q_norm,
+                         L->k_norm,
+                         b->inv_freq,
+                         s->pos,
+                         s->tok_seq,
+                         s->bt,
+                         b->max_bt,
+                         b->base.block_size,
+                         s->T,
+                         c->n_heads,
+                         c->n_kv_heads,
+                         c->head_dim,
+                         c->rms_eps,
+                         b->q,
+                         kc,
+                         vc};
+    SD_TRY(sd__cu_qkv_post(&qa, st, d));
+    sd_cu_attn_args aa = {b->q,
+                          kc,
+                          vc,
+                          s->pos,
+                          s->tok_seq,
+                          s->bt,
+                          b->max_bt,
+                          b->base.block_size,
+                          s->T,
+                          c->n_heads,
+                          c->n_kv_heads,
+                          c->head_dim,
+                          s->n_splits,
+                          b->part_acc,
+                          b->part_ml,
+                          b->act};
+    SD_TRY(sd__cu_attention(&aa, st, d));
+    SD_TRY(sd__cu_linear(&b->mm, &L->o, b->act, b->mmo, s->T, st, d));
+    SD_TRY(sd__cu_add_rmsnorm(b->x, b->mmo, L->mlp_norm, b->act, s->T, c->hidden, c->rms_eps, st, d));
+    SD_TRY(sd__cu_linear(&b->mm, &L->gate_up, b->act, b->mmo, s->T, st, d));
+    SD_TRY(sd__cu_swiglu(b->mmo, b->act, s->T, c->intermediate, st, d));
+    return sd__cu_linear(&b->mm, &L->down, b->act, b->mmo, s->T, st, d);
+}
+
+static int enqueue_step(sd_cuda_backend *b, const step_shape *s, sd_diag *d)
+{
+    const sd_model_config *c = &b->cfg;
+    SD_TRY(sd__cu_embed(b->w.embed, s->tokens, b->x, s->T, c->hidden, b->st, d));
+    for (int li = 0; li < c->n_layers; li++)
+        SD_TRY(run_layer(b, li, s, d));
+    const float *resid = c->n_layers ? b->mmo : NULL;
+    SD_TRY(sd__cu_add_rmsnorm(b->x, resid, b->w.final_norm, b->act, s->T, c->hidden, c->rms_eps, b->st, d));
+    SD_TRY(sd__cu_gather_rows(b->act, s->rows, b->lm_in, s->R, c->hidden, b->st, d));
+    return sd__cu_linear(&b->mm, &b->w.lm_head, b->lm_in, b->logits, s->R, b->st, d);
+}
+
+/* ---- forward ---- */
+
+/* Checks the batch against the pool and the buffers; counts tokens and logits rows. */
+static int check_batch(const sd_cuda_backend *b, const sd_batch_seq *seqs, int n_seqs, int *T, int *R,
+                       int *all_decode, sd_diag *d)
+{
+    int64_t t = 0, r = 0;
+    int dec = 1;
+    if (n_seqs < 1 || n_seqs > b->max_seqs)
+        return sd_diag_set(d, SD_EINVAL, "cuda forward: %d sequences (1..%d)", n_seqs, b->max_seqs);
+    for (int i = 0; i < n_seqs; i++) {
+        const sd_batch_seq *q = &seqs[i];
+        if (q->n_tokens < 1 || q->pos < 0)
+            return sd_diag_set(d, SD_EINVAL, "cuda forward: sequence %d: pos %d, %d tokens", i, q->pos,
+                               q->n_tokens);
+        int64_t end = (int64_t)q->pos + q->n_tokens;
+        int64_t nb = (end + b->base.block_size - 1) / b->base.block_size;
+        if (nb > b->max_bt)
+            return sd_diag_set(d, SD_ERANGE, "cuda forward: sequence %d reaches position %lld (limit %lld)",
+                               i, (long long)end, (long long)b->max_bt * b->base.block_size);
+        for (int64_t k = 0; k < nb; k++)
+            if (q->block_table[k] < 0 || q->block_table[k] >= b->base.kv_blocks)
+                return sd_diag_set(d, SD_EINVAL, "cuda forward: sequence %d: block %d out of the pool (%d)",
+                                   i, q->block_table[k], b->base.kv_blocks);
+        for (int k = 0; k < q->n_tokens; k++)
+            if (q->tokens[k] < 0 || q->tokens[k] >= b->cfg.vocab)
+                return sd_diag_set(d, SD_EINVAL, "cuda forward: sequence %d: token %d out of the vocabulary",
+                                   i, q->tokens[k]);
+        t += q->n_tokens;
+        r += q->all_logits ? q->n_tokens : 1;
+        dec &= q->n_tokens == 1;
+    }
+    if (t > b->tmax)
+        return sd_diag_set(d, SD_EINVAL, "cuda forward: %lld tokens (max_batch_tokens %d)", (long long)t,
+                           b->tmax);
+    *T = (int)t;
+    *R = (int)r;
+    *all_decode = dec;
+    return 0;
+}
+
+/* Fills h_meta for n_seqs real sequences padded to `padded` one-token rows (decode buckets)
+ * and sets the device pointers of s. */
+static void fill_meta(sd_cuda_backend *b, const sd_batch_seq *seqs, int n_seqs, int T, int R, int padded,
+                      step_shape *s)
+{
+    int32_t *h = b->h_meta, *tok = h, *pos = h + T, *seq = h + 2 * T, *rows = h + 3 * T, *bt = h + 3 * T + R;
+    int t = 0, r = 0;
+    for (int i = 0; i < n_seqs; i++) {
+        const sd_batch_seq *q = &seqs[i];
+        int nb = (q->pos + q->n_tokens + b->base.block_size - 1) / b->base.block_size;
+        memcpy(bt + (size_t)i * b->max_bt, q->block_table, (size_t)nb * 4);
+        for (int k = 0; k < q->n_tokens; k++, t++) {
+            tok[t] = q->tokens[k];
+            pos[t] = q->pos + k;
+            seq[t] = i;
+            if (q->all_logits || k == q->n_tokens - 1)
+                rows[r++] = t;
+        }
+    }
+    for (int i = n_seqs; i < padded; i++, t++, r++) { /* padding: position 0 in the spare block */
+        tok[t] = pos[t] = 0;
+        seq[t] = i;
+        rows[r] = t;
+        bt[(size_t)i * b->max_bt] = b->base.kv_blocks;
+    }
+    int32_t *dm = b->d_meta;
+    *s = (step_shape){T,
+                      R,
+                      padded > n_seqs ? padded : n_seqs,
+                      attn_splits(b, T),
+                      dm,
+                      dm + T,
+                      dm + 2 * T,
+                      dm + 3 * T,
+                      dm + 3 * T + R};
+}
+
+static size_t meta_len(const sd_cuda_backend *b, const step_shape *s)
+{
+    return (size_t)(s->bt - b->d_meta) + (size_t)s->n_seqs * b->max_bt;
+}
+
+static int bucket_of(int n)
+{
+    int k = 0;
+    while ((1 << k) < n)
+        k++;
+    return k;
+}
+
+/* Replays (or on first use, runs eagerly then captures) the graph of this batch bucket. */
+static int decode_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag *d)
+{
+    if (b->graphs[k]) {
+        SD_CU(d, cudaGraphLaunch(b->graphs[k], b->st));
+        b->replays++;
+        return 0;
+    }
+    SD_TRY(enqueue_step(b, s, d)); /* this step's results, and any lazy init outside the capture */
+    SD_CU(d, cudaStreamSynchronize(b->st));
+    cudaGraph_t g = NULL;
+    SD_CU(d, cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
+    int rc = enqueue_step(b, s, d);
+    cudaError_t e = cudaStreamEndCapture(b->st, &g);
+    if (!rc && e == cudaSuccess)
+        e = cudaGraphInstantiate(&b->graphs[k], g, 0);
+    if (g)
+        cudaGraphDestroy(g);
+    if (rc)
+        return rc;
+    SD_CU(d, e);
+    return 0;
+}
+
+static int cuda_forward(sd_backend *base, const sd_batch_seq *seqs, int n_seqs, float *logits, sd_diag *d)
+{
+    sd_cuda_backend *b = (sd_cuda_backend *)base;
+    int T = 0, R = 0, dec = 0;
+    SD_TRY(check_batch(b, seqs, n_seqs, &T, &R, &dec, d));
+    SD_CU(d, cudaSetDevice(b->device));
+    int k = bucket_of(n_seqs), padded = 1 << k;
+    int graph = b->use_graphs && dec && k < SD_CU_N_BUCKETS && padded <= b->tmax && padded <= b->max_seqs;
+    step_shape s;
+    if (graph)
+        fill_meta(b, seqs, n_seqs, padded, padded, padded, &s);
+    else
+        fill_meta(b, seqs, n_seqs, T, R, n_seqs, &s);
+    SD_CU(d, cudaMemcpyAsync(b->d_meta, b->h_meta, meta_len(b, &s) * 4, cudaMemcpyHostToDevice, b->st));
+    SD_TRY(graph ? decode_graph(b, &s, k, d) : enqueue_step(b, &s, d));
+    if (logits)
+        SD_CU(d, cudaMemcpyAsync(logits, b->logits, (size_t)R * b->cfg.vocab * 4, cudaMemcpyDeviceToHost,
+                                 b->st));
+    SD_CU(d, cudaStreamSynchronize(b->st));
+    return 0;
+}
+
+/* ---- hooks and numbers for tests and benchmarks ---- */
+
+void sd_backend_cuda_set_graphs(sd_backend *b, int enable)
+{
+    ((sd_cuda_backend *)b)->use_graphs = enable;
+}
+
+int64_t sd_backend_cuda_graph_replays(const sd_backend *b)
+{
+    return ((const sd_cuda_backend *)b)->replays;
+}
+
+static size_t linear_bytes(const sd_cu_linear *l)
+{
+    size_t n = (size_t)l->rows * (size_t)l->cols;
+    return (l->bitmask ? n + n / 8 : 2 * n) + (l->bias ? (size_t)l->rows * 4 : 0);
+}
+
+size_t sd_backend_cuda_step_weight_bytes(const sd_backend *base)
+{
+    const sd_cuda_backend *b = (const sd_cuda_backend *)base;
+    const sd_model_config *c = &b->cfg;
+    size_t n = linear_bytes(&b->w.lm_head) + (size_t)c->hidden * 4;
+    for (int i = 0; i < b->w.n_layers; i++) {
+        const sd_cu_layer *l = &b->w.layers[i];
+        n += linear_bytes(&l->qkv) + linear_bytes(&l->o) + linear_bytes(&l->gate_up) + linear_bytes(&l->down);
+        n += 2 * (size_t)c->hidden * 4 + (l->q_norm ? 2 * (size_t)c->head_dim * 4 : 0);
+    }
+    return n;
+}
+
+size_t sd_backend_cuda_kv_bytes_per_token(const sd_backend *base)
+{
+    const sd_cuda_backend *b = (const sd_cuda_backend *)base;
+    return (size_t)b->cfg.n_layers * b->cfg.n_kv_heads * b->cfg.head_dim * 2 * 2;
+}

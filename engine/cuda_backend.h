@@ -1,0 +1,48 @@
+/* cuda_backend: the extra entry points of the CUDA backend — a constructor over synthetic
+ * weights (benchmarks at real shapes without a checkpoint), test hooks, and the numbers
+ * the decode benchmark needs. sd_backend_cuda_init itself is declared in backend.h. */
+#ifndef SD_CUDA_BACKEND_H
+#define SD_CUDA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/backend.h"
+#include "engine/model_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Also in backend.h under SD_HAVE_CUDA (which nvcc builds do not define). */
+int sd_backend_cuda_init(sd_backend **ret, const sd_model *m, const sd_backend_opts *o, sd_diag *d);
+
+/* Number of usable CUDA devices; 0 when there is no driver or no GPU (never an error). */
+int sd_cuda_device_count(void);
+
+/* A CUDA backend over random weights of cfg's shapes generated on the GPU. pattern:
+ * "dense" or "N:M" with 2N == M and M | 32 ("2:4", "8:16" ...): every linear of every layer
+ * is then a bitmask with random valid N:M masks; embeddings, lm_head and norms stay dense. */
+int sd_backend_cuda_init_synthetic(sd_backend **ret, const sd_model_config *cfg, const char *pattern,
+                                   uint64_t seed, const sd_backend_opts *o, sd_diag *d);
+
+/* CUDA graphs for all-decode steps (on by default); off runs every step eagerly. */
+void sd_backend_cuda_set_graphs(sd_backend *b, int enable);
+/* How many decode steps were replayed from a captured graph (for tests and benchmarks). */
+int64_t sd_backend_cuda_graph_replays(const sd_backend *b);
+
+/* Bytes of weights one decode step reads (every linear, lm_head, norms; embedding rows not
+ * counted) and the KV bytes per cached token (all layers, K and V). */
+size_t sd_backend_cuda_step_weight_bytes(const sd_backend *b);
+size_t sd_backend_cuda_kv_bytes_per_token(const sd_backend *b);
+
+/* Read-only bandwidth of `device` in GB/s: median of timed passes of a streaming kernel over
+ * `bytes` of device memory (the ceiling a memory-bound decode step is compared with). */
+int sd_cuda_read_bandwidth(int device, size_t bytes, double *ret_gbps, sd_diag *d);
+/* "NVIDIA H200" etc.; "unknown" on failure. */
+void sd_cuda_device_name(int device, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,150 @@
+/* cuda_impl: the CUDA backend's private types (device weights, activation buffers, graph
+ * buckets) and the error-check macros shared by its .cu files. Not a public header. */
+#ifndef SD_CUDA_IMPL_CUH
+#define SD_CUDA_IMPL_CUH
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "engine/backend.h"
+#include "engine/diag.h"
+#include "engine/model_config.h"
+
+/* Returns SD_ECUDA with the call, place and CUDA message when `call` fails. */
+#define SD_CU(d, call)                                                                                       \
+    do {                                                                                                     \
+        cudaError_t e_ = (call);                                                                             \
+        if (e_ != cudaSuccess)                                                                               \
+            return sd_diag_set((d), SD_ECUDA, "%s:%d: %s: %s", __FILE__, __LINE__, #call,                    \
+                               cudaGetErrorString(e_));                                                      \
+    } while (0)
+
+/* After a kernel launch: a bad configuration shows up as the last error. */
+#define SD_CU_LAUNCH(d) SD_CU(d, cudaGetLastError())
+
+#define SD_CUBLAS(d, call)                                                                                   \
+    do {                                                                                                     \
+        cublasStatus_t s_ = (call);                                                                          \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                                     \
+            return sd_diag_set((d), SD_ECUDA, "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #call,      \
+                               (int)s_);                                                                     \
+    } while (0)
+
+#define SD_TRY(call)                                                                                         \
+    do {                                                                                                     \
+        int rc_ = (call);                                                                                    \
+        if (rc_)                                                                                             \
+            return rc_;                                                                                      \
+    } while (0)
+
+/* One linear layer on the device, y = x W^T (+ bias). Dense: bf16 w. Bitmask (50% N:M with
+ * 16 kept weights per mask word): values + mask, never a dense copy. */
+typedef struct sd_cu_linear {
+    int bitmask; /* 0 dense, 1 bitmask */
+    int64_t rows, cols;
+    int nm_n, nm_m;        /* bitmask pattern */
+    __nv_bfloat16 *w;      /* dense: [rows, cols] */
+    __nv_bfloat16 *values; /* bitmask: [rows, cols/2] */
+    uint32_t *mask;        /* bitmask: [rows, cols/32] */
+    float *bias;           /* [rows] or NULL */
+    int owns;              /* 0 when w aliases another tensor (tied lm_head) */
+} sd_cu_linear;
+
+typedef struct sd_cu_layer {
+    float *attn_norm, *mlp_norm; /* [hidden] */
+    float *q_norm, *k_norm;      /* [head_dim] or NULL */
+    sd_cu_linear qkv;            /* [(n_heads + 2*n_kv_heads)*head_dim, hidden]: q, k, v rows */
+    sd_cu_linear o;              /* [hidden, n_heads*head_dim] */
+    sd_cu_linear gate_up;        /* [2*intermediate, hidden]: gate rows then up rows */
+    sd_cu_linear down;           /* [hidden, intermediate] */
+} sd_cu_layer;
+
+typedef struct sd_cu_weights {
+    __nv_bfloat16 *embed; /* [vocab, hidden] */
+    float *final_norm;    /* [hidden] */
+    sd_cu_linear lm_head; /* [vocab, hidden] */
+    sd_cu_layer *layers;  /* [n_layers], host array of device pointers */
+    int n_layers;
+    size_t bytes; /* device bytes held by the weights */
+} sd_cu_weights;
+
+/* ---- weights (cuda_weights.cu) ---- */
+typedef struct sd_model sd_model;
+int sd__cu_weights_upload(sd_cu_weights *w, const sd_model *m, sd_diag *d);
+/* Random weights at cfg's shapes; pattern_n/m = 0 for dense. Deterministic in seed. */
+int sd__cu_weights_synthetic(sd_cu_weights *w, const sd_model_config *cfg, int pattern_n, int pattern_m,
+                             uint64_t seed, cudaStream_t st, sd_diag *d);
+void sd__cu_weights_free(sd_cu_weights *w);
+
+/* ---- kernels (cuda_ops.cu); every launcher checks the launch and returns 0 / SD_ECUDA ---- */
+typedef struct sd_cu_attn_args {
+    const float *q;                         /* [T, n_heads*head_dim], RoPE applied */
+    const __nv_bfloat16 *k_cache, *v_cache; /* this layer: [n_blocks, n_kv, block_size, head_dim] */
+    const int32_t *tok_pos;                 /* [T] position of each query token */
+    const int32_t *tok_seq;                 /* [T] sequence index of each token */
+    const int32_t *block_tables;            /* [n_seqs, max_bt] */
+    int max_bt, block_size;
+    int T, n_heads, n_kv, head_dim;
+    int n_splits;       /* splits of each query's key range */
+    float *part_acc;    /* [T, n_heads, n_splits, head_dim] */
+    float *part_ml;     /* [T, n_heads, n_splits, 2] */
+    __nv_bfloat16 *out; /* [T, n_heads*head_dim] */
+} sd_cu_attn_args;
+
+int sd__cu_embed(const __nv_bfloat16 *embed, const int32_t *tokens, float *x, int T, int hidden,
+                 cudaStream_t st, sd_diag *d);
+/* x += y (y may be NULL); out = bf16(rmsnorm(x) * w). x: [T, hidden] fp32. */
+int sd__cu_add_rmsnorm(float *x, const float *y, const float *w, __nv_bfloat16 *out, int T, int hidden,
+                       float eps, cudaStream_t st, sd_diag *d);
+
+typedef struct sd_cu_qkv_args {
+    const float *qkv;             /* [T, (n_heads + 2*n_kv)*head_dim] */
+    const float *bias;            /* [(n_heads + 2*n_kv)*head_dim] or NULL */
+    const float *q_norm, *k_norm; /* [head_dim] or NULL */
+    const float *inv_freq;        /* [head_dim/2] */
+    const int32_t *tok_pos, *tok_seq, *block_tables;
+    int max_bt, block_size;
+    int T, n_heads, n_kv, head_dim;
+    float eps;
+    float *q_out;                     /* [T, n_heads*head_dim] */
+    __nv_bfloat16 *k_cache, *v_cache; /* this layer */
+} sd_cu_qkv_args;
+
+int sd__cu_qkv_post(const sd_cu_qkv_args *a, cudaStream_t st, sd_diag *d);
+int sd__cu_attention(const sd_cu_attn_args *a, cudaStream_t st, sd_diag *d);
+/* gu: [T, 2*inter] (gate then up) -> out bf16 [T, inter] = silu(gate) * up */
+int sd__cu_swiglu(const float *gu, __nv_bfloat16 *out, int T, int inter, cudaStream_t st, sd_diag *d);
+/* out[i, :] = in[rows[i], :] for i < R; in, out: bf16 rows of `cols`. */
+int sd__cu_gather_rows(const __nv_bfloat16 *in, const int32_t *rows, __nv_bfloat16 *out, int R, int cols,
+                       cudaStream_t st, sd_diag *d);
+/* Bitmask (16 kept per word) -> dense bf16 [rows, cols]. */
+int sd__cu_expand_bitmask(const __nv_bfloat16 *values, const uint32_t *mask, __nv_bfloat16 *out, int64_t rows,
+                          int64_t cols, cudaStream_t st, sd_diag *d);
+/* Fills n bf16 with uniform(-scale, scale) from a hash of (seed, index). */
+int sd__cu_fill_uniform_bf16(__nv_bfloat16 *p, size_t n, float scale, uint64_t seed, cudaStream_t st,
+                             sd_diag *d);
+int sd__cu_fill_f32(float *p, size_t n, float v, cudaStream_t st, sd_diag *d);
+/* Random valid N:M masks (exactly n of every m consecutive columns kept), [rows, cols/32]. */
+int sd__cu_fill_nm_mask(uint32_t *mask, size_t n_words, int n, int m, uint64_t seed, cudaStream_t st,
+                        sd_diag *d);
+
+/* ---- linears (cuda_linear.cu) ---- */
+typedef struct sd_cu_mm {
+    cublasHandle_t blas;
+    void *blas_ws; /* cuBLAS workspace, set explicitly so graph capture is legal */
+    size_t blas_ws_bytes;
+    __nv_bfloat16 *scratch; /* dense expansion of one bitmask linear: [max rows*cols] */
+    size_t scratch_elems;
+    void *spmv; /* the kernels' autotune context, or NULL */
+} sd_cu_mm;
+
+/* Sizes the scratch for the largest bitmask linear in w and creates cuBLAS on stream st. */
+int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_diag *d);
+void sd__cu_mm_free(sd_cu_mm *mm);
+/* out [T, l->rows] fp32 = in [T, l->cols] bf16 x W^T (bias not applied). */
+int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
+                  cudaStream_t st, sd_diag *d);
+
+#endif

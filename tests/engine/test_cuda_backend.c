@@ -1,0 +1,573 @@
+/* test_cuda_backend: the CUDA backend against the CPU backend (its fp32 twin) on the bundled
+ * models, dense and 2:4-pruned; batched vs single sequences; CUDA-graph replay vs eager;
+ * synthetic weights. GPU tests skip without a device. */
+#include "tests/harness.h"
+
+#include <stdint.h>
+#include <unistd.h>
+
+#include "engine/backend.h"
+#include "engine/checkpoint.h"
+#include "engine/model.h"
+#include "engine/synthetic.h"
+#ifdef SD_HAVE_CUDA
+#include "engine/cuda_backend.h"
+#endif
+
+#define TINY "models/tiny"
+#define KV_BLOCKS 64
+#define BS 16
+
+static void test_pattern_parse(void)
+{
+    int n = -1, m = -1;
+    CHECK(sd_synth_pattern_parse("dense", &n, &m) == 0 && n == 0 && m == 0);
+    CHECK(sd_synth_pattern_parse("2:4", &n, &m) == 0 && n == 2 && m == 4);
+    CHECK(sd_synth_pattern_parse("16:32", &n, &m) == 0 && n == 16 && m == 32);
+    CHECK(sd_synth_pattern_parse("3:4", &n, &m) == SD_EINVAL); /* not 50% */
+    CHECK(sd_synth_pattern_parse("3:6", &n, &m) == SD_EINVAL); /* 6 does not divide 32 */
+    CHECK(sd_synth_pattern_parse("2:4x", &n, &m) == SD_EINVAL);
+    CHECK(sd_synth_pattern_parse(NULL, &n, &m) == SD_EINVAL);
+}
+
+#ifndef SD_HAVE_CUDA
+int main(void)
+{
+    RUN(test_pattern_parse);
+    fprintf(stderr, "  SKIP cuda backend tests: built without CUDA\n");
+    sd__t_skip++;
+    return sd_test_done();
+}
+#else
+
+static double rel_l2(const float *a, const float *ref, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)a[i] - ref[i];
+        num += e * e;
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
+}
+
+static int32_t argmax(const float *x, int32_t n)
+{
+    int32_t k = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[k])
+            k = i;
+    return k;
+}
+
+static void rand_tokens(int32_t *t, int n, int32_t vocab, uint32_t seed)
+{
+    for (int i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        t[i] = 1 + (int32_t)((seed >> 8) % (uint32_t)(vocab - 1));
+    }
+}
+
+/* One sequence, blocks [first_block, ...) of the pool. */
+static int fwd1(sd_backend *b, int32_t pos, const int32_t *toks, int n, int first_block, int all,
+                float *logits)
+{
+    int32_t bt[KV_BLOCKS];
+    for (int i = 0; i < KV_BLOCKS; i++)
+        bt[i] = first_block + i;
+    sd_batch_seq s = {pos, n, toks, bt, all};
+    sd_diag d = {0};
+    int rc = sd_backend_forward(b, &s, 1, logits, &d);
+    if (rc)
+        fprintf(stderr, "  forward: %s\n", sd_diag_str(&d, rc));
+    return rc;
+}
+
+static int have_gpu(void)
+{
+    return sd_cuda_device_count() > 0;
+}
+
+static void backend_opts(sd_backend_opts *o)
+{
+    sd_backend_opts_default(o);
+    o->kv_blocks = KV_BLOCKS;
+    o->block_size = BS;
+    o->max_batch_tokens = 256;
+    o->n_threads = 2;
+}
+
+/* ---- CUDA vs CPU on one model directory ---- */
+
+#define PROMPT 37 /* crosses two KV block boundaries */
+#define STEPS 32
+
+static void compare_with_cpu(const char *dir, size_t *ret_weight_bytes)
+{
+    sd_diag d = {0};
+    sd_model *m = NULL;
+    sd_backend *cpu = NULL, *gpu = NULL;
+    float *lc = NULL, *lg = NULL;
+    int rc = sd_model_open(&m, dir, &d);
+    REQUIRE(rc == 0 || (fprintf(stderr, "  %s\n", sd_diag_str(&d, rc)), 0));
+    sd_backend_opts o;
+    backend_opts(&o);
+    int32_t V = sd_model_cfg(m)->vocab;
+    if ((rc = sd_backend_cpu_init(&cpu, m, &o, &d)) || (rc = sd_backend_cuda_init(&gpu, m, &o, &d))) {
+        CHECK_MSG(0, "backend init: %s", sd_diag_str(&d, rc));
+        goto out;
+    }
+    *ret_weight_bytes = sd_backend_cuda_step_weight_bytes(gpu);
+    lc = malloc((size_t)PROMPT * V * 4);
+    lg = malloc((size_t)PROMPT * V * 4);
+    int32_t toks[PROMPT];
+    rand_tokens(toks, PROMPT, V, 1234);
+    if (fwd1(cpu, 0, toks, PROMPT, 0, 1, lc) || fwd1(gpu, 0, toks, PROMPT, 0, 1, lg)) {
+        CHECK_MSG(0, "prefill failed");
+        goto out;
+    }
+    double e = rel_l2(lg, lc, (size_t)PROMPT * V);
+    CHECK_MSG(e <= 1e-2, "%s: prefill logits rel L2 %.3g", dir, e);
+    /* greedy: the CPU runs free, the GPU is fed the CPU's tokens and must pick the same
+     * ones; a differing pick is tolerated only at a near-tie of the CPU's logits */
+    const float *c_last = lc + (size_t)(PROMPT - 1) * V, *g_last = lg + (size_t)(PROMPT - 1) * V;
+    int32_t tok = argmax(c_last, V);
+    int mismatches = argmax(g_last, V) != tok, near_ties = 0;
+    double worst = 0;
+    for (int s = 0; s < STEPS; s++) {
+        if (fwd1(cpu, PROMPT + s, &tok, 1, 0, 0, lc) || fwd1(gpu, PROMPT + s, &tok, 1, 0, 0, lg)) {
+            CHECK_MSG(0, "decode step %d failed", s);
+            goto out;
+        }
+        e = rel_l2(lg, lc, (size_t)V);
+        worst = e > worst ? e : worst;
+        int32_t tc = argmax(lc, V), tg = argmax(lg, V);
+        if (tc != tg) {
+            if (lc[tc] - lc[tg] < 0.02f * (fabsf(lc[tc]) + 1.f))
+                near_ties++;
+            else
+                mismatches++;
+        }
+        tok = tc;
+    }
+    CHECK_MSG(worst <= 1e-2, "%s: decode logits rel L2 up to %.3g", dir, worst);
+    CHECK_MSG(mismatches == 0 && near_ties <= 1, "%s: greedy: %d mismatches, %d near-ties in %d steps", dir,
+              mismatches, near_ties, STEPS);
+    fprintf(stderr, "  %s: prefill rel L2 %.2e, decode worst %.2e, near-ties %d\n", dir,
+            rel_l2(lg, lc, (size_t)V), worst, near_ties);
+out:
+    free(lc);
+    free(lg);
+    sd_backend_free(gpu);
+    sd_backend_free(cpu);
+    sd_model_free(m);
+}
+
+static void test_dense_tiny(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    size_t bytes = 0;
+    compare_with_cpu(TINY, &bytes);
+}
+
+static void test_dense_small(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    const char *dir = sd_test_shared("models/small/config.json");
+    if (!dir)
+        SKIP("../shared/models/small absent");
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%.*s", (int)(strlen(dir) - strlen("/config.json")), dir);
+    size_t bytes = 0;
+    compare_with_cpu(buf, &bytes);
+}
+
+/* ---- a 2:4 magnitude-pruned copy of the tiny model, written as a bitmask checkpoint ---- */
+
+typedef struct out_tensor {
+    char name[160];
+    const char *dtype;
+    int ndim;
+    int64_t shape[2];
+    void *data; /* owned */
+    size_t nbytes;
+} out_tensor;
+
+static int is_pruned_linear(const char *name)
+{
+    const char *p[] = {"q_proj.weight",    "k_proj.weight",  "v_proj.weight",   "o_proj.weight",
+                       "gate_proj.weight", "up_proj.weight", "down_proj.weight"};
+    if (strncmp(name, "model.layers.", 13))
+        return 0;
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        if (n > strlen(p[i]) && !strcmp(name + n - strlen(p[i]), p[i]))
+            return 1;
+    return 0;
+}
+
+/* 2:4 by magnitude (ties: lower column), packed as values in column order + mask words. */
+static void prune_2of4(const uint16_t *w, int64_t rows, int64_t cols, uint16_t *vals, uint32_t *mask)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const uint16_t *row = w + r * cols;
+        int64_t k = 0;
+        for (int64_t g = 0; g < cols; g += 4) {
+            int keep[4] = {0};
+            for (int c = 0; c < 2; c++) {
+                int best = -1;
+                for (int j = 0; j < 4; j++)
+                    if (!keep[j] && (best < 0 || fabsf(sd_bf16_to_f32(row[g + j])) >
+                                                     fabsf(sd_bf16_to_f32(row[g + best]))))
+                        best = j;
+                keep[best] = 1;
+            }
+            for (int j = 0; j < 4; j++) {
+                int64_t c = g + j;
+                if (keep[j]) {
+                    vals[r * (cols / 2) + k++] = row[c];
+                    mask[r * (cols / 32) + c / 32] |= 1u << (c % 32);
+                }
+            }
+        }
+    }
+}
+
+static int write_safetensors(const char *path, out_tensor *t, int n)
+{
+    size_t cap = 1 << 20, len = 0, off = 0;
+    char *h = malloc(cap);
+    len += snprintf(h + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\"");
+    for (int i = 0; i < n; i++)
+        if (strstr(t[i].name, ".nm_values")) {
+            len += snprintf(h + len, cap - len, ",\"sparsity.%.*s\":\"2:4\"",
+                            (int)(strlen(t[i].name) - strlen(".nm_values")), t[i].name);
+        }
+    len += snprintf(h + len, cap - len, "}");
+    for (int i = 0; i < n; i++) {
+        len += snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", t[i].name, t[i].dtype);
+        for (int k = 0; k < t[i].ndim; k++)
+            len += snprintf(h + len, cap - len, "%s%lld", k ? "," : "", (long long)t[i].shape[k]);
+        len += snprintf(h + len, cap - len, "],\"data_offsets\":[%zu,%zu]}", off, off + t[i].nbytes);
+        off += t[i].nbytes;
+    }
+    len += snprintf(h + len, cap - len, "}");
+    while (len % 8)
+        h[len++] = ' ';
+    FILE *f = fopen(path, "wb");
+    int ok = f != NULL;
+    uint64_t hl = len;
+    ok = ok && fwrite(&hl, 8, 1, f) == 1 && fwrite(h, 1, len, f) == len;
+    for (int i = 0; ok && i < n; i++)
+        ok = fwrite(t[i].data, 1, t[i].nbytes, f) == t[i].nbytes;
+    if (f)
+        ok = !fclose(f) && ok;
+    free(h);
+    return ok ? 0 : -1;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    char buf[4096];
+    size_t n;
+    int ok = a && b;
+    while (ok && (n = fread(buf, 1, sizeof buf, a)) > 0)
+        ok = fwrite(buf, 1, n, b) == n;
+    if (a)
+        fclose(a);
+    if (b)
+        ok = !fclose(b) && ok;
+    return ok ? 0 : -1;
+}
+
+/* Writes dir/config.json and dir/model.safetensors with every layer linear 2:4-pruned. */
+static int make_pruned(const char *src, const char *dir)
+{
+    sd_ckpt *ck = NULL;
+    sd_diag d = {0};
+    char p1[4096], p2[4096];
+    if (sd_ckpt_open(&ck, src, &d))
+        return -1;
+    size_t nt = sd_ckpt_count(ck);
+    out_tensor *t = calloc(2 * nt, sizeof *t);
+    int n = 0, rc = 0;
+    for (size_t i = 0; i < nt && !rc; i++) {
+        const sd_tensor_view *v = sd_ckpt_at(ck, i);
+        if (is_pruned_linear(v->name) && v->dtype == SD_DT_BF16 && v->ndim == 2 && v->shape[1] % 32 == 0) {
+            int64_t R = v->shape[0], C = v->shape[1];
+            size_t base = strlen(v->name) - strlen(".weight");
+            out_tensor *tv = &t[n++], *tm = &t[n++];
+            *tv = (out_tensor){.dtype = "BF16",
+                               .ndim = 2,
+                               .shape = {R, C / 2},
+                               .nbytes = (size_t)R * C,
+                               .data = malloc((size_t)R * C)};
+            snprintf(tv->name, sizeof tv->name, "%.*s.nm_values", (int)base, v->name);
+            *tm = (out_tensor){.dtype = "U32",
+                               .ndim = 2,
+                               .shape = {R, C / 32},
+                               .nbytes = (size_t)R * C / 8,
+                               .data = calloc(1, (size_t)R * C / 8)};
+            snprintf(tm->name, sizeof tm->name, "%.*s.nm_mask", (int)base, v->name);
+            prune_2of4(v->data, R, C, tv->data, tm->data);
+        } else {
+            out_tensor *o = &t[n++];
+            snprintf(o->name, sizeof o->name, "%s", v->name);
+            o->dtype = sd_dtype_name(v->dtype);
+            o->ndim = v->ndim;
+            rc = v->ndim > 2 ? -1 : 0;
+            for (int k = 0; k < v->ndim && k < 2; k++)
+                o->shape[k] = v->shape[k];
+            o->nbytes = v->nbytes;
+            o->data = malloc(v->nbytes);
+            memcpy(o->data, v->data, v->nbytes);
+        }
+    }
+    snprintf(p1, sizeof p1, "%s/model.safetensors", dir);
+    if (!rc)
+        rc = write_safetensors(p1, t, n);
+    snprintf(p1, sizeof p1, "%s/config.json", src);
+    snprintf(p2, sizeof p2, "%s/config.json", dir);
+    if (!rc)
+        rc = copy_file(p1, p2);
+    for (int i = 0; i < n; i++)
+        free(t[i].data);
+    free(t);
+    sd_ckpt_free(ck);
+    return rc;
+}
+
+static void test_pruned_2of4_tiny(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    char dir[] = "/tmp/sd_cuda_2of4_XXXXXX", p[256];
+    REQUIRE(mkdtemp(dir) != NULL);
+    int rc = make_pruned(TINY, dir);
+    CHECK_MSG(rc == 0, "writing the pruned checkpoint");
+    if (!rc) {
+        size_t dense = 0, sparse = 0;
+        compare_with_cpu(TINY, &dense);
+        compare_with_cpu(dir, &sparse);
+        /* the linears must be on the device as values + masks, not expanded */
+        CHECK_MSG(sparse < dense, "bitmask weights %zu bytes, dense %zu", sparse, dense);
+    }
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
+/* ---- batching and graphs ---- */
+
+#define NB 3
+static const int prompt_len[NB] = {5, 19, 33};
+#define DSTEPS 6
+
+/* Runs NB sequences (prefill then DSTEPS decode steps of fixed random tokens), batched or one
+ * by one; out: [(1 + DSTEPS) * NB, V] last-token logits. Sequence i uses blocks from base_block
+ * + 8*i. */
+static int run_seqs(sd_backend *b, int batched, int base_block, int32_t V, float *out)
+{
+    int32_t toks[NB][64], bt[NB][8];
+    for (int i = 0; i < NB; i++) {
+        rand_tokens(toks[i], prompt_len[i] + DSTEPS, V, 77 + i);
+        for (int k = 0; k < 8; k++)
+            bt[i][k] = base_block + 8 * i + k;
+    }
+    sd_diag d = {0};
+    for (int s = 0; s <= DSTEPS; s++) {
+        sd_batch_seq q[NB];
+        for (int i = 0; i < NB; i++) {
+            q[i] = (sd_batch_seq){s ? prompt_len[i] + s - 1 : 0, s ? 1 : prompt_len[i],
+                                  s ? &toks[i][prompt_len[i] + s - 1] : toks[i], bt[i], 0};
+        }
+        float *o = out + (size_t)s * NB * V;
+        if (batched) {
+            int rc = sd_backend_forward(b, q, NB, o, &d);
+            if (rc)
+                return fprintf(stderr, "  %s\n", sd_diag_str(&d, rc)), rc;
+        } else {
+            for (int i = 0; i < NB; i++) {
+                int rc = sd_backend_forward(b, &q[i], 1, o + (size_t)i * V, &d);
+                if (rc)
+                    return fprintf(stderr, "  %s\n", sd_diag_str(&d, rc)), rc;
+            }
+        }
+    }
+    return 0;
+}
+
+static void test_batch_vs_single(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    sd_diag d = {0};
+    sd_model *m = NULL;
+    sd_backend *b = NULL;
+    int rc = sd_model_open(&m, TINY, &d);
+    REQUIRE(rc == 0);
+    sd_backend_opts o;
+    backend_opts(&o);
+    rc = sd_backend_cuda_init(&b, m, &o, &d);
+    CHECK_MSG(rc == 0, "%s", sd_diag_str(&d, rc));
+    int32_t V = sd_model_cfg(m)->vocab;
+    size_t n = (size_t)(1 + DSTEPS) * NB * V;
+    float *a = malloc(n * 4), *s = malloc(n * 4);
+    if (!rc && !(rc = run_seqs(b, 1, 0, V, a)) && !(rc = run_seqs(b, 0, 32, V, s))) {
+        for (int st = 0; st <= DSTEPS; st++)
+            for (int i = 0; i < NB; i++) {
+                const float *x = a + ((size_t)st * NB + i) * V, *y = s + ((size_t)st * NB + i) * V;
+                double e = rel_l2(x, y, (size_t)V);
+                CHECK_MSG(e <= 5e-3, "step %d seq %d: batched vs single rel L2 %.3g", st, i, e);
+                CHECK_MSG(argmax(x, V) == argmax(y, V), "step %d seq %d: argmax differs", st, i);
+            }
+    }
+    CHECK(rc == 0);
+    free(a);
+    free(s);
+    sd_backend_free(b);
+    sd_model_free(m);
+}
+
+static void test_graph_vs_eager(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    sd_diag d = {0};
+    sd_model *m = NULL;
+    sd_backend *b = NULL;
+    int rc = sd_model_open(&m, TINY, &d);
+    REQUIRE(rc == 0);
+    sd_backend_opts o;
+    backend_opts(&o);
+    rc = sd_backend_cuda_init(&b, m, &o, &d);
+    CHECK_MSG(rc == 0, "%s", sd_diag_str(&d, rc));
+    int32_t V = sd_model_cfg(m)->vocab;
+    size_t n = (size_t)(1 + DSTEPS) * NB * V;
+    float *e = malloc(n * 4), *g = malloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        g[i] = NAN; /* poisoned: every row must be written */
+    if (!rc) {
+        sd_backend_cuda_set_graphs(b, 0);
+        rc = run_seqs(b, 1, 0, V, e);
+        CHECK(sd_backend_cuda_graph_replays(b) == 0);
+    }
+    if (!rc) {
+        sd_backend_cuda_set_graphs(b, 1);
+        rc = run_seqs(b, 1, 32, V, g);
+        /* batch of 3 runs in the bucket of 4 (one padding row): the first decode step captures */
+        CHECK_MSG(sd_backend_cuda_graph_replays(b) == DSTEPS - 1, "%lld replays",
+                  (long long)sd_backend_cuda_graph_replays(b));
+    }
+    CHECK(rc == 0);
+    if (!rc) {
+        CHECK_MSG(!memcmp(e, g, (size_t)NB * V * 4), "prefill differs"); /* both eager */
+        for (int st = 1; st <= DSTEPS; st++) {
+            double x = rel_l2(g + (size_t)st * NB * V, e + (size_t)st * NB * V, (size_t)NB * V);
+            CHECK_MSG(x <= 1e-3, "decode step %d: graph vs eager rel L2 %.3g", st, x);
+        }
+    }
+    free(e);
+    free(g);
+    sd_backend_free(b);
+    sd_model_free(m);
+}
+
+/* A bucket the batch fills exactly: replay must equal eager bit for bit. */
+static void test_graph_exact_bucket(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    sd_diag d = {0};
+    sd_model *m = NULL;
+    sd_backend *b = NULL;
+    int rc = sd_model_open(&m, TINY, &d);
+    REQUIRE(rc == 0);
+    sd_backend_opts o;
+    backend_opts(&o);
+    rc = sd_backend_cuda_init(&b, m, &o, &d);
+    CHECK_MSG(rc == 0, "%s", sd_diag_str(&d, rc));
+    int32_t V = sd_model_cfg(m)->vocab, toks[40];
+    rand_tokens(toks, 40, V, 99);
+    float *e = malloc((size_t)V * 4 * 8), *g = malloc((size_t)V * 4 * 8);
+    for (int pass = 0; pass < 2 && !rc; pass++) {
+        sd_backend_cuda_set_graphs(b, pass);
+        float *out = pass ? g : e;
+        rc = fwd1(b, 0, toks, 30, 16 * pass, 0, out);
+        for (int s = 0; s < 8 && !rc; s++)
+            rc = fwd1(b, 30 + s, &toks[30 + s], 1, 16 * pass, 0, out + (size_t)s * V);
+    }
+    CHECK(rc == 0);
+    CHECK_MSG(sd_backend_cuda_graph_replays(b) == 7, "%lld replays",
+              (long long)sd_backend_cuda_graph_replays(b));
+    CHECK_MSG(!rc && !memcmp(e, g, (size_t)V * 4 * 8), "graph replay differs from eager");
+    free(e);
+    free(g);
+    sd_backend_free(b);
+    sd_model_free(m);
+}
+
+/* ---- synthetic weights ---- */
+
+static void test_synthetic(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    sd_diag d = {0};
+    sd_model_config cfg;
+    char path[256];
+    snprintf(path, sizeof path, "%s/config.json", TINY);
+    REQUIRE(sd_model_config_load(&cfg, path, &d) == 0);
+    sd_backend_opts o;
+    backend_opts(&o);
+    sd_backend *b = NULL;
+    CHECK(sd_backend_cuda_init_synthetic(&b, &cfg, "3:4", 1, &o, &d) == SD_EINVAL);
+    const char *pats[] = {"dense", "2:4", "16:32"};
+    for (int p = 0; p < 3; p++) {
+        int n, mm;
+        REQUIRE(sd_synth_pattern_parse(pats[p], &n, &mm) == 0);
+        int rc = sd_backend_cuda_init_synthetic(&b, &cfg, pats[p], 42, &o, &d);
+        CHECK_MSG(rc == 0, "%s: %s", pats[p], sd_diag_str(&d, rc));
+        if (rc)
+            continue;
+        CHECK_MSG(sd_backend_cuda_step_weight_bytes(b) == sd_synth_step_weight_bytes(&cfg, n, mm),
+                  "%s: %zu vs %zu bytes", pats[p], sd_backend_cuda_step_weight_bytes(b),
+                  sd_synth_step_weight_bytes(&cfg, n, mm));
+        CHECK(sd_backend_cuda_kv_bytes_per_token(b) == sd_synth_kv_bytes_per_token(&cfg));
+        int32_t toks[20];
+        rand_tokens(toks, 20, cfg.vocab, 5);
+        float *l = malloc((size_t)cfg.vocab * 4);
+        rc = fwd1(b, 0, toks, 19, 0, 0, l);
+        if (!rc)
+            rc = fwd1(b, 19, &toks[19], 1, 0, 0, l);
+        CHECK(rc == 0);
+        int finite = 1, nonconst = 0;
+        for (int32_t i = 0; i < cfg.vocab; i++) {
+            finite &= isfinite(l[i]);
+            nonconst |= l[i] != l[0];
+        }
+        CHECK_MSG(finite && nonconst, "%s: logits not finite or constant", pats[p]);
+        free(l);
+        sd_backend_free(b);
+        b = NULL;
+    }
+}
+
+int main(void)
+{
+    RUN(test_pattern_parse);
+    RUN(test_dense_tiny);
+    RUN(test_dense_small);
+    RUN(test_pruned_2of4_tiny);
+    RUN(test_batch_vs_single);
+    RUN(test_graph_vs_eager);
+    RUN(test_graph_exact_bucket);
+    RUN(test_synthetic);
+    return sd_test_done();
+}
+#endif
