@@ -1,0 +1,123 @@
+/* api: the OpenAI request schemas (parsing and validation of /v1/completions and
+ * /v1/chat/completions bodies) and the response shapes (JSON bodies, SSE chunks, errors),
+ * built with jansson. No engine or HTTP state lives here: the HTTP layer feeds results in. */
+#ifndef SD_API_H
+#define SD_API_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "engine/tokenizer.h"
+
+#define SD_API_MAX_N 128       /* choices per prompt */
+#define SD_API_MAX_PROMPTS 256 /* prompts per completions request */
+
+typedef enum sd_api_kind {
+    SD_API_COMPLETION = 1,
+    SD_API_CHAT,
+} sd_api_kind;
+
+/* An error answer: HTTP status and the OpenAI error object's fields. */
+typedef struct sd_api_err {
+    int status;
+    char message[512];
+    const char *type;  /* "invalid_request_error", ... */
+    const char *param; /* field at fault or NULL */
+    const char *code;  /* machine code or NULL */
+} sd_api_err;
+
+/* Fills e and returns -1 (so parse functions can `return sd_api_fail(...)`). */
+int sd_api_fail(sd_api_err *e, int status, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+typedef struct sd_api_prompt {
+    char *text;   /* a text prompt (tokenized later), or NULL */
+    int32_t *ids; /* [n_ids] token-id prompt, or NULL */
+    size_t n_ids;
+} sd_api_prompt;
+
+typedef struct sd_api_req {
+    sd_api_kind kind;
+    char *model; /* requested model id, NULL if absent */
+    /* completions */
+    sd_api_prompt *prompts; /* [n_prompts] */
+    int n_prompts;
+    int echo;
+    /* chat */
+    json_t *messages; /* normalised: content as strings */
+    int add_generation_prompt;
+    /* both */
+    int32_t max_tokens; /* -1: default (completions 16; chat: up to the context) */
+    int n;
+    sd_sampling sampling;
+    int has_seed;
+    char *stop[SD_MAX_STOP];
+    int n_stop;
+    int logprobs; /* -1: none; k in [0, 20]: chosen token's logprob + top k */
+    int stream, include_usage;
+    int ignore_eos;
+} sd_api_req;
+
+/* Parses and validates a request body. Unknown fields are ignored; wrong types, out-of-range
+ * values, malformed JSON and invalid UTF-8 fill e (status 400, param naming the field) and
+ * return -1. On success r owns its allocations (sd_api_req_free). */
+int sd_api_parse(sd_api_req *r, sd_api_kind kind, const char *body, size_t len, sd_api_err *e);
+void sd_api_req_free(sd_api_req *r);
+
+/* One generated (or echoed prompt) token with its logprobs. */
+typedef struct sd_api_tok {
+    int32_t id;
+    float lp; /* NAN: none (the first prompt token) */
+    int n_top;
+    int32_t top_ids[SD_MAX_TOP_LOGPROBS];
+    float top_lps[SD_MAX_TOP_LOGPROBS];
+} sd_api_tok;
+
+/* What a choice has produced so far (or in total). */
+typedef struct sd_api_choice_out {
+    int index;
+    const char *text; /* [text_len] UTF-8 */
+    size_t text_len;
+    const sd_api_tok *toks; /* [n_toks]; NULL unless logprobs were asked */
+    int n_toks;
+    size_t text_offset0; /* completions logprobs: offset (chars) of the first token's text */
+    const char *finish;  /* "stop" | "length" | NULL (not finished) */
+} sd_api_choice_out;
+
+typedef struct sd_api_usage {
+    int64_t prompt, completion;
+} sd_api_usage;
+
+/* Common response header fields. */
+typedef struct sd_api_meta {
+    sd_api_kind kind;
+    const char *id; /* "cmpl-..." / "chatcmpl-..." */
+    int64_t created;
+    const char *model;
+    int logprobs; /* as sd_api_req.logprobs */
+    const sd_tokenizer *tok;
+} sd_api_meta;
+
+/* The non-streaming response. Returns a malloc'd JSON text or NULL (out of memory). */
+char *sd_api_response(const sd_api_meta *m, const sd_api_choice_out *c, int n, const sd_api_usage *u);
+/* One SSE event "data: {chunk}\n\n" for one choice's increment; `role_only` builds the chat
+ * opening chunk (delta {"role":"assistant","content":""}). `with_usage` adds "usage": null
+ * as OpenAI does when stream_options.include_usage is set. */
+char *sd_api_chunk(const sd_api_meta *m, const sd_api_choice_out *c, int role_only, int with_usage);
+/* The final usage event (choices: []). */
+char *sd_api_usage_chunk(const sd_api_meta *m, const sd_api_usage *u);
+/* {"error": {...}} as JSON text, and as an SSE event. */
+char *sd_api_error_json(const sd_api_err *e);
+char *sd_api_error_event(const sd_api_err *e);
+/* GET /v1/models */
+char *sd_api_models(const char *model_id, int64_t created, int32_t max_model_len);
+
+/* Writes `len` bytes as valid UTF-8 into a malloc'd string (invalid sequences become
+ * U+FFFD), for token strings that cut a character in two. */
+char *sd_api_utf8_sanitize(const char *s, size_t len, size_t *ret_len);
+/* Number of code points in a valid UTF-8 string (Python len()). */
+size_t sd_api_utf8_chars(const char *s, size_t len);
+
+#endif

@@ -1,0 +1,372 @@
+/* api_parse: parsing and validation of OpenAI completions / chat completions bodies. */
+#include "server/api.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int sd_api_fail(sd_api_err *e, int status, const char *param, const char *code, const char *fmt, ...)
+{
+    e->status = status;
+    e->param = param;
+    e->code = code;
+    switch (status) {
+    case 401:
+        e->type = "authentication_error";
+        break;
+    case 404:
+        e->type = "not_found_error";
+        break;
+    case 429:
+        e->type = "rate_limit_error";
+        break;
+    case 500:
+        e->type = "internal_server_error";
+        break;
+    case 503:
+        e->type = "service_unavailable_error";
+        break;
+    default:
+        e->type = "invalid_request_error";
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* A field's value, NULL when absent or JSON null (OpenAI treats null as "not given"). */
+static json_t *field(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_null(v) ? NULL : v;
+}
+
+static int get_bool(json_t *o, const char *k, int *out, sd_api_err *e)
+{
+    json_t *v = field(o, k);
+    if (!v)
+        return 0;
+    if (!json_is_boolean(v))
+        return sd_api_fail(e, 400, k, "invalid_type", "'%s' must be a boolean", k);
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int get_num(json_t *o, const char *k, double lo, double hi, int lo_open, float *out, sd_api_err *e)
+{
+    json_t *v = field(o, k);
+    if (!v)
+        return 0;
+    if (!json_is_number(v))
+        return sd_api_fail(e, 400, k, "invalid_type", "'%s' must be a number", k);
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < lo || x > hi || (lo_open && x == lo))
+        return sd_api_fail(e, 400, k, "invalid_value", "'%s' must be in %s%g, %g]; got %g", k,
+                           lo_open ? "(" : "[", lo, hi, x);
+    *out = (float)x;
+    return 0;
+}
+
+static int get_int(json_t *o, const char *k, int64_t lo, int64_t hi, int64_t *out, sd_api_err *e)
+{
+    json_t *v = field(o, k);
+    if (!v)
+        return 0;
+    if (!json_is_integer(v))
+        return sd_api_fail(e, 400, k, "invalid_type", "'%s' must be an integer", k);
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return sd_api_fail(e, 400, k, "invalid_value", "'%s' must be in [%lld, %lld]; got %lld", k,
+                           (long long)lo, (long long)hi, (long long)x);
+    *out = x;
+    return 0;
+}
+
+static int parse_stop(sd_api_req *r, json_t *o, sd_api_err *e)
+{
+    json_t *v = field(o, "stop");
+    if (!v)
+        return 0;
+    if (json_is_string(v)) {
+        if (!*json_string_value(v))
+            return 0;
+        r->stop[r->n_stop++] = strdup(json_string_value(v));
+        return r->stop[0] ? 0 : sd_api_fail(e, 500, NULL, NULL, "out of memory");
+    }
+    if (!json_is_array(v))
+        return sd_api_fail(e, 400, "stop", "invalid_type", "'stop' must be a string or a list of strings");
+    if (json_array_size(v) > SD_MAX_STOP)
+        return sd_api_fail(e, 400, "stop", "invalid_value", "'stop' may hold at most %d strings",
+                           SD_MAX_STOP);
+    size_t i;
+    json_t *s;
+    json_array_foreach(v, i, s)
+    {
+        if (!json_is_string(s))
+            return sd_api_fail(e, 400, "stop", "invalid_type",
+                               "'stop' must be a string or a list of strings");
+        if (!*json_string_value(s))
+            continue;
+        if (!(r->stop[r->n_stop] = strdup(json_string_value(s))))
+            return sd_api_fail(e, 500, NULL, NULL, "out of memory");
+        r->n_stop++;
+    }
+    return 0;
+}
+
+/* Fields shared by both endpoints. */
+static int parse_common(sd_api_req *r, json_t *o, sd_api_err *e)
+{
+    json_t *v = field(o, "model");
+    if (v && !json_is_string(v))
+        return sd_api_fail(e, 400, "model", "invalid_type", "'model' must be a string");
+    if (v && !(r->model = strdup(json_string_value(v))))
+        return sd_api_fail(e, 500, NULL, NULL, "out of memory");
+    int64_t x;
+    sd_sampling *s = &r->sampling;
+    if (get_num(o, "temperature", 0, 2, 0, &s->temperature, e) ||
+        get_num(o, "top_p", 0, 1, 1, &s->top_p, e) || get_num(o, "min_p", 0, 1, 0, &s->min_p, e) ||
+        get_num(o, "presence_penalty", -2, 2, 0, &s->presence_penalty, e) ||
+        get_num(o, "frequency_penalty", -2, 2, 0, &s->frequency_penalty, e) ||
+        get_num(o, "repetition_penalty", 0, 100, 1, &s->repetition_penalty, e))
+        return -1;
+    x = s->top_k;
+    if (get_int(o, "top_k", -1, INT32_MAX, &x, e))
+        return -1;
+    s->top_k = (int32_t)x;
+    x = 1;
+    if (get_int(o, "n", 1, SD_API_MAX_N, &x, e))
+        return -1;
+    r->n = (int)x;
+    if (field(o, "seed")) {
+        x = 0;
+        if (get_int(o, "seed", INT64_MIN, INT64_MAX, &x, e))
+            return -1;
+        s->seed = (uint64_t)x;
+        r->has_seed = 1;
+    }
+    if (get_bool(o, "stream", &r->stream, e) || get_bool(o, "ignore_eos", &r->ignore_eos, e))
+        return -1;
+    json_t *so = field(o, "stream_options");
+    if (so && !json_is_object(so))
+        return sd_api_fail(e, 400, "stream_options", "invalid_type", "'stream_options' must be an object");
+    if (so && get_bool(so, "include_usage", &r->include_usage, e))
+        return -1;
+    v = field(o, "user");
+    if (v && !json_is_string(v))
+        return sd_api_fail(e, 400, "user", "invalid_type", "'user' must be a string");
+    return parse_stop(r, o, e);
+}
+
+static int parse_ids(json_t *a, sd_api_prompt *p, sd_api_err *e)
+{
+    size_t n = json_array_size(a), i;
+    if (!n)
+        return sd_api_fail(e, 400, "prompt", "invalid_value", "'prompt' must not be empty");
+    if (!(p->ids = malloc(n * sizeof *p->ids)))
+        return sd_api_fail(e, 500, NULL, NULL, "out of memory");
+    json_t *t;
+    json_array_foreach(a, i, t)
+    {
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > INT32_MAX)
+            return sd_api_fail(e, 400, "prompt", "invalid_value",
+                               "'prompt' token ids must be non-negative integers (item %zu)", i);
+        p->ids[i] = (int32_t)json_integer_value(t);
+    }
+    p->n_ids = n;
+    return 0;
+}
+
+static int parse_prompt_item(json_t *v, sd_api_prompt *p, sd_api_err *e)
+{
+    if (json_is_string(v)) {
+        p->text = strdup(json_string_value(v));
+        return p->text ? 0 : sd_api_fail(e, 500, NULL, NULL, "out of memory");
+    }
+    if (json_is_array(v))
+        return parse_ids(v, p, e);
+    return sd_api_fail(
+        e, 400, "prompt", "invalid_type",
+        "'prompt' must be a string, a list of strings, a list of token ids or a list of those");
+}
+
+static int parse_prompts(sd_api_req *r, json_t *o, sd_api_err *e)
+{
+    json_t *v = field(o, "prompt");
+    if (!v)
+        return sd_api_fail(e, 400, "prompt", "missing_required_parameter", "'prompt' is required");
+    /* A flat list of integers is one token-id prompt; any other list is a batch. */
+    int batch = json_is_array(v) && json_array_size(v) > 0 && !json_is_integer(json_array_get(v, 0));
+    size_t n = batch ? json_array_size(v) : 1;
+    if (n > SD_API_MAX_PROMPTS)
+        return sd_api_fail(e, 400, "prompt", "invalid_value", "at most %d prompts per request",
+                           SD_API_MAX_PROMPTS);
+    if (!(r->prompts = calloc(n, sizeof *r->prompts)))
+        return sd_api_fail(e, 500, NULL, NULL, "out of memory");
+    r->n_prompts = (int)n;
+    if (!batch)
+        return parse_prompt_item(v, &r->prompts[0], e);
+    for (size_t i = 0; i < n; i++) {
+        json_t *it = json_array_get(v, i);
+        if (json_is_integer(it))
+            return sd_api_fail(e, 400, "prompt", "invalid_type", "'prompt' mixes token ids and other items");
+        if (parse_prompt_item(it, &r->prompts[i], e))
+            return -1;
+    }
+    return 0;
+}
+
+static int parse_completion(sd_api_req *r, json_t *o, sd_api_err *e)
+{
+    int64_t x = 16;
+    if (get_int(o, "max_tokens", 0, INT32_MAX, &x, e))
+        return -1;
+    r->max_tokens = (int32_t)x;
+    x = -1;
+    if (get_int(o, "logprobs", 0, SD_MAX_TOP_LOGPROBS, &x, e))
+        return -1;
+    r->logprobs = (int)x;
+    if (get_bool(o, "echo", &r->echo, e))
+        return -1;
+    return parse_prompts(r, o, e);
+}
+
+/* Content as a string: a string stays; a list of {"type":"text","text":...} parts is joined. */
+static int normalize_content(json_t *msg, size_t i, sd_api_err *e)
+{
+    json_t *c = json_object_get(msg, "content");
+    if (!c || json_is_string(c) || json_is_null(c))
+        return 0;
+    if (!json_is_array(c))
+        return sd_api_fail(e, 400, "messages", "invalid_type",
+                           "messages[%zu].content must be a string or a list of text parts", i);
+    size_t cap = 64, len = 0, k;
+    char *s = malloc(cap);
+    json_t *part;
+    if (!s)
+        return sd_api_fail(e, 500, NULL, NULL, "out of memory");
+    json_array_foreach(c, k, part)
+    {
+        json_t *ty = json_object_get(part, "type"), *tx = json_object_get(part, "text");
+        if (!json_is_object(part) || !json_is_string(ty) || strcmp(json_string_value(ty), "text") ||
+            !json_is_string(tx)) {
+            free(s);
+            return sd_api_fail(e, 400, "messages", "invalid_value",
+                               "messages[%zu].content[%zu] must be {\"type\": \"text\", \"text\": string}", i,
+                               k);
+        }
+        size_t tl = json_string_length(tx);
+        if (len + tl + 1 > cap) {
+            cap = (len + tl + 1) * 2;
+            char *ns = realloc(s, cap);
+            if (!ns) {
+                free(s);
+                return sd_api_fail(e, 500, NULL, NULL, "out of memory");
+            }
+            s = ns;
+        }
+        memcpy(s + len, json_string_value(tx), tl);
+        len += tl;
+    }
+    json_object_set_new(msg, "content", json_stringn(s, len));
+    free(s);
+    return 0;
+}
+
+static int parse_messages(sd_api_req *r, json_t *o, sd_api_err *e)
+{
+    json_t *v = field(o, "messages");
+    if (!v)
+        return sd_api_fail(e, 400, "messages", "missing_required_parameter", "'messages' is required");
+    if (!json_is_array(v) || !json_array_size(v))
+        return sd_api_fail(e, 400, "messages", "invalid_type", "'messages' must be a non-empty list");
+    static const char *const roles[] = {"system", "user", "assistant", "developer", "tool"};
+    r->messages = json_deep_copy(v);
+    if (!r->messages)
+        return sd_api_fail(e, 500, NULL, NULL, "out of memory");
+    size_t i;
+    json_t *m;
+    json_array_foreach(r->messages, i, m)
+    {
+        json_t *role = json_object_get(m, "role");
+        if (!json_is_object(m) || !json_is_string(role))
+            return sd_api_fail(e, 400, "messages", "invalid_value",
+                               "messages[%zu] must be an object with a 'role'", i);
+        int ok = 0;
+        for (size_t k = 0; k < sizeof roles / sizeof *roles; k++)
+            ok |= !strcmp(json_string_value(role), roles[k]);
+        if (!ok)
+            return sd_api_fail(e, 400, "messages", "invalid_value",
+                               "messages[%zu].role '%s' is not supported", i, json_string_value(role));
+        if (normalize_content(m, i, e))
+            return -1;
+    }
+    return 0;
+}
+
+static int parse_chat(sd_api_req *r, json_t *o, sd_api_err *e)
+{
+    int64_t x = -1;
+    if (get_int(o, "max_tokens", 0, INT32_MAX, &x, e) ||
+        get_int(o, "max_completion_tokens", 0, INT32_MAX, &x, e))
+        return -1;
+    r->max_tokens = (int32_t)x;
+    int lp = 0;
+    if (get_bool(o, "logprobs", &lp, e))
+        return -1;
+    x = 0;
+    if (get_int(o, "top_logprobs", 0, SD_MAX_TOP_LOGPROBS, &x, e))
+        return -1;
+    if (x > 0 && !lp)
+        return sd_api_fail(e, 400, "top_logprobs", "invalid_value",
+                           "'top_logprobs' requires 'logprobs': true");
+    r->logprobs = lp ? (int)x : -1;
+    r->add_generation_prompt = 1;
+    if (get_bool(o, "add_generation_prompt", &r->add_generation_prompt, e))
+        return -1;
+    return parse_messages(r, o, e);
+}
+
+int sd_api_parse(sd_api_req *r, sd_api_kind kind, const char *body, size_t len, sd_api_err *e)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->n = 1;
+    r->logprobs = -1;
+    sd_sampling_default(&r->sampling);
+    json_error_t je;
+    /* jansson rejects invalid UTF-8 and NUL bytes in strings (without JSON_ALLOW_NUL). */
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!o)
+        return sd_api_fail(e, 400, NULL, "invalid_json", "invalid JSON body: %s (line %d, column %d)",
+                           je.text, je.line, je.column);
+    int rc;
+    if (!json_is_object(o))
+        rc = sd_api_fail(e, 400, NULL, "invalid_json", "the request body must be a JSON object");
+    else
+        rc = parse_common(r, o, e) ? -1
+             : kind == SD_API_CHAT ? parse_chat(r, o, e)
+                                   : parse_completion(r, o, e);
+    json_decref(o);
+    return rc;
+}
+
+void sd_api_req_free(sd_api_req *r)
+{
+    if (!r)
+        return;
+    free(r->model);
+    for (int i = 0; i < r->n_prompts; i++) {
+        free(r->prompts[i].text);
+        free(r->prompts[i].ids);
+    }
+    free(r->prompts);
+    json_decref(r->messages);
+    for (int i = 0; i < r->n_stop; i++)
+        free(r->stop[i]);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,461 @@
+/* conf: option table, defaults, JSON config file, flags, validation and printing. */
+#include "server/conf.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server/log.h"
+
+typedef enum opt_type { OPT_STR, OPT_INT, OPT_DOUBLE, OPT_BOOL, OPT_KEYS } opt_type;
+
+typedef struct opt {
+    const char *key;
+    opt_type type;
+    size_t off;
+    const char *def;     /* default as text */
+    double lo, hi;       /* numeric range */
+    const char *choices; /* "|cpu|cuda|" for enumerated strings, else NULL */
+    const char *doc;
+} opt;
+
+#define O(k) offsetof(sd_conf, k)
+static const opt opts[] = {
+    {"model", OPT_STR, O(model), "models/tiny", 0, 0, NULL, "model directory (HF layout, dense or bitmask)"},
+    {"served_model_name", OPT_STR, O(served_model_name), "", 0, 0, NULL,
+     "model id in the API (default: the model directory's name)"},
+    {"host", OPT_STR, O(host), "127.0.0.1", 0, 0, NULL, "address to listen on (IPv4 or IPv6 literal)"},
+    {"port", OPT_INT, O(port), "8000", 1, 65535, NULL, "TCP port"},
+    {"api_keys", OPT_KEYS, O(api_keys), "", 0, 0, NULL,
+     "bearer keys accepted on /v1 (list; none and no key file => no auth). Flag: --api-key KEY"},
+    {"api_key_file", OPT_STR, O(api_key_file), "", 0, 0, NULL, "file with one API key per line (# comments)"},
+    {"backend", OPT_STR, O(backend), "cpu", 0, 0, "|cpu|cuda|", "compute backend: cpu | cuda"},
+    {"device", OPT_INT, O(device), "0", 0, 64, NULL, "GPU ordinal (cuda backend)"},
+    {"threads", OPT_INT, O(threads), "0", 0, 4096, NULL, "backend worker threads (0 => all cores)"},
+    {"http_threads", OPT_INT, O(http_threads), "1", 1, 64, NULL, "HTTP event-loop threads"},
+    {"max_seqs", OPT_INT, O(max_seqs), "16", 1, 4096, NULL, "running sequences at most (batch size)"},
+    {"max_batch_tokens", OPT_INT, O(max_batch_tokens), "512", 1, 1 << 20, NULL,
+     "tokens per engine step (prefill chunks + decodes)"},
+    {"max_queue", OPT_INT, O(max_queue), "256", 0, 1 << 20, NULL,
+     "waiting requests at most; beyond it requests get HTTP 429"},
+    {"max_model_len", OPT_INT, O(max_model_len), "0", 0, 1 << 24, NULL,
+     "prompt + generated tokens at most (0 => the model's max_position_embeddings)"},
+    {"kv_blocks", OPT_INT, O(kv_blocks), "0", 0, 1 << 26, NULL, "KV-cache blocks (0 => backend default)"},
+    {"block_size", OPT_INT, O(block_size), "16", 1, 1024, NULL, "tokens per KV-cache block"},
+    {"max_connections", OPT_INT, O(max_connections), "1024", 1, 1 << 20, NULL, "concurrent HTTP connections"},
+    {"max_body_bytes", OPT_INT, O(max_body_bytes), "1048576", 64, 1 << 30, NULL,
+     "largest request body; larger bodies get HTTP 413"},
+    {"request_timeout", OPT_DOUBLE, O(request_timeout), "60", 0.1, 86400, NULL,
+     "seconds a connection may stay idle (not waiting on the engine) before it is closed"},
+    {"drain_timeout", OPT_DOUBLE, O(drain_timeout), "30", 0, 86400, NULL,
+     "seconds in-flight requests may take to finish after SIGTERM/SIGINT"},
+    {"log_level", OPT_STR, O(log_level), "info", 0, 0, "|debug|info|warn|error|",
+     "debug | info | warn | error (reloadable)"},
+    {"log_priority_prefix", OPT_BOOL, O(log_priority_prefix), "false", 0, 0, NULL,
+     "prefix log lines with <N> syslog priorities for journald (reloadable)"},
+};
+#undef O
+#define N_OPTS (sizeof opts / sizeof opts[0])
+
+static char **str_at(sd_conf *c, const opt *o)
+{
+    return (char **)((char *)c + o->off);
+}
+static int *int_at(sd_conf *c, const opt *o)
+{
+    return (int *)((char *)c + o->off);
+}
+static double *dbl_at(sd_conf *c, const opt *o)
+{
+    return (double *)((char *)c + o->off);
+}
+
+void sd_conf_free_keys(char **keys, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(keys[i]);
+    free(keys);
+}
+
+static const opt *find_opt(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const char *k = opts[i].key;
+        if (strlen(k) != len)
+            continue;
+        size_t j = 0;
+        for (; j < len; j++) {
+            char a = name[j] == '-' ? '_' : name[j];
+            if (a != k[j])
+                break;
+        }
+        if (j == len)
+            return &opts[i];
+    }
+    return NULL;
+}
+
+/* Sets a string option, checking enumerated choices. */
+static int set_str(sd_conf *c, const opt *o, const char *v, const char *what, sd_diag *d)
+{
+    if (o->choices) {
+        char pat[64];
+        snprintf(pat, sizeof pat, "|%s|", v);
+        if (!*v || strchr(v, '|') || !strstr(o->choices, pat))
+            return sd_diag_set(d, SD_EINVAL, "%s: '%s' is not one of %s", what, v, o->choices);
+    }
+    char *s = strdup(v);
+    if (!s)
+        return SD_ENOMEM;
+    free(*str_at(c, o));
+    *str_at(c, o) = s;
+    return 0;
+}
+
+static int set_num(sd_conf *c, const opt *o, double v, const char *what, sd_diag *d)
+{
+    if (!isfinite(v) || v < o->lo || v > o->hi)
+        return sd_diag_set(d, SD_EINVAL, "%s: %g is out of range [%g, %g]", what, v, o->lo, o->hi);
+    if (o->type == OPT_INT) {
+        if (v != floor(v))
+            return sd_diag_set(d, SD_EINVAL, "%s: %g is not an integer", what, v);
+        *int_at(c, o) = (int)v;
+    } else {
+        *dbl_at(c, o) = v;
+    }
+    return 0;
+}
+
+static int set_keys(sd_conf *c, char **keys, int n)
+{
+    sd_conf_free_keys(c->api_keys, c->n_api_keys);
+    c->api_keys = keys;
+    c->n_api_keys = n;
+    return 0;
+}
+
+/* Parses a text value (default or flag) into option o. */
+static int set_text(sd_conf *c, const opt *o, const char *v, const char *what, sd_diag *d)
+{
+    char *end;
+    switch (o->type) {
+    case OPT_STR:
+        return set_str(c, o, v, what, d);
+    case OPT_INT:
+    case OPT_DOUBLE: {
+        errno = 0;
+        double x = strtod(v, &end);
+        if (!*v || *end || errno)
+            return sd_diag_set(d, SD_EINVAL, "%s: '%s' is not a number", what, v);
+        return set_num(c, o, x, what, d);
+    }
+    case OPT_BOOL:
+        if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes"))
+            *int_at(c, o) = 1;
+        else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no"))
+            *int_at(c, o) = 0;
+        else
+            return sd_diag_set(d, SD_EINVAL, "%s: '%s' is not true/false", what, v);
+        return 0;
+    case OPT_KEYS: {
+        if (!*v)
+            return set_keys(c, NULL, 0);
+        char **k = malloc(sizeof *k);
+        if (!k || !(k[0] = strdup(v))) {
+            free(k);
+            return SD_ENOMEM;
+        }
+        return set_keys(c, k, 1);
+    }
+    }
+    return SD_EINVAL;
+}
+
+int sd_conf_init(sd_conf *c)
+{
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < N_OPTS; i++) {
+        int rc = set_text(c, &opts[i], opts[i].def, opts[i].key, NULL);
+        if (rc < 0) {
+            sd_conf_free(c);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+void sd_conf_free(sd_conf *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (opts[i].type == OPT_STR)
+            free(*str_at(c, &opts[i]));
+    sd_conf_free_keys(c->api_keys, c->n_api_keys);
+    memset(c, 0, sizeof *c);
+}
+
+static int set_json(sd_conf *c, const opt *o, json_t *v, const char *path, sd_diag *d)
+{
+    char what[160];
+    snprintf(what, sizeof what, "%s: key \"%s\"", path, o->key);
+    switch (o->type) {
+    case OPT_STR:
+        if (!json_is_string(v))
+            return sd_diag_set(d, SD_EINVAL, "%s: expected a string", what);
+        return set_str(c, o, json_string_value(v), what, d);
+    case OPT_INT:
+    case OPT_DOUBLE:
+        if (!json_is_number(v))
+            return sd_diag_set(d, SD_EINVAL, "%s: expected a number", what);
+        return set_num(c, o, json_number_value(v), what, d);
+    case OPT_BOOL:
+        if (!json_is_boolean(v))
+            return sd_diag_set(d, SD_EINVAL, "%s: expected true or false", what);
+        *int_at(c, o) = json_is_true(v);
+        return 0;
+    case OPT_KEYS: {
+        if (!json_is_array(v))
+            return sd_diag_set(d, SD_EINVAL, "%s: expected a list of strings", what);
+        size_t n = json_array_size(v);
+        char **k = calloc(n ? n : 1, sizeof *k);
+        if (!k)
+            return SD_ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+            json_t *e = json_array_get(v, i);
+            if (!json_is_string(e) || !*json_string_value(e)) {
+                sd_conf_free_keys(k, (int)i);
+                return sd_diag_set(d, SD_EINVAL, "%s: item %zu is not a non-empty string", what, i);
+            }
+            if (!(k[i] = strdup(json_string_value(e)))) {
+                sd_conf_free_keys(k, (int)i);
+                return SD_ENOMEM;
+            }
+        }
+        return set_keys(c, k, (int)n);
+    }
+    }
+    return SD_EINVAL;
+}
+
+int sd_conf_load_file(sd_conf *c, const char *path, sd_diag *d)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return sd_diag_set(d, SD_EINVAL, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+    int rc = 0;
+    if (!json_is_object(root)) {
+        rc = sd_diag_set(d, SD_EINVAL, "%s: the config must be a JSON object", path);
+        goto out;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v)
+    {
+        if (key[0] == '_')
+            continue; /* "_comment"-style keys are annotations */
+        const opt *o = find_opt(key, strlen(key));
+        if (!o || strchr(key, '-')) {
+            rc = sd_diag_set(d, SD_EINVAL, "%s: unknown key \"%s\"", path, key);
+            goto out;
+        }
+        if ((rc = set_json(c, o, v, path, d)) < 0)
+            goto out;
+    }
+out:
+    json_decref(root);
+    return rc;
+}
+
+static int is_meta(const char *name, size_t len)
+{
+    return (len == 6 && !strncmp(name, "config", 6)) || (len == 4 && !strncmp(name, "help", 4)) ||
+           (len == 12 && (!strncmp(name, "print-config", 12) || !strncmp(name, "print_config", 12)));
+}
+
+int sd_conf_scan_meta(int argc, char **argv, sd_conf_meta *m, sd_diag *d)
+{
+    memset(m, 0, sizeof *m);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            m->help = 1;
+        else if (!strcmp(a, "--print-config") || !strcmp(a, "--print_config"))
+            m->print_config = 1;
+        else if (!strncmp(a, "--config=", 9))
+            m->config_path = a + 9;
+        else if (!strcmp(a, "--config")) {
+            if (i + 1 >= argc)
+                return sd_diag_set(d, SD_EINVAL, "--config needs a file name");
+            m->config_path = argv[++i];
+        }
+    }
+    return 0;
+}
+
+int sd_conf_apply_flags(sd_conf *c, int argc, char **argv, sd_diag *d)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h"))
+            continue;
+        if (strncmp(a, "--", 2) || !a[2])
+            return sd_diag_set(d, SD_EINVAL, "unexpected argument '%s' (see --help)", a);
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        if (is_meta(name, len)) {
+            if (len == 6 && !eq)
+                i++; /* --config FILE */
+            continue;
+        }
+        const opt *o;
+        if (len == 7 && !strncmp(name, "api-key", 7))
+            o = find_opt("api_keys", 8);
+        else if (len == 8 && !strncmp(name, "api_keys", 8))
+            o = NULL; /* only the singular flag form exists */
+        else
+            o = find_opt(name, len);
+        if (!o)
+            return sd_diag_set(d, SD_EINVAL, "unknown option '--%.*s' (see --help)", (int)len, name);
+        const char *v;
+        if (eq)
+            v = eq + 1;
+        else if (o->type == OPT_BOOL && (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2)))
+            v = "true";
+        else if (i + 1 < argc)
+            v = argv[++i];
+        else
+            return sd_diag_set(d, SD_EINVAL, "option '--%.*s' needs a value", (int)len, name);
+        char what[96];
+        snprintf(what, sizeof what, "option '--%.*s'", (int)len, name);
+        int rc = set_text(c, o, v, what, d);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int sd_conf_validate(const sd_conf *c, sd_diag *d)
+{
+    if (!*c->model)
+        return sd_diag_set(d, SD_EINVAL, "model: must name a model directory");
+    if (!*c->host)
+        return sd_diag_set(d, SD_EINVAL, "host: must not be empty");
+    if (c->max_model_len && c->max_batch_tokens < 1)
+        return sd_diag_set(d, SD_EINVAL, "max_batch_tokens: must be >= 1");
+    return 0;
+}
+
+int sd_conf_load(sd_conf *c, int argc, char **argv, const char *default_path, sd_diag *d)
+{
+    sd_conf_meta m;
+    int rc = sd_conf_scan_meta(argc, argv, &m, d);
+    if (rc < 0)
+        return rc;
+    const char *path = m.config_path;
+    if (!path && default_path && access(default_path, R_OK) == 0)
+        path = default_path;
+    if (path && (rc = sd_conf_load_file(c, path, d)) < 0)
+        return rc;
+    if ((rc = sd_conf_apply_flags(c, argc, argv, d)) < 0)
+        return rc;
+    return sd_conf_validate(c, d);
+}
+
+void sd_conf_print_help(FILE *f)
+{
+    fprintf(f, "usage: sparsed serve [--config FILE] [--OPTION VALUE ...] [--print-config]\n"
+               "Options come from defaults, then the JSON config file (--config FILE, else\n"
+               "config/sparsed.json if present), then flags. Flags are the config keys with '-'\n"
+               "for '_' (--max-seqs 8 or --max-seqs=8).\n\n"
+               "  --config FILE            JSON config file\n"
+               "  --print-config           print the effective config as JSON and exit\n"
+               "  --help                   this text\n");
+    for (size_t i = 0; i < N_OPTS; i++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s", opts[i].type == OPT_KEYS ? "api_key" : opts[i].key);
+        for (char *p = flag + 2; *p; p++)
+            if (*p == '_')
+                *p = '-';
+        fprintf(f, "  %-24s %s", flag, opts[i].doc);
+        if (opts[i].type != OPT_KEYS && *opts[i].def)
+            fprintf(f, " [%s]", opts[i].def);
+        fputc('\n', f);
+    }
+}
+
+void sd_conf_print(const sd_conf *c, FILE *f)
+{
+    json_t *o = json_object();
+    sd_conf *cc = (sd_conf *)c; /* the accessors are not const-typed; nothing is written */
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const opt *op = &opts[i];
+        json_t *v = NULL;
+        switch (op->type) {
+        case OPT_STR:
+            v = json_string(*str_at(cc, op));
+            break;
+        case OPT_INT:
+            v = json_integer(*int_at(cc, op));
+            break;
+        case OPT_DOUBLE:
+            v = json_real(*dbl_at(cc, op));
+            break;
+        case OPT_BOOL:
+            v = json_boolean(*int_at(cc, op));
+            break;
+        case OPT_KEYS:
+            v = json_array();
+            for (int k = 0; k < c->n_api_keys; k++)
+                json_array_append_new(v, json_string("<redacted>"));
+            break;
+        }
+        json_object_set_new(o, op->key, v);
+    }
+    json_dumpf(o, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    fputc('\n', f);
+    json_decref(o);
+}
+
+int sd_conf_read_key_file(const char *path, char ***ret_keys, int *ret_n, sd_diag *d)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return sd_diag_set(d, SD_EIO, "api_key_file %s: %s", path, strerror(errno));
+    char **keys = NULL, *line = NULL;
+    int n = 0, rc = 0;
+    size_t cap = 0;
+    ssize_t len;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' ||
+                           line[len - 1] == '\t'))
+            line[--len] = 0;
+        char *s = line;
+        while (*s == ' ' || *s == '\t')
+            s++;
+        if (!*s || *s == '#')
+            continue;
+        char **nk = realloc(keys, (size_t)(n + 1) * sizeof *nk);
+        if (!nk || !(nk[n] = strdup(s))) {
+            keys = nk ? nk : keys;
+            rc = SD_ENOMEM;
+            break;
+        }
+        keys = nk;
+        n++;
+    }
+    free(line);
+    fclose(f);
+    if (rc < 0) {
+        sd_conf_free_keys(keys, n);
+        return rc;
+    }
+    *ret_keys = keys;
+    *ret_n = n;
+    return 0;
+}

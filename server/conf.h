@@ -1,0 +1,72 @@
+/* conf: the daemon's options — defaults, the JSON config file, command-line flags that
+ * override it, validation (errors name the key), --help and --print-config output. */
+#ifndef SD_CONF_H
+#define SD_CONF_H
+
+#include <stdio.h>
+
+#include "engine/diag.h"
+
+typedef struct sd_conf {
+    char *model;             /* model directory */
+    char *served_model_name; /* "" => the model directory's name */
+    char *host;
+    int port;
+    char **api_keys; /* [n_api_keys] */
+    int n_api_keys;
+    char *api_key_file; /* "" => none; one key per line */
+    char *backend;      /* "cpu" | "cuda" */
+    int device;
+    int threads;      /* backend worker threads, 0 => cores */
+    int http_threads; /* HTTP event threads */
+    int max_seqs;
+    int max_batch_tokens;
+    int max_queue;
+    int max_model_len; /* 0 => the model's */
+    int kv_blocks;     /* 0 => backend default */
+    int block_size;
+    int max_connections;
+    int max_body_bytes;
+    double request_timeout; /* idle connection timeout, seconds */
+    double drain_timeout;   /* grace period on SIGTERM, seconds */
+    char *log_level;
+    int log_priority_prefix; /* bool */
+} sd_conf;
+
+/* Fills every option with its default (strings malloc'd). */
+int sd_conf_init(sd_conf *c);
+void sd_conf_free(sd_conf *c);
+
+/* Applies the JSON object in `path` over c. Unknown keys (except ones starting with '_',
+ * which are comments), wrong types and out-of-range values are SD_EINVAL naming the key. */
+int sd_conf_load_file(sd_conf *c, const char *path, sd_diag *d);
+
+/* Applies flags from argv[0..argc) ("--key value" or "--key=value"; '-' and '_' are
+ * interchangeable). --config, --help and --print-config are skipped here (see
+ * sd_conf_scan_meta). Unknown flags and bad values are SD_EINVAL naming the flag. */
+int sd_conf_apply_flags(sd_conf *c, int argc, char **argv, sd_diag *d);
+
+typedef struct sd_conf_meta {
+    const char *config_path; /* --config value or NULL */
+    int help, print_config;
+} sd_conf_meta;
+/* Finds --config/--help/--print-config; SD_EINVAL if --config lacks a value. */
+int sd_conf_scan_meta(int argc, char **argv, sd_conf_meta *m, sd_diag *d);
+
+/* Full load: defaults, then the config file (meta path, else `default_path` if it exists),
+ * then the flags. On failure c is left initialised (free it). */
+int sd_conf_load(sd_conf *c, int argc, char **argv, const char *default_path, sd_diag *d);
+
+/* Cross-field checks done after everything is applied. */
+int sd_conf_validate(const sd_conf *c, sd_diag *d);
+
+void sd_conf_print_help(FILE *f);
+/* The effective config as JSON (API keys redacted). */
+void sd_conf_print(const sd_conf *c, FILE *f);
+
+/* Reads an API key file: one key per line; blank lines and lines starting with '#' are
+ * skipped. *ret_keys (and each key) malloc'd. */
+int sd_conf_read_key_file(const char *path, char ***ret_keys, int *ret_n, sd_diag *d);
+void sd_conf_free_keys(char **keys, int n);
+
+#endif

@@ -1,0 +1,351 @@
+/* http: libmicrohttpd daemon, routing, auth/limits, simple endpoints, request completion. */
+#include "server/http.h"
+
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "server/http_impl.h"
+#include "server/log.h"
+
+double sd_http__now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+enum MHD_Result sd_http__send(struct MHD_Connection *conn, sd_http__conn *c, int status, const char *ctype,
+                              char *body_owned, size_t len)
+{
+    struct MHD_Response *r =
+        body_owned ? MHD_create_response_from_buffer(len, body_owned, MHD_RESPMEM_MUST_FREE) : NULL;
+    if (!r) {
+        free(body_owned);
+        return MHD_NO; /* MHD closes the connection */
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (status == 405)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
+                                c->route == SD_ROUTE_COMPLETIONS || c->route == SD_ROUTE_CHAT ? "POST"
+                                                                                              : "GET, HEAD");
+    if (status == 401)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    c->status = status;
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+enum MHD_Result sd_http__send_error(struct MHD_Connection *conn, sd_http__conn *c, const sd_api_err *e)
+{
+    char *s = sd_api_error_json(e);
+    if (e->status >= 500 || e->status == 429)
+        sd_log_warn(c->rid, "%s %s -> %d: %s", c->method, c->url, e->status, e->message);
+    else
+        sd_log_info(c->rid, "%s %s -> %d: %s", c->method, c->url, e->status, e->message);
+    return sd_http__send(conn, c, e->status, "application/json", s, s ? strlen(s) : 0);
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *conn, sd_http__conn *c, int status, const char *ctype,
+                                 const char *text)
+{
+    char *s = strdup(text);
+    return sd_http__send(conn, c, status, ctype, s, s ? strlen(s) : 0);
+}
+
+static sd_metrics_route route_of(const char *url)
+{
+    static const struct {
+        const char *path;
+        sd_metrics_route r;
+    } routes[] = {{"/v1/completions", SD_ROUTE_COMPLETIONS},
+                  {"/v1/chat/completions", SD_ROUTE_CHAT},
+                  {"/v1/models", SD_ROUTE_MODELS},
+                  {"/health", SD_ROUTE_HEALTH},
+                  {"/ready", SD_ROUTE_READY},
+                  {"/metrics", SD_ROUTE_METRICS}};
+    size_t n = strlen(url);
+    while (n > 1 && url[n - 1] == '/') /* tolerate a trailing slash */
+        n--;
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
+        if (strlen(routes[i].path) == n && !strncmp(url, routes[i].path, n))
+            return routes[i].r;
+    return SD_ROUTE_OTHER;
+}
+
+static int is_gen_route(sd_metrics_route r)
+{
+    return r == SD_ROUTE_COMPLETIONS || r == SD_ROUTE_CHAT;
+}
+
+static enum MHD_Result handle_get(sd_http *h, struct MHD_Connection *conn, sd_http__conn *c)
+{
+    int ready = atomic_load_explicit(&h->ready, memory_order_acquire);
+    int draining = atomic_load(&h->draining);
+    sd_api_err e;
+    switch (c->route) {
+    case SD_ROUTE_HEALTH:
+        return send_text(conn, c, 200, "application/json", "{\"status\":\"ok\"}");
+    case SD_ROUTE_READY:
+        if (ready && !draining)
+            return send_text(conn, c, 200, "application/json", "{\"status\":\"ready\"}");
+        return send_text(conn, c, 503, "application/json",
+                         draining ? "{\"status\":\"draining\"}" : "{\"status\":\"loading\"}");
+    case SD_ROUTE_METRICS: {
+        sd_engine_stats st;
+        if (ready)
+            sd_engine_stats_get(h->model.engine, &st);
+        size_t len = 0;
+        char *s = sd_metrics_render(h->metrics, ready ? &st : NULL, ready && !draining, &len);
+        return sd_http__send(conn, c, 200, "text/plain; version=0.0.4; charset=utf-8", s, len);
+    }
+    case SD_ROUTE_MODELS: {
+        if (!sd_auth_check(h->auth, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"))) {
+            sd_api_fail(&e, 401, NULL, "invalid_api_key",
+                        "a valid API key is required (Authorization: Bearer)");
+            return sd_http__send_error(conn, c, &e);
+        }
+        if (!ready) {
+            sd_api_fail(&e, 503, NULL, "model_loading", "the model is still loading");
+            return sd_http__send_error(conn, c, &e);
+        }
+        char *s = sd_api_models(h->model.name, h->started, h->model.max_model_len);
+        return sd_http__send(conn, c, 200, "application/json", s, s ? strlen(s) : 0);
+    }
+    default:
+        sd_api_fail(&e, 404, NULL, "not_found", "no route for %s", c->url);
+        return sd_http__send_error(conn, c, &e);
+    }
+}
+
+/* Checks done once the headers are in, before reading a /v1 body. Returns 1 if it answered. */
+static int precheck_gen(sd_http *h, struct MHD_Connection *conn, sd_http__conn *c, enum MHD_Result *ret)
+{
+    sd_api_err e;
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    const char *clen = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (!sd_auth_check(h->auth, auth))
+        sd_api_fail(&e, 401, NULL, "invalid_api_key", "a valid API key is required (Authorization: Bearer)");
+    else if (atomic_load(&h->draining))
+        sd_api_fail(&e, 503, NULL, "shutting_down", "the server is shutting down");
+    else if (!atomic_load_explicit(&h->ready, memory_order_acquire))
+        sd_api_fail(&e, 503, NULL, "model_loading", "the model is still loading");
+    else if (clen && strtoull(clen, NULL, 10) > (unsigned long long)h->o.max_body_bytes)
+        sd_api_fail(&e, 413, NULL, "request_too_large", "the request body exceeds %d bytes",
+                    h->o.max_body_bytes);
+    else
+        return 0;
+    *ret = sd_http__send_error(conn, c, &e);
+    return 1;
+}
+
+static int append_body(sd_http *h, sd_http__conn *c, const char *data, size_t n)
+{
+    if (c->too_big || c->len + n > (size_t)h->o.max_body_bytes) {
+        c->too_big = 1; /* keep reading (and dropping) so the 413 reaches the client */
+        return 0;
+    }
+    if (c->len + n + 1 > c->cap) {
+        size_t cap = (c->len + n + 1) * 2;
+        char *b = realloc(c->body, cap);
+        if (!b)
+            return -1;
+        c->body = b;
+        c->cap = cap;
+    }
+    memcpy(c->body + c->len, data, n);
+    c->len += n;
+    return 0;
+}
+
+static sd_http__conn *conn_new(sd_http *h, const char *method, const char *url)
+{
+    sd_http__conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->route = route_of(url);
+    c->t_start = sd_http__now();
+    c->method = method;
+    c->url = url;
+    uint64_t n = atomic_fetch_add(&h->id_ctr, 1);
+    snprintf(c->rid, sizeof c->rid, "%016llx", (unsigned long long)((n * 0x9E3779B97F4A7C15ull) ^ h->id_key));
+    return c;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    sd_http *h = cls;
+    sd_http__conn *c = *con_cls;
+    sd_api_err e;
+    enum MHD_Result ret;
+    if (!c) { /* first call: headers only */
+        if (!(c = conn_new(h, method, url)))
+            return MHD_NO;
+        *con_cls = c;
+        int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+        int is_post = !strcmp(method, "POST");
+        if (c->route == SD_ROUTE_OTHER) {
+            sd_api_fail(&e, 404, NULL, "not_found", "no route for %s %s", method, url);
+            return sd_http__send_error(conn, c, &e);
+        }
+        if (is_gen_route(c->route) ? !is_post : !is_get) {
+            sd_api_fail(&e, 405, NULL, "method_not_allowed", "%s is not allowed on %s", method, url);
+            return sd_http__send_error(conn, c, &e);
+        }
+        if (!is_gen_route(c->route))
+            return handle_get(h, conn, c);
+        if (precheck_gen(h, conn, c, &ret))
+            return ret;
+        atomic_fetch_add(&h->inflight, 1);
+        c->counted = 1;
+        return MHD_YES;
+    }
+    if (c->status) /* answered early (e.g. 413 on Content-Length): drop the rest of the body */
+    {
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (append_body(h, c, upload_data, *upload_data_size) < 0)
+            return MHD_NO;
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (c->too_big) {
+        sd_api_fail(&e, 413, NULL, "request_too_large", "the request body exceeds %d bytes",
+                    h->o.max_body_bytes);
+        return sd_http__send_error(conn, c, &e);
+    }
+    return sd_http__gen_handle(h, conn, c);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    sd_http *h = cls;
+    sd_http__conn *c = *con_cls;
+    if (!c)
+        return;
+    *con_cls = NULL;
+    int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+    if (c->gen)
+        sd_http__gen_closed(h, c->gen, ok);
+    double dt = sd_http__now() - c->t_start;
+    int status = c->status ? c->status : 499; /* 499: client closed before an answer */
+    sd_metrics_request(h->metrics, c->route, status);
+    if (is_gen_route(c->route))
+        sd_log_info(c->rid, "%s %s %d %.3fs%s", c->method, c->url, status, dt,
+                    ok ? "" : " (connection closed early)");
+    else
+        sd_log_debug(c->rid, "%s %s %d %.3fs", c->method, c->url, status, dt);
+    free(c->body);
+    int counted = c->counted;
+    free(c);
+    if (counted && atomic_fetch_sub(&h->inflight, 1) == 1 && atomic_load(&h->draining) && h->on_idle)
+        h->on_idle(h->idle_ud);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    sd_log_debug(NULL, "http: %s", msg);
+}
+
+static int resolve(const sd_http_opts *o, struct sockaddr_storage *ss, int *v6, sd_diag *d)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai;
+    char port[16];
+    snprintf(port, sizeof port, "%d", o->port);
+    int rc = getaddrinfo(o->host, port, &hints, &ai);
+    if (rc)
+        return sd_diag_set(d, SD_EINVAL, "host '%s': %s", o->host, gai_strerror(rc));
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    *v6 = ai->ai_family == AF_INET6;
+    freeaddrinfo(ai);
+    return 0;
+}
+
+int sd_http_start(sd_http **ret, const sd_http_opts *o, sd_metrics *metrics, sd_auth *auth, sd_diag *d)
+{
+    struct sockaddr_storage ss;
+    int v6 = 0, rc = resolve(o, &ss, &v6, d);
+    if (rc < 0)
+        return rc;
+    sd_http *h = calloc(1, sizeof *h);
+    if (!h)
+        return SD_ENOMEM;
+    h->o = *o;
+    h->metrics = metrics;
+    h->auth = auth;
+    h->started = (int64_t)time(NULL);
+    pthread_mutex_init(&h->mu, NULL);
+    if (getrandom(&h->id_key, sizeof h->id_key, 0) != sizeof h->id_key)
+        h->id_key = (uint64_t)h->started * 0x2545F4914F6CDD1Dull ^ (uint64_t)(uintptr_t)h;
+    unsigned flags =
+        MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+    unsigned timeout = (unsigned)(o->request_timeout + 0.999);
+    /* The thread-pool option goes last: with one thread it is left out (END stops the list). */
+    h->mhd = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
+                              mhd_log, h, MHD_OPTION_SOCK_ADDR, &ss, MHD_OPTION_CONNECTION_TIMEOUT,
+                              timeout ? timeout : 1, MHD_OPTION_CONNECTION_LIMIT,
+                              (unsigned)o->max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                              o->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
+                              (unsigned)o->threads, MHD_OPTION_END);
+    if (!h->mhd) {
+        pthread_mutex_destroy(&h->mu);
+        free(h);
+        return sd_diag_set(d, SD_EIO, "cannot listen on %s:%d (address in use or not permitted)", o->host,
+                           o->port);
+    }
+    *ret = h;
+    return 0;
+}
+
+void sd_http_stop(sd_http *h)
+{
+    if (h && h->mhd) {
+        MHD_stop_daemon(h->mhd);
+        h->mhd = NULL;
+    }
+}
+
+void sd_http_free(sd_http *h)
+{
+    if (!h)
+        return;
+    sd_http_stop(h);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}
+
+void sd_http_set_model(sd_http *h, const sd_http_model *m)
+{
+    h->model = *m;
+    atomic_store_explicit(&h->ready, 1, memory_order_release);
+}
+
+int sd_http_ready(sd_http *h)
+{
+    return atomic_load_explicit(&h->ready, memory_order_acquire) && !atomic_load(&h->draining);
+}
+
+void sd_http_set_draining(sd_http *h, void (*on_idle)(void *), void *ud)
+{
+    h->on_idle = on_idle;
+    h->idle_ud = ud;
+    atomic_store(&h->draining, 1);
+    if (atomic_load(&h->inflight) == 0 && on_idle)
+        on_idle(ud);
+}
+
+int sd_http_inflight(sd_http *h)
+{
+    return atomic_load(&h->inflight);
+}

@@ -1,0 +1,63 @@
+/* http: the libmicrohttpd front end — routing, auth, body limits, the OpenAI endpoints,
+ * SSE streaming with suspend/resume (a waiting stream costs no CPU), readiness/draining,
+ * and cancellation of engine requests whose client went away.
+ *
+ * Threading: MHD runs its own event thread(s); engine events arrive on the engine thread and
+ * resume suspended connections; sd_http_* control calls come from the main (libuv) thread. */
+#ifndef SD_HTTP_H
+#define SD_HTTP_H
+
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "engine/model.h"
+#include "server/auth.h"
+#include "server/metrics.h"
+
+typedef struct sd_http sd_http;
+
+typedef struct sd_http_opts {
+    const char *host;
+    int port;
+    int threads;
+    int max_connections;
+    int max_body_bytes;
+    double request_timeout; /* idle seconds */
+} sd_http_opts;
+
+/* What generation requests are served from, published once the model is loaded. The
+ * strings and objects must outlive the server (sd_http_free). chat_template is an
+ * sd_chat_template * (NULL: chat requests get 400). */
+typedef struct sd_http_model {
+    const sd_model *model;
+    sd_engine *engine;
+    const void *chat_template;
+    const char *name; /* served model id */
+    int32_t max_model_len;
+} sd_http_model;
+
+/* Starts listening. /health answers at once; /ready and /v1 answer 503 until
+ * sd_http_set_model. `metrics` and `auth` outlive the server. */
+int sd_http_start(sd_http **ret, const sd_http_opts *o, sd_metrics *metrics, sd_auth *auth, sd_diag *d);
+/* Stops MHD: closes the listening socket and every connection (their requests are cancelled).
+ * Engine events may still arrive afterwards; free the engine before sd_http_free. */
+void sd_http_stop(sd_http *h);
+/* Stops (if not yet) and frees everything; NULL is a no-op. */
+void sd_http_free(sd_http *h);
+
+/* Publishes the model: readiness turns true. `m` is copied. */
+void sd_http_set_model(sd_http *h, const sd_http_model *m);
+/* Draining: readiness false, new /v1 requests get 503; in-flight ones continue. `on_idle`
+ * is called (from any thread) each time the in-flight count drops to zero while draining. */
+void sd_http_set_draining(sd_http *h, void (*on_idle)(void *), void *ud);
+/* Generation requests in flight (HTTP requests whose response has not completed). */
+int sd_http_inflight(sd_http *h);
+/* Cancels the engine requests of every in-flight generation (drain timeout). */
+void sd_http_cancel_all(sd_http *h);
+/* Cancels the engine work of suspended requests whose client has disconnected (MHD does
+ * not watch suspended sockets). Called periodically from the main loop. */
+void sd_http_reap_disconnected(sd_http *h);
+/* 1 when the model is loaded and the server is not draining. */
+int sd_http_ready(sd_http *h);
+
+#endif

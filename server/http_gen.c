@@ -1,0 +1,726 @@
+/* http_gen: one /v1 generation request in flight — prompt preparation, submission to the
+ * engine (one engine request per choice), engine events, the SSE stream (suspend/resume)
+ * and the final JSON body, cancellation. */
+#include "server/http_impl.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "engine/tokenizer.h"
+#include "server/log.h"
+
+#if __has_include("engine/chat_template.h")
+#include "engine/chat_template.h"
+#define SD_HAVE_CHAT_TEMPLATE 1
+#endif
+
+typedef struct gen_choice {
+    sd_http__gen *g;
+    int index, prompt_idx;
+    uint64_t eng_id;
+    int submitted, final, got_prompt;
+    char *text; /* [len] echo + generated text, valid UTF-8 */
+    size_t len, cap, sent, chars_sent;
+    sd_api_tok *toks; /* [n_toks] when logprobs were asked */
+    int n_toks, cap_toks, toks_sent;
+    const char *finish;
+    int finish_sent;
+    int32_t n_generated;
+    double t_last;
+    int err_code;
+    char err_msg[256];
+} gen_choice;
+
+struct sd_http__gen {
+    pthread_mutex_t mu;
+    int refs; /* 1 for the HTTP side + 1 per submitted engine request not yet final */
+    sd_http *h;
+    struct MHD_Connection *conn;
+    sd_http__gen *prev, *next; /* h->gens, under h->mu */
+    int suspended, closed, peer_gone;
+    sd_api_req req;
+    sd_api_meta meta;
+    char id[64];
+    double t_start;
+    int got_first;
+    gen_choice *ch; /* [n_ch] */
+    int n_ch, n_final;
+    int32_t **pids; /* [n_prompts][plen[i]] prompt token ids */
+    int32_t *plen;
+    int64_t prompt_tokens;
+    char *out; /* SSE bytes built, [out_off, out_len) not yet handed to MHD */
+    size_t out_len, out_cap, out_off;
+    int role_sent, done_sent;
+    const char *rid;
+};
+
+static void gen_free(sd_http__gen *g)
+{
+    sd_http *h = g->h;
+    pthread_mutex_lock(&h->mu);
+    if (g->prev)
+        g->prev->next = g->next;
+    else if (h->gens == g)
+        h->gens = g->next;
+    if (g->next)
+        g->next->prev = g->prev;
+    pthread_mutex_unlock(&h->mu);
+    for (int i = 0; i < g->n_ch; i++) {
+        free(g->ch[i].text);
+        free(g->ch[i].toks);
+    }
+    for (int i = 0; g->pids && i < g->req.n_prompts; i++)
+        free(g->pids[i]);
+    free(g->pids);
+    free(g->plen);
+    free(g->ch);
+    free(g->out);
+    sd_api_req_free(&g->req);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
+static void gen_unref(sd_http__gen *g)
+{
+    pthread_mutex_lock(&g->mu);
+    int last = --g->refs == 0;
+    pthread_mutex_unlock(&g->mu);
+    if (last)
+        gen_free(g);
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 16;
+    while (n < need)
+        n *= 2;
+    void *q = realloc(*p, n * elem);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+static int text_append(gen_choice *c, const char *s, size_t n)
+{
+    size_t clen = 0;
+    char *clean = sd_api_utf8_sanitize(s, n, &clen);
+    if (!clean || grow((void **)&c->text, &c->cap, c->len + clen + 1, 1) < 0) {
+        free(clean);
+        return -1;
+    }
+    memcpy(c->text + c->len, clean, clen);
+    c->len += clen;
+    c->text[c->len] = 0;
+    free(clean);
+    return 0;
+}
+
+static sd_api_tok *tok_push(gen_choice *c)
+{
+    size_t cap = (size_t)c->cap_toks;
+    if (grow((void **)&c->toks, &cap, (size_t)c->n_toks + 1, sizeof *c->toks) < 0)
+        return NULL;
+    c->cap_toks = (int)cap;
+    sd_api_tok *t = &c->toks[c->n_toks++];
+    memset(t, 0, sizeof *t);
+    return t;
+}
+
+static void on_prompt(gen_choice *c, const sd_event *ev)
+{
+    const int32_t *ids = c->g->pids[c->prompt_idx];
+    int32_t n = c->g->plen[c->prompt_idx];
+    int k = c->g->req.logprobs;
+    for (int32_t i = 0; i < n; i++) {
+        sd_api_tok *t = tok_push(c);
+        if (!t)
+            return;
+        t->id = ids[i];
+        t->lp = i == 0 ? NAN : ev->prompt_logprobs[i - 1];
+        if (i == 0 || !ev->prompt_top_ids)
+            continue;
+        t->n_top = k < ev->n_top ? k : ev->n_top;
+        for (int j = 0; j < t->n_top; j++) {
+            t->top_ids[j] = ev->prompt_top_ids[(size_t)(i - 1) * (size_t)ev->n_top + (size_t)j];
+            t->top_lps[j] = ev->prompt_top_logprobs[(size_t)(i - 1) * (size_t)ev->n_top + (size_t)j];
+        }
+    }
+    c->got_prompt = 1;
+}
+
+static void on_token(gen_choice *c, const sd_event *ev, double now)
+{
+    sd_http__gen *g = c->g;
+    if (!g->got_first) {
+        g->got_first = 1;
+        sd_metrics_ttft(g->h->metrics, now - g->t_start);
+    }
+    if (c->t_last > 0)
+        sd_metrics_itl(g->h->metrics, now - c->t_last);
+    c->t_last = now;
+    c->n_generated++;
+    if (ev->text_len)
+        text_append(c, ev->text, ev->text_len);
+    if (g->req.logprobs < 0)
+        return;
+    sd_api_tok *t = tok_push(c);
+    if (!t)
+        return;
+    t->id = ev->token;
+    t->lp = ev->logprob;
+    t->n_top = ev->n_top < g->req.logprobs ? ev->n_top : g->req.logprobs;
+    for (int j = 0; j < t->n_top; j++) {
+        t->top_ids[j] = ev->top_ids[j];
+        t->top_lps[j] = ev->top_logprobs[j];
+    }
+}
+
+static void on_final(gen_choice *c, const sd_event *ev, double now)
+{
+    sd_http__gen *g = c->g;
+    c->final = 1;
+    g->n_final++;
+    if (ev->type == SD_EV_ERROR) {
+        c->err_code = ev->code ? ev->code : SD_EIO;
+        snprintf(c->err_msg, sizeof c->err_msg, "%s", ev->message ? ev->message : sd_strerror(c->err_code));
+    } else {
+        c->finish = ev->finish == SD_FINISH_STOP     ? "stop"
+                    : ev->finish == SD_FINISH_LENGTH ? "length"
+                                                     : "abort";
+    }
+    sd_metrics_tokens(g->h->metrics, 0, (uint64_t)c->n_generated);
+    if (g->n_final == g->n_ch) {
+        sd_metrics_tokens(g->h->metrics, (uint64_t)g->prompt_tokens, 0);
+        sd_metrics_e2e(g->h->metrics, now - g->t_start);
+    }
+}
+
+/* Engine thread: record the event, wake the connection if it waits for it. */
+static void on_event(void *ud, const sd_event *ev)
+{
+    gen_choice *c = ud;
+    sd_http__gen *g = c->g;
+    double now = sd_http__now();
+    int final = ev->type == SD_EV_DONE || ev->type == SD_EV_ERROR;
+    pthread_mutex_lock(&g->mu);
+    if (ev->type == SD_EV_PROMPT)
+        on_prompt(c, ev);
+    else if (ev->type == SD_EV_TOKEN)
+        on_token(c, ev, now);
+    else if (final && !c->final)
+        on_final(c, ev, now);
+    if (g->suspended && !g->closed && (g->req.stream || g->n_final == g->n_ch)) {
+        g->suspended = 0;
+        MHD_resume_connection(g->conn);
+    }
+    pthread_mutex_unlock(&g->mu);
+    if (final)
+        gen_unref(g);
+}
+
+/* ---- SSE building (MHD thread, g->mu held) ---- */
+
+static int out_put(sd_http__gen *g, char *s)
+{
+    if (!s)
+        return -1;
+    size_t n = strlen(s);
+    if (grow((void **)&g->out, &g->out_cap, g->out_len + n, 1) < 0) {
+        free(s);
+        return -1;
+    }
+    memcpy(g->out + g->out_len, s, n);
+    g->out_len += n;
+    free(s);
+    return 0;
+}
+
+static void choice_chunk(sd_http__gen *g, gen_choice *c)
+{
+    int echo_lp = g->req.echo && g->req.logprobs >= 0;
+    if (c->err_code || (echo_lp && !c->got_prompt && !c->final))
+        return;
+    int new_text = c->len > c->sent, new_toks = c->n_toks > c->toks_sent;
+    int fin = c->final && !c->finish_sent;
+    if (!new_text && !new_toks && !fin)
+        return;
+    sd_api_choice_out o = {.index = c->index,
+                           .text = c->text ? c->text + c->sent : "",
+                           .text_len = c->len - c->sent,
+                           .toks = c->toks ? c->toks + c->toks_sent : NULL,
+                           .n_toks = c->n_toks - c->toks_sent,
+                           .text_offset0 = c->chars_sent,
+                           .finish = fin ? c->finish : NULL};
+    if (out_put(g, sd_api_chunk(&g->meta, &o, 0, g->req.include_usage)) < 0)
+        return;
+    c->chars_sent += sd_api_utf8_chars(o.text, o.text_len);
+    c->sent = c->len;
+    c->toks_sent = c->n_toks;
+    c->finish_sent |= fin;
+}
+
+static void build_pending(sd_http__gen *g)
+{
+    if (g->meta.kind == SD_API_CHAT && !g->role_sent) {
+        for (int i = 0; i < g->n_ch; i++) {
+            sd_api_choice_out o = {.index = g->ch[i].index, .text = ""};
+            out_put(g, sd_api_chunk(&g->meta, &o, 1, g->req.include_usage));
+        }
+        g->role_sent = 1;
+    }
+    for (int i = 0; i < g->n_ch; i++)
+        choice_chunk(g, &g->ch[i]);
+    if (g->n_final < g->n_ch || g->done_sent)
+        return;
+    for (int i = 0; i < g->n_ch; i++)
+        if (g->ch[i].err_code) { /* the stream has started: report in-band, then close */
+            sd_api_err e;
+            sd_api_fail(&e, 500, NULL, "engine_error", "%s", g->ch[i].err_msg);
+            out_put(g, sd_api_error_event(&e));
+            break;
+        }
+    if (g->req.include_usage) {
+        sd_api_usage u = {.prompt = g->prompt_tokens};
+        for (int i = 0; i < g->n_ch; i++)
+            u.completion += g->ch[i].n_generated;
+        out_put(g, sd_api_usage_chunk(&g->meta, &u));
+    }
+    out_put(g, strdup("data: [DONE]\n\n"));
+    g->done_sent = 1;
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    sd_http__gen *g = cls;
+    pthread_mutex_lock(&g->mu);
+    if (g->out_off == g->out_len) {
+        g->out_off = g->out_len = 0;
+        build_pending(g);
+    }
+    if (g->out_off < g->out_len) {
+        size_t n = g->out_len - g->out_off < max ? g->out_len - g->out_off : max;
+        memcpy(buf, g->out + g->out_off, n);
+        g->out_off += n;
+        pthread_mutex_unlock(&g->mu);
+        return (ssize_t)n;
+    }
+    if (g->done_sent) {
+        pthread_mutex_unlock(&g->mu);
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    /* Nothing to send: park the connection until the engine thread resumes it. */
+    g->suspended = 1;
+    MHD_suspend_connection(g->conn);
+    pthread_mutex_unlock(&g->mu);
+    return 0;
+}
+
+/* ---- preparation (MHD thread) ---- */
+
+static int status_of(int code)
+{
+    switch (code) {
+    case SD_EFULL:
+        return 429;
+    case SD_EINVAL:
+    case SD_ERANGE:
+    case SD_ENOTSUP:
+        return 400;
+    case SD_ECANCEL:
+        return 503;
+    default:
+        return 500;
+    }
+}
+
+static int render_chat(sd_http *h, sd_http__gen *g, char **ret, size_t *ret_len, sd_api_err *e)
+{
+#ifdef SD_HAVE_CHAT_TEMPLATE
+    const sd_chat_template *ct = h->model.chat_template;
+    if (!ct)
+        return sd_api_fail(e, 400, "messages", "no_chat_template", "the model has no chat template");
+    const sd_tokenizer *tok = sd_model_tokenizer(h->model.model);
+    json_t *extra = json_object();
+    const char *bos = sd_tok_bos_str(tok), *eos = sd_tok_eos_str(tok);
+    json_object_set_new(extra, "bos_token", json_string(bos ? bos : ""));
+    json_object_set_new(extra, "eos_token", json_string(eos ? eos : ""));
+    json_object_set_new(extra, "add_generation_prompt", json_boolean(g->req.add_generation_prompt));
+    sd_diag d = {0};
+    int rc = sd_chat_template_render(ct, g->req.messages, extra, ret, ret_len, &d);
+    json_decref(extra);
+    if (rc < 0)
+        return sd_api_fail(e, 400, "messages", "template_error", "chat template: %s", sd_diag_str(&d, rc));
+    return 0;
+#else
+    (void)h, (void)g, (void)ret, (void)ret_len;
+    return sd_api_fail(e, 400, "messages", "no_chat_template",
+                       "chat templates are not supported by this build");
+#endif
+}
+
+/* Tokenizes every prompt (or the rendered chat) into g->pids/plen. */
+static int tokenize(sd_http *h, sd_http__gen *g, sd_api_err *e)
+{
+    const sd_tokenizer *tok = sd_model_tokenizer(h->model.model);
+    int np = g->req.kind == SD_API_CHAT ? 1 : g->req.n_prompts;
+    g->pids = calloc((size_t)np, sizeof *g->pids);
+    g->plen = calloc((size_t)np, sizeof *g->plen);
+    if (!g->pids || !g->plen)
+        return sd_api_fail(e, 500, NULL, NULL, "out of memory");
+    if (g->req.kind == SD_API_CHAT)
+        g->req.n_prompts = 1; /* so gen_free walks pids */
+    int32_t vocab = sd_model_cfg(h->model.model)->vocab;
+    for (int i = 0; i < np; i++) {
+        sd_api_prompt *p = g->req.kind == SD_API_CHAT ? NULL : &g->req.prompts[i];
+        if (p && p->ids) {
+            for (size_t k = 0; k < p->n_ids; k++)
+                if (p->ids[k] >= vocab)
+                    return sd_api_fail(e, 400, "prompt", "invalid_value",
+                                       "token id %d is outside the vocabulary (%d)", p->ids[k], vocab);
+            if (!(g->pids[i] = malloc(p->n_ids * sizeof **g->pids)))
+                return sd_api_fail(e, 500, NULL, NULL, "out of memory");
+            memcpy(g->pids[i], p->ids, p->n_ids * sizeof **g->pids);
+            g->plen[i] = (int32_t)p->n_ids;
+            continue;
+        }
+        if (!tok)
+            return sd_api_fail(e, 400, "prompt", "no_tokenizer",
+                               "the model has no tokenizer; send token ids");
+        char *text = NULL;
+        size_t tlen = 0;
+        if (p) {
+            text = p->text;
+            tlen = strlen(text);
+        } else if (render_chat(h, g, &text, &tlen, e) < 0) {
+            return -1;
+        }
+        int32_t *ids = NULL;
+        size_t n = 0;
+        sd_diag d = {0};
+        /* Completions: BOS etc. as HF does; chat: the template already holds bos_token. */
+        int rc = sd_tok_encode(tok, text, tlen, p != NULL, &ids, &n, &d);
+        if (!p)
+            free(text);
+        if (rc < 0)
+            return sd_api_fail(e, status_of(rc), "prompt", NULL, "tokenizer: %s", sd_diag_str(&d, rc));
+        g->pids[i] = ids;
+        g->plen[i] = (int32_t)n;
+    }
+    for (int i = 0; i < np; i++)
+        g->prompt_tokens += g->plen[i];
+    return 0;
+}
+
+/* The echo text of prompt i: the prompt as sent, or the decoded ids. */
+static int echo_text(sd_http *h, sd_http__gen *g, int i, gen_choice *c)
+{
+    sd_api_prompt *p = &g->req.prompts[i];
+    if (p->text)
+        return text_append(c, p->text, strlen(p->text));
+    const sd_tokenizer *tok = sd_model_tokenizer(h->model.model);
+    char *s = NULL;
+    size_t n = 0;
+    if (!tok || sd_tok_decode(tok, p->ids, p->n_ids, 0, &s, &n, NULL) < 0)
+        return 0;
+    int rc = text_append(c, s, n);
+    free(s);
+    return rc;
+}
+
+static int max_tokens_for(sd_http *h, sd_http__gen *g, int i, int32_t *ret, sd_api_err *e)
+{
+    int64_t room = (int64_t)h->model.max_model_len - g->plen[i];
+    int32_t mt = g->req.max_tokens;
+    if (mt < 0 && g->req.kind == SD_API_CHAT)
+        mt = room > 0 ? (int32_t)room : 1;
+    if ((int64_t)g->plen[i] + mt > h->model.max_model_len)
+        return sd_api_fail(
+            e, 400, g->req.kind == SD_API_CHAT ? "messages" : "prompt", "context_length_exceeded",
+            "This model's maximum context length is %d tokens. However, you requested %lld tokens "
+            "(%d in the prompt, %d for the completion). Please reduce the prompt or max_tokens.",
+            (int)h->model.max_model_len, (long long)g->plen[i] + mt, (int)g->plen[i], (int)mt);
+    *ret = mt;
+    return 0;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static int submit_all(sd_http *h, sd_http__gen *g, sd_api_err *e)
+{
+    for (int i = 0; i < g->n_ch; i++) {
+        gen_choice *c = &g->ch[i];
+        sd_request_params p;
+        sd_request_params_default(&p);
+        p.prompt = g->pids[c->prompt_idx];
+        p.n_prompt = g->plen[c->prompt_idx];
+        if (max_tokens_for(h, g, c->prompt_idx, &p.max_tokens, e) < 0)
+            return -1;
+        p.sampling = g->req.sampling;
+        int j = c->index % g->req.n; /* choice number within its prompt */
+        p.sampling.seed = g->req.has_seed ? g->req.sampling.seed + (uint64_t)j
+                                          : mix64(h->id_key ^ atomic_fetch_add(&h->id_ctr, 1));
+        for (int k = 0; k < g->req.n_stop; k++)
+            p.stop[k] = g->req.stop[k];
+        p.n_stop = g->req.n_stop;
+        p.ignore_eos = g->req.ignore_eos;
+        p.logprobs = g->req.logprobs;
+        p.prompt_logprobs = g->req.echo && g->req.logprobs >= 0;
+        sd_diag d = {0};
+        pthread_mutex_lock(&g->mu);
+        g->refs++; /* the engine's reference, dropped at the final event */
+        pthread_mutex_unlock(&g->mu);
+        uint64_t id = 0;
+        int rc = sd_engine_submit(h->model.engine, &p, on_event, c, &id, &d);
+        pthread_mutex_lock(&g->mu);
+        if (rc < 0) {
+            g->refs--;
+            pthread_mutex_unlock(&g->mu);
+            return sd_api_fail(e, status_of(rc), rc == SD_EINVAL ? "prompt" : NULL,
+                               rc == SD_EFULL ? "queue_full" : NULL, "%s", sd_diag_str(&d, rc));
+        }
+        c->eng_id = id;
+        c->submitted = 1;
+        pthread_mutex_unlock(&g->mu);
+    }
+    return 0;
+}
+
+static sd_http__gen *gen_new(sd_http *h, struct MHD_Connection *conn, sd_http__conn *c)
+{
+    sd_http__gen *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    pthread_mutex_init(&g->mu, NULL);
+    g->refs = 1;
+    g->h = h;
+    g->conn = conn;
+    g->t_start = c->t_start;
+    g->rid = c->rid;
+    pthread_mutex_lock(&h->mu);
+    g->next = h->gens;
+    if (h->gens)
+        h->gens->prev = g;
+    h->gens = g;
+    pthread_mutex_unlock(&h->mu);
+    return g;
+}
+
+static int setup_choices(sd_http *h, sd_http__gen *g, sd_http__conn *c, sd_api_err *e)
+{
+    int np = g->req.kind == SD_API_CHAT ? 1 : g->req.n_prompts;
+    if (!(g->ch = calloc((size_t)np * (size_t)g->req.n, sizeof *g->ch)))
+        return sd_api_fail(e, 500, NULL, NULL, "out of memory");
+    g->n_ch = np * g->req.n;
+    for (int i = 0; i < g->n_ch; i++) {
+        gen_choice *ch = &g->ch[i];
+        ch->g = g;
+        ch->index = i;
+        ch->prompt_idx = i / g->req.n;
+        if (g->req.echo && echo_text(h, g, ch->prompt_idx, ch) < 0)
+            return sd_api_fail(e, 500, NULL, NULL, "out of memory");
+    }
+    snprintf(g->id, sizeof g->id, "%s%s", g->req.kind == SD_API_CHAT ? "chatcmpl-" : "cmpl-", c->rid);
+    g->meta = (sd_api_meta){.kind = g->req.kind,
+                            .id = g->id,
+                            .created = (int64_t)time(NULL),
+                            .model = h->model.name,
+                            .logprobs = g->req.logprobs,
+                            .tok = sd_model_tokenizer(h->model.model)};
+    return 0;
+}
+
+/* ---- responses ---- */
+
+static enum MHD_Result send_final(sd_http *h, struct MHD_Connection *conn, sd_http__conn *c, sd_http__gen *g)
+{
+    sd_api_choice_out *outs = calloc((size_t)g->n_ch, sizeof *outs);
+    sd_api_usage u = {.prompt = g->prompt_tokens};
+    sd_api_err e;
+    if (!outs) {
+        sd_api_fail(&e, 500, NULL, NULL, "out of memory");
+        return sd_http__send_error(conn, c, &e);
+    }
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; i < g->n_ch; i++) {
+        gen_choice *ch = &g->ch[i];
+        if (ch->err_code) {
+            sd_api_fail(&e, status_of(ch->err_code) == 400 ? 400 : 500, NULL, "engine_error", "%s",
+                        ch->err_msg);
+            pthread_mutex_unlock(&g->mu);
+            free(outs);
+            return sd_http__send_error(conn, c, &e);
+        }
+        outs[i] = (sd_api_choice_out){.index = ch->index,
+                                      .text = ch->text ? ch->text : "",
+                                      .text_len = ch->len,
+                                      .toks = ch->toks,
+                                      .n_toks = ch->n_toks,
+                                      .finish = ch->finish};
+        u.completion += ch->n_generated;
+    }
+    char *body = sd_api_response(&g->meta, outs, g->n_ch, &u);
+    pthread_mutex_unlock(&g->mu);
+    free(outs);
+    sd_log_debug(c->rid, "finished: %lld prompt + %lld generated tokens", (long long)u.prompt,
+                 (long long)u.completion);
+    return sd_http__send(conn, c, 200, "application/json", body, body ? strlen(body) : 0);
+}
+
+static enum MHD_Result start_stream(struct MHD_Connection *conn, sd_http__conn *c, sd_http__gen *g)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, g, NULL);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, "X-Request-Id", c->rid);
+    c->status = 200;
+    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static int check_model(sd_http *h, const sd_api_req *r, sd_api_err *e)
+{
+    if (!r->model || !strcmp(r->model, h->model.name) || !strcmp(r->model, sd_model_name(h->model.model)))
+        return 0;
+    return sd_api_fail(e, 404, "model", "model_not_found", "The model '%s' does not exist", r->model);
+}
+
+enum MHD_Result sd_http__gen_handle(sd_http *h, struct MHD_Connection *conn, sd_http__conn *c)
+{
+    sd_api_err e;
+    if (c->gen) /* resumed: every choice is final */
+        return send_final(h, conn, c, c->gen);
+    sd_http__gen *g = gen_new(h, conn, c);
+    if (!g) {
+        sd_api_fail(&e, 500, NULL, NULL, "out of memory");
+        return sd_http__send_error(conn, c, &e);
+    }
+    c->gen = g; /* released by on_completed -> sd_http__gen_closed */
+    sd_api_kind kind = c->route == SD_ROUTE_CHAT ? SD_API_CHAT : SD_API_COMPLETION;
+    if (sd_api_parse(&g->req, kind, c->body ? c->body : "", c->len, &e) < 0 ||
+        check_model(h, &g->req, &e) < 0 || tokenize(h, g, &e) < 0 || setup_choices(h, g, c, &e) < 0 ||
+        submit_all(h, g, &e) < 0) {
+        sd_http__gen_cancel(h, g);
+        return sd_http__send_error(conn, c, &e);
+    }
+    sd_log_debug(c->rid, "%s: %d choice(s), %lld prompt tokens%s", c->url, g->n_ch,
+                 (long long)g->prompt_tokens, g->req.stream ? ", streaming" : "");
+    if (g->req.stream)
+        return start_stream(conn, c, g);
+    pthread_mutex_lock(&g->mu);
+    if (g->n_final == g->n_ch) {
+        pthread_mutex_unlock(&g->mu);
+        return send_final(h, conn, c, g);
+    }
+    g->suspended = 1; /* the final event resumes us; MHD then calls the handler again */
+    MHD_suspend_connection(conn);
+    pthread_mutex_unlock(&g->mu);
+    return MHD_YES;
+}
+
+void sd_http__gen_cancel(sd_http *h, sd_http__gen *g)
+{
+    pthread_mutex_lock(&g->mu);
+    uint64_t *ids = malloc(((size_t)g->n_ch + 1) * sizeof *ids);
+    int n = 0;
+    for (int i = 0; ids && i < g->n_ch; i++)
+        if (g->ch[i].submitted && !g->ch[i].final)
+            ids[n++] = g->ch[i].eng_id;
+    pthread_mutex_unlock(&g->mu);
+    /* Outside g->mu: the engine may deliver events (which take g->mu) while we wait. */
+    for (int i = 0; i < n; i++)
+        sd_engine_cancel(h->model.engine, ids[i]);
+    free(ids);
+}
+
+void sd_http__gen_closed(sd_http *h, sd_http__gen *g, int ok)
+{
+    pthread_mutex_lock(&g->mu);
+    g->closed = 1;
+    int unfinished = g->n_final < g->n_ch;
+    pthread_mutex_unlock(&g->mu);
+    if (unfinished) {
+        sd_log_info(g->rid, "client went away: cancelling %s", g->id);
+        sd_http__gen_cancel(h, g);
+    }
+    gen_unref(g);
+}
+
+int sd_http__gen_peer_gone(sd_http__gen *g)
+{
+    pthread_mutex_lock(&g->mu);
+    int gone = 0;
+    if (g->suspended && !g->closed && !g->peer_gone) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(g->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        char b;
+        ssize_t n = ci ? recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) : 1;
+        gone = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+        g->peer_gone = gone;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return gone;
+}
+
+/* Applies `fn` to the generations picked by `pick`, outside h->mu (cancel may block on the
+ * engine's lock, and gen_free takes h->mu). References keep them alive meanwhile. */
+static void for_gens(sd_http *h, int (*pick)(sd_http__gen *))
+{
+    pthread_mutex_lock(&h->mu);
+    int n = 0;
+    for (sd_http__gen *g = h->gens; g; g = g->next)
+        n++;
+    sd_http__gen **list = calloc((size_t)n + 1, sizeof *list);
+    int k = 0;
+    for (sd_http__gen *g = h->gens; g && list; g = g->next)
+        if (pick(g)) {
+            pthread_mutex_lock(&g->mu);
+            int alive = g->refs > 0; /* 0: gen_free is about to unlink it */
+            g->refs += alive;
+            pthread_mutex_unlock(&g->mu);
+            if (alive)
+                list[k++] = g;
+        }
+    pthread_mutex_unlock(&h->mu);
+    for (int i = 0; i < k; i++) {
+        sd_http__gen_cancel(h, list[i]);
+        gen_unref(list[i]);
+    }
+    free(list);
+}
+
+static int pick_all(sd_http__gen *g)
+{
+    return 1;
+}
+
+void sd_http_cancel_all(sd_http *h)
+{
+    if (atomic_load_explicit(&h->ready, memory_order_acquire))
+        for_gens(h, pick_all);
+}
+
+void sd_http_reap_disconnected(sd_http *h)
+{
+    if (atomic_load_explicit(&h->ready, memory_order_acquire))
+        for_gens(h, sd_http__gen_peer_gone);
+}
