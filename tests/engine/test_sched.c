@@ -1,13 +1,12 @@
 /* test_sched: the continuous-batching scheduler driven step by step (no engine thread) on the
  * real CPU backend and the bundled tiny model: batching, preemption and chunked prefill give
  * the tokens of solo runs, stop strings with hold-back, cancel, seeded sampling, prompt
- * logprobs against a direct forward pass, limits. Plus the stop-string matcher alone. */
+ * logprobs against a direct forward pass, limits, the queue bound. */
 #include "engine/sched.h"
 
 #include <pthread.h>
 
 #include "engine/model.h"
-#include "engine/stopstr.h"
 #include "engine/tokenizer.h"
 #include "tests/harness.h"
 
@@ -383,36 +382,6 @@ static void test_cancel_frees_blocks(void)
 
 /* ---- stop strings ---- */
 
-static void test_stopstr_unit(void)
-{
-    sd_stopstr ss;
-    const char *stops[] = {"STOP", "ab"};
-    REQUIRE(sd_stopstr_init(&ss, stops, 2) == 0);
-    const char *out;
-    size_t n;
-    CHECK(sd_stopstr_push(&ss, "xyS", 3, 0, &out, &n) == 0 && n == 2 && memcmp(out, "xy", 2) == 0);
-    CHECK(sd_stopstr_push(&ss, "T", 1, 0, &out, &n) == 0 && n == 0); /* "ST" may become STOP */
-    CHECK(sd_stopstr_push(&ss, "x", 1, 0, &out, &n) == 0 && n == 3 && memcmp(out, "STx", 3) == 0);
-    CHECK(sd_stopstr_push(&ss, "a", 1, 0, &out, &n) == 0 && n == 0);
-    CHECK(sd_stopstr_push(&ss, "c", 1, 1, &out, &n) == 0 && n == 2 && memcmp(out, "ac", 2) == 0);
-    CHECK(sd_stopstr_push(&ss, "1ST", 3, 0, &out, &n) == 0 && n == 1);
-    CHECK(sd_stopstr_push(&ss, "OPtail", 6, 0, &out, &n) == 1 && n == 0); /* spans two pushes */
-    CHECK(sd_stopstr_push(&ss, "more", 4, 1, &out, &n) == 1 && n == 0);   /* nothing after a stop */
-    sd_stopstr_free(&ss);
-    /* the earliest match wins, whichever string it is; text before it is released */
-    REQUIRE(sd_stopstr_init(&ss, stops, 2) == 0);
-    CHECK(sd_stopstr_push(&ss, "12abSTOP", 8, 0, &out, &n) == 1 && n == 2 && memcmp(out, "12", 2) == 0);
-    sd_stopstr_free(&ss);
-    /* no stop strings: everything passes through at once */
-    REQUIRE(sd_stopstr_init(&ss, NULL, 0) == 0);
-    CHECK(sd_stopstr_push(&ss, "abc", 3, 0, &out, &n) == 0 && n == 3);
-    sd_stopstr_free(&ss);
-    const char *bad[] = {""};
-    CHECK(sd_stopstr_init(&ss, bad, 1) == SD_EINVAL);
-    sd_stopstr_free(&ss);
-    sd_stopstr_free(NULL);
-}
-
 /* Byte offset of token k's text in the solo run's text. */
 static size_t tok_off(const res *r, int k)
 {
@@ -782,7 +751,6 @@ static void test_limits(void)
 
 int main(void)
 {
-    RUN(test_stopstr_unit);
     sd_diag d = {0};
     int rc = sd_model_open(&M, MODEL_DIR, &d);
     if (rc < 0 || !sd_model_tokenizer(M)) {
