@@ -119,6 +119,7 @@ struct sd_tokenizer {
     sd__tok_pairmap merges;
     int32_t byte_id[256];          /* id of the one-character token of each byte, -1 if absent */
     unsigned char bl_utf8[256][3]; /* each byte's character in the byte-level alphabet: len, bytes */
+    int16_t cp_byte[324];          /* inverse: the byte of a code point < 324, -1 if none */
     int ignore_merges;
     int32_t unk_id; /* the model's unk_token, -1 if none */
     int fuse_unk;
