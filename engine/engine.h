@@ -59,6 +59,15 @@ typedef enum sd_finish {
 
 #define SD_MAX_TOP_LOGPROBS 20
 
+/* Event order per request: PROMPT (if asked, once), TOKEN..., then exactly one DONE or ERROR.
+ * - Every sampled token gets a TOKEN, the EOS token too (its text is empty: special tokens
+ *   are not part of the text); it counts in n_generated.
+ * - Text that could be the start of a stop string is held back (TOKEN text may be empty) until
+ *   it cannot match any more. On a stop match the text before it is released with the TOKEN
+ *   of the token that completed the match, and DONE(STOP) follows. When the request ends for
+ *   EOS or max_tokens, whatever is held back (and an incomplete UTF-8 tail, as U+FFFD) is
+ *   released in that last TOKEN's text. Cancelled requests drop held-back text.
+ * - PROMPT's top alternatives use k = max(logprobs, 0) of the request. */
 typedef struct sd_event {
     sd_event_type type;
     uint64_t req_id;

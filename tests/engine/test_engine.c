@@ -1,6 +1,7 @@
 /* test_engine: the engine thread — submits from several threads at once give the tokens of
  * solo runs, every request gets exactly one final event (also when the engine is freed with
- * requests running), cancel through the engine, callbacks that call back into the engine.
+ * requests running), the waiting-queue bound, cancel through the engine, callbacks that call
+ * back into the engine.
  * The ASan build runs it for leaks and races on freed memory. */
 #include "engine/engine.h"
 
@@ -227,6 +228,71 @@ static void test_cancel(void)
     sd_backend_free(b);
 }
 
+/* ---- the queue bound, through the engine (its thread held inside a callback) ---- */
+
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int entered, open, finals;
+} gate;
+
+static void on_gate(void *ud, const sd_event *ev)
+{
+    gate *g = ud;
+    pthread_mutex_lock(&g->mu);
+    if (ev->type == SD_EV_TOKEN && !g->entered) {
+        g->entered = 1;
+        pthread_cond_broadcast(&g->cv);
+        while (!g->open)
+            pthread_cond_wait(&g->cv, &g->mu);
+    }
+    if (ev->type == SD_EV_DONE || ev->type == SD_EV_ERROR) {
+        g->finals++;
+        pthread_cond_broadcast(&g->cv);
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void test_queue_full(void)
+{
+    sd_backend *b = backend_new();
+    REQUIRE(b);
+    sd_engine_opts o;
+    sd_engine_opts_default(&o);
+    o.max_seqs = 1;
+    o.max_waiting = 2;
+    sd_engine *e = NULL;
+    REQUIRE(sd_engine_init(&e, M, b, &o, NULL) == 0);
+    gate g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    sd_request_params p;
+    params(&p, 0, 4);
+    uint64_t id = 0;
+    CHECK(sd_engine_submit(e, &p, on_gate, &g, &id, NULL) == 0);
+    pthread_mutex_lock(&g.mu);
+    while (!g.entered)
+        pthread_cond_wait(&g.cv, &g.mu);
+    pthread_mutex_unlock(&g.mu);
+    /* the engine thread sits in the first request's callback: nothing leaves the queue */
+    sd_diag d = {0};
+    CHECK(sd_engine_submit(e, &p, on_gate, &g, &id, &d) == 0);
+    CHECK(sd_engine_submit(e, &p, on_gate, &g, &id, &d) == 0);
+    uint64_t id_full = 12345;
+    CHECK(sd_engine_submit(e, &p, on_gate, &g, &id_full, &d) == SD_EFULL);
+    CHECK(id_full == 12345);
+    sd_engine_stats st;
+    sd_engine_stats_get(e, &st);
+    CHECK(st.waiting == 2 && st.running == 1);
+    pthread_mutex_lock(&g.mu);
+    g.open = 1;
+    pthread_cond_broadcast(&g.cv);
+    while (g.finals < 3)
+        pthread_cond_wait(&g.cv, &g.mu);
+    pthread_mutex_unlock(&g.mu);
+    sd_engine_free(e);
+    CHECK(g.finals == 3);
+    sd_backend_free(b);
+}
+
 static void test_submit_errors(void)
 {
     sd_backend *b = backend_new();
@@ -268,6 +334,7 @@ int main(void)
     RUN(test_concurrent_submits);
     RUN(test_free_with_running);
     RUN(test_cancel);
+    RUN(test_queue_full);
     RUN(test_submit_errors);
     for (int i = 0; i < N_THREADS * PER_THREAD; i++)
         free(IDS[i]);

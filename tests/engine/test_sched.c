@@ -1,10 +1,8 @@
 /* test_sched: the continuous-batching scheduler driven step by step (no engine thread) on the
  * real CPU backend and the bundled tiny model: batching, preemption and chunked prefill give
  * the tokens of solo runs, stop strings with hold-back, cancel, seeded sampling, prompt
- * logprobs against a direct forward pass, limits, the queue bound. */
+ * logprobs against a direct forward pass, EOS, limits. */
 #include "engine/sched.h"
-
-#include <pthread.h>
 
 #include "engine/model.h"
 #include "engine/tokenizer.h"
@@ -631,70 +629,53 @@ static void test_max_tokens_zero_prompt_logprobs(void)
     sd_backend_free(b);
 }
 
-/* ---- the queue bound, through the engine (its thread held inside a callback) ---- */
+/* ---- EOS ---- */
 
-typedef struct gate {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int entered, open, finals;
-} gate;
-
-static void on_gate(void *ud, const sd_event *ev)
-{
-    gate *g = ud;
-    pthread_mutex_lock(&g->mu);
-    if (ev->type == SD_EV_TOKEN && !g->entered) {
-        g->entered = 1;
-        pthread_cond_broadcast(&g->cv);
-        while (!g->open)
-            pthread_cond_wait(&g->cv, &g->mu);
-    }
-    if (ev->type == SD_EV_DONE || ev->type == SD_EV_ERROR) {
-        g->finals++;
-        pthread_cond_broadcast(&g->cv);
-    }
-    pthread_mutex_unlock(&g->mu);
-}
-
-static void test_queue_full(void)
+/* Greedy continuations that contain an EOS id (found with ignore_eos) stop right there when
+ * EOS is honoured: the EOS token is the last TOKEN event, its text is empty, finish STOP. */
+static void test_eos_stops(void)
 {
     if (!solo_ready())
         SKIP("solo runs failed");
+    const int32_t *eos = NULL;
+    int n_eos = sd_model_eos_ids(M, &eos);
+    REQUIRE(n_eos > 0);
     sd_backend *b = backend_new(64, 16);
     REQUIRE(b);
     sd_engine_opts o;
-    opts(&o, 1, 512);
-    o.max_waiting = 2;
-    sd_engine *e = NULL;
-    REQUIRE(sd_engine_init(&e, M, b, &o, NULL) == 0);
-    gate g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-    sd_request_params p;
-    greedy_params(&p, IDS[0], NIDS[0], 4);
-    uint64_t id = 0;
-    CHECK(sd_engine_submit(e, &p, on_gate, &g, &id, NULL) == 0);
-    pthread_mutex_lock(&g.mu);
-    while (!g.entered)
-        pthread_cond_wait(&g.cv, &g.mu);
-    pthread_mutex_unlock(&g.mu);
-    /* the engine thread sits in the first request's callback: nothing leaves the queue */
-    sd_diag d = {0};
-    CHECK(sd_engine_submit(e, &p, on_gate, &g, &id, &d) == 0);
-    CHECK(sd_engine_submit(e, &p, on_gate, &g, &id, &d) == 0);
-    uint64_t id_full = 12345;
-    CHECK(sd_engine_submit(e, &p, on_gate, &g, &id_full, &d) == SD_EFULL);
-    CHECK(id_full == 12345);
-    sd_engine_stats st;
-    sd_engine_stats_get(e, &st);
-    CHECK(st.waiting == 2 && st.running == 1);
-    pthread_mutex_lock(&g.mu);
-    g.open = 1;
-    pthread_cond_broadcast(&g.cv);
-    while (g.finals < 3)
-        pthread_cond_wait(&g.cv, &g.mu);
-    pthread_mutex_unlock(&g.mu);
-    sd_engine_free(e);
-    CHECK(g.finals == 3);
+    opts(&o, 8, 512);
+    static const char *texts[] = {"\n", "import sys\n\n\nif __name__ == \"__main__\":\n    main()\n",
+                                  "    return result\n", "# end of file\n", "pass\n"};
+    int found = 0;
+    for (int t = 0; t < 5 && !found; t++) {
+        int32_t n = 0, *ids = encode(texts[t], &n);
+        REQUIRE(ids);
+        res full = {0}, r = {0};
+        sd_request_params p;
+        greedy_params(&p, ids, n, 120);
+        CHECK(run_all(b, &o, &p, &full, 1, NULL) == 0);
+        int at = -1;
+        for (int k = 0; k < full.n && at < 0; k++)
+            for (int j = 0; j < n_eos; j++)
+                if (full.tok[k] == eos[j])
+                    at = k;
+        if (at >= 0) {
+            found = 1;
+            p.ignore_eos = 0;
+            CHECK(run_all(b, &o, &p, &r, 1, NULL) == 0);
+            CHECK_MSG(r.n == at + 1 && r.finish == SD_FINISH_STOP && r.n_final == 1,
+                      "n %d, EOS at %d, finish %d", r.n, at, r.finish);
+            CHECK(memcmp(r.tok, full.tok, sizeof(int32_t) * (size_t)(at + 1)) == 0);
+            CHECK(r.tok_text_len[at] == 0 && r.done_gen == at + 1);
+            CHECK(r.text_len == tok_off(&full, at) && memcmp(r.text, full.text, r.text_len) == 0);
+        }
+        res_reset(&full);
+        res_reset(&r);
+        free(ids);
+    }
     sd_backend_free(b);
+    if (!found)
+        SKIP("no greedy continuation of the test prompts reaches EOS");
 }
 
 static void test_limits(void)
@@ -768,7 +749,7 @@ int main(void)
     RUN(test_seeded_sampling);
     RUN(test_prompt_logprobs);
     RUN(test_max_tokens_zero_prompt_logprobs);
-    RUN(test_queue_full);
+    RUN(test_eos_stops);
     RUN(test_limits);
     for (int i = 0; i < N_PROMPTS; i++) {
         free(IDS[i]);
