@@ -52,6 +52,7 @@ struct sd_http__gen {
     int n_ch, n_final;
     int32_t **pids; /* [n_prompts][plen[i]] prompt token ids */
     int32_t *plen;
+    int n_pids;
     int64_t prompt_tokens;
     char *out; /* SSE bytes built, [out_off, out_len) not yet handed to MHD */
     size_t out_len, out_cap, out_off;
@@ -74,7 +75,7 @@ static void gen_free(sd_http__gen *g)
         free(g->ch[i].text);
         free(g->ch[i].toks);
     }
-    for (int i = 0; g->pids && i < g->req.n_prompts; i++)
+    for (int i = 0; g->pids && i < g->n_pids; i++)
         free(g->pids[i]);
     free(g->pids);
     free(g->plen);
@@ -376,8 +377,7 @@ static int tokenize(sd_http *h, sd_http__gen *g, sd_api_err *e)
     g->plen = calloc((size_t)np, sizeof *g->plen);
     if (!g->pids || !g->plen)
         return sd_api_fail(e, 500, NULL, NULL, "out of memory");
-    if (g->req.kind == SD_API_CHAT)
-        g->req.n_prompts = 1; /* so gen_free walks pids */
+    g->n_pids = np;
     int32_t vocab = sd_model_cfg(h->model.model)->vocab;
     for (int i = 0; i < np; i++) {
         sd_api_prompt *p = g->req.kind == SD_API_CHAT ? NULL : &g->req.prompts[i];

@@ -1,0 +1,136 @@
+"""Fixtures for the daemon's integration tests: start `sparsed serve` on a free port of
+127.0.0.1 with the bundled model (models/tiny), wait until /ready answers 200, stop it after."""
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+MODEL = ROOT / "models" / "tiny"
+
+
+def sparsed_bin():
+    """The binary under test: $SPARSED_BIN, else $SD_BUILD/sparsed (default build/)."""
+    p = os.environ.get("SPARSED_BIN") or str(ROOT / os.environ.get("SD_BUILD", "build") / "sparsed")
+    if not os.access(p, os.X_OK):
+        pytest.skip(f"{p} not built (set SD_BUILD or SPARSED_BIN)")
+    return p
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(method, url, body=None, headers=None, timeout=60):
+    """(status, headers, body bytes) without raising on HTTP errors."""
+    data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    if data is not None and "Content-Type" not in (headers or {}):
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+class Server:
+    """One daemon process; `url` is its base URL, `log` the path of its stderr."""
+
+    def __init__(self, tmp, args=(), config=None, env=None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = pathlib.Path(tmp) / f"sparsed-{self.port}.log"
+        cmd = [sparsed_bin(), "serve", "--model", str(MODEL), "--host", "127.0.0.1",
+               "--port", str(self.port), "--threads", "2", "--log-level", "debug"]
+        if config is not None:
+            cfg = pathlib.Path(tmp) / f"sparsed-{self.port}.json"
+            cfg.write_text(json.dumps(config))
+            self.config_path = cfg
+            cmd += ["--config", str(cfg)]
+        cmd += [str(a) for a in args]
+        self.cmd = cmd
+        self.logf = open(self.log, "wb")
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.logf, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **(env or {})})
+
+    def wait_ready(self, timeout=60):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sparsed exited with {self.proc.returncode}:\n{self.log_text()}")
+            try:
+                if http("GET", self.url + "/ready", timeout=2)[0] == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"sparsed not ready after {timeout}s:\n{self.log_text()}")
+
+    def log_text(self):
+        self.logf.flush()
+        return self.log.read_text(errors="replace")
+
+    def get(self, path, **kw):
+        return http("GET", self.url + path, **kw)
+
+    def post(self, path, body, **kw):
+        return http("POST", self.url + path, body, **kw)
+
+    def proc_status(self, key):
+        """A field of /proc/PID/status in kB (VmRSS ...)."""
+        for line in pathlib.Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+        raise KeyError(key)
+
+    def cpu_seconds(self):
+        """User + system CPU time of the process so far, from /proc/PID/stat."""
+        fields = pathlib.Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self.logf.close()
+
+
+@pytest.fixture
+def start_server(tmp_path):
+    """Factory: start_server(args=[...], config={...}) -> a ready Server; all stopped after."""
+    servers = []
+
+    def start(args=(), config=None, env=None, ready=True):
+        s = Server(tmp_path, args, config, env)
+        servers.append(s)
+        return s.wait_ready() if ready else s
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One shared daemon (default options) for the tests of a module."""
+    s = Server(tmp_path_factory.mktemp("srv"))
+    try:
+        yield s.wait_ready()
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def client(server):
+    openai = pytest.importorskip("openai")
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
