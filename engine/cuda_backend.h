@@ -14,7 +14,8 @@
 extern "C" {
 #endif
 
-/* Also in backend.h under SD_HAVE_CUDA (which nvcc builds do not define). */
+/* Also in backend.h under SD_HAVE_CUDA (which nvcc builds do not define). Its forward
+ * accepts logits == NULL: the step runs and its logits stay on the GPU (benchmarks). */
 int sd_backend_cuda_init(sd_backend **ret, const sd_model *m, const sd_backend_opts *o, sd_diag *d);
 
 /* Number of usable CUDA devices; 0 when there is no driver or no GPU (never an error). */

@@ -131,13 +131,21 @@ int sd__cu_fill_nm_mask(uint32_t *mask, size_t n_words, int n, int m, uint64_t s
                         sd_diag *d);
 
 /* ---- linears (cuda_linear.cu) ---- */
+#define SD_CU_MAX_TUNED 256
+typedef struct sd_cu_tuned {
+    int64_t rows, cols;
+    int B, dense, m;
+} sd_cu_tuned;
+
 typedef struct sd_cu_mm {
     cublasHandle_t blas;
     void *blas_ws; /* cuBLAS workspace, set explicitly so graph capture is legal */
     size_t blas_ws_bytes;
     __nv_bfloat16 *scratch; /* dense expansion of one bitmask linear: [max rows*cols] */
     size_t scratch_elems;
-    void *spmv; /* the kernels' autotune context, or NULL */
+    void *spmv;                         /* sd_kernels_ctx: the SpMV/GEMV autotune cache */
+    sd_cu_tuned tuned[SD_CU_MAX_TUNED]; /* problems already autotuned */
+    int n_tuned;
 } sd_cu_mm;
 
 /* Sizes the scratch for the largest bitmask linear in w and creates cuBLAS on stream st. */

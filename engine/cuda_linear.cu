@@ -1,8 +1,11 @@
-/* cuda_linear: y = x W^T for the CUDA backend's linears. Prefill and large batches: cuBLAS
- * bf16 GEMM (bitmask weights expanded into a dense scratch first). */
+/* cuda_linear: y = x W^T for the CUDA backend's linears. Decode (up to SD_NM_MAX_B rows):
+ * the kernels' bitmask SpMV / dense GEMV, reading the weights once for all rows. Prefill and
+ * larger batches: cuBLAS bf16 GEMM (bitmask weights expanded into a dense scratch first). */
 #include "engine/cuda_impl.cuh"
 
 #include <string.h>
+
+#include "kernels/nm_spmv.h"
 
 static size_t linear_elems(const sd_cu_linear *l)
 {
@@ -24,6 +27,7 @@ int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_dia
         SD_CU(d, cudaMalloc((void **)&mm->scratch, need * 2));
         mm->scratch_elems = need;
     }
+    SD_TRY(sd_kernels_ctx_init((sd_kernels_ctx **)&mm->spmv, d));
     SD_CUBLAS(d, cublasCreate(&mm->blas));
     mm->blas_ws_bytes = 32u << 20;
     SD_CU(d, cudaMalloc(&mm->blas_ws, mm->blas_ws_bytes));
@@ -40,12 +44,55 @@ void sd__cu_mm_free(sd_cu_mm *mm)
         cublasDestroy(mm->blas);
     cudaFree(mm->blas_ws);
     cudaFree(mm->scratch);
+    sd_kernels_ctx_free((sd_kernels_ctx *)mm->spmv);
     memset(mm, 0, sizeof *mm);
+}
+
+/* Autotunes each (shape, pattern, rows) the first time it runs eagerly; the kernels' context
+ * caches the choice, which later launches and graph captures then use. */
+static int tune_once(sd_cu_mm *mm, const sd_nm_spmv_args *a, int dense, cudaStream_t st, sd_diag *d)
+{
+    cudaStreamCaptureStatus cs;
+    if (!mm->spmv || cudaStreamIsCapturing(st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone)
+        return 0;
+    for (int i = 0; i < mm->n_tuned; i++) {
+        const sd_cu_tuned *t = &mm->tuned[i];
+        if (t->rows == a->rows && t->cols == a->cols && t->B == a->B && t->dense == dense && t->m == a->m)
+            return 0;
+    }
+    if (mm->n_tuned == SD_CU_MAX_TUNED)
+        return 0; /* the heuristic config then */
+    SD_TRY(sd_nm_autotune((sd_kernels_ctx *)mm->spmv, a, 1, dense, st, d));
+    mm->tuned[mm->n_tuned++] = (sd_cu_tuned){a->rows, a->cols, a->B, dense, a->m};
+    return 0;
 }
 
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
                   cudaStream_t st, sd_diag *d)
 {
+    if (T <= SD_NM_MAX_B) {
+        sd_nm_spmv_args a;
+        memset(&a, 0, sizeof a);
+        a.ctx = (const sd_kernels_ctx *)mm->spmv;
+        a.n = l->nm_n;
+        a.m = l->nm_m;
+        a.rows = l->rows;
+        a.cols = l->cols;
+        a.B = T;
+        a.values = (const uint16_t *)(l->bitmask ? l->values : l->w);
+        a.mask = l->mask;
+        a.x = (const uint16_t *)in;
+        a.ldx = l->cols;
+        a.y = out;
+        a.ldy = l->rows;
+        SD_TRY(tune_once(mm, &a, !l->bitmask, st, d));
+        int rc = l->bitmask ? sd_nm_spmv_launch(&a, st) : sd_gemv_bf16_launch(&a, st);
+        if (rc)
+            return sd_diag_set(d, rc, "cuda: %s [%lld, %lld] x %d rows: %s",
+                               l->bitmask ? "bitmask SpMV" : "GEMV", (long long)l->rows, (long long)l->cols,
+                               T, sd_strerror(rc));
+        return 0;
+    }
     const __nv_bfloat16 *w = l->w;
     if (l->bitmask) {
         SD_TRY(sd__cu_expand_bitmask(l->values, l->mask, mm->scratch, l->rows, l->cols, st, d));

@@ -1,0 +1,331 @@
+/* bench_decode: 'sparsed bench decode' — end-to-end decode speed of the CUDA backend on
+ * synthetic weights at a preset's shapes, dense vs N:M bitmask, against the bandwidth
+ * roofline measured in the same run (the paper's protocol: context 512, 50 warm-up and 50
+ * measured steps, median). */
+#include "engine/bench_decode.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/backend.h"
+#include "engine/model_config.h"
+#include "engine/synthetic.h"
+#ifdef SD_HAVE_CUDA
+#include "engine/cuda_backend.h"
+#endif
+
+#define BD_MAX_BATCHES 16
+#define BD_MAX_PATTERNS 8
+
+typedef struct bd_opts {
+    const char *preset, *out;
+    const char *patterns[BD_MAX_PATTERNS];
+    int n_patterns;
+    int batches[BD_MAX_BATCHES];
+    int n_batches;
+    int ctx, warmup, steps, device;
+    int copy_logits; /* 1: every step copies its logits to the host, as the CPU sampler needs */
+} bd_opts;
+
+typedef struct bd_result {
+    char pattern[16];
+    int batch;
+    double ms;       /* median ms per decode step */
+    double tok_s;    /* batch / step time */
+    double bytes;    /* bytes the step must read (weights + KV) */
+    double roofline; /* fraction of the read-bandwidth floor reached */
+    int ok;
+    char err[160];
+} bd_result;
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f, "usage: sparsed bench decode --preset CONFIG.json [--pattern dense|2:4|4:8|8:16|16:32|all|A,B..]\n"
+           "       [--batch 1,4,16,64] [--ctx 512] [--warmup 50] [--steps 50] [--device 0] [--copy-logits]\n"
+           "       [--out FILE.md]\n");
+}
+
+static int parse_list(char *s, int *out, int max)
+{
+    int n = 0;
+    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
+        int v = atoi(tok);
+        if (v <= 0 || n == max)
+            return -1;
+        out[n++] = v;
+    }
+    return n;
+}
+
+static int parse_args(int argc, char **argv, bd_opts *o)
+{
+    static char pat_buf[256], batch_buf[256];
+    *o = (bd_opts){.ctx = 512, .warmup = 50, .steps = 50};
+    const char *pat = "all", *batch = "1,4,16,64";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return 1;
+        if (!strcmp(a, "--copy-logits")) {
+            o->copy_logits = 1;
+            continue;
+        }
+        if (!v)
+            return -1;
+        if (!strcmp(a, "--preset"))
+            o->preset = v;
+        else if (!strcmp(a, "--pattern"))
+            pat = v;
+        else if (!strcmp(a, "--batch"))
+            batch = v;
+        else if (!strcmp(a, "--ctx"))
+            o->ctx = atoi(v);
+        else if (!strcmp(a, "--warmup"))
+            o->warmup = atoi(v);
+        else if (!strcmp(a, "--steps"))
+            o->steps = atoi(v);
+        else if (!strcmp(a, "--device"))
+            o->device = atoi(v);
+        else if (!strcmp(a, "--out"))
+            o->out = v;
+        else
+            return -1;
+        i++;
+    }
+    if (!o->preset || o->ctx < 1 || o->warmup < 0 || o->steps < 1)
+        return -1;
+    snprintf(pat_buf, sizeof pat_buf, "%s", strcmp(pat, "all") ? pat : "dense,2:4,4:8,8:16,16:32");
+    for (char *tok = strtok(pat_buf, ","); tok && o->n_patterns < BD_MAX_PATTERNS; tok = strtok(NULL, ",")) {
+        int n, m;
+        if (sd_synth_pattern_parse(tok, &n, &m))
+            return -1;
+        o->patterns[o->n_patterns++] = tok;
+    }
+    snprintf(batch_buf, sizeof batch_buf, "%s", batch);
+    o->n_batches = parse_list(batch_buf, o->batches, BD_MAX_BATCHES);
+    return o->n_batches > 0 && o->n_patterns > 0 ? 0 : -1;
+}
+
+#ifndef SD_HAVE_CUDA
+int sd_bench_decode_main(int argc, char **argv)
+{
+    bd_opts o;
+    if (parse_args(argc, argv, &o)) {
+        usage(stderr);
+        return 2;
+    }
+    fprintf(stderr, "sparsed bench decode: this build has no CUDA backend\n");
+    return 2;
+}
+#else
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Prefills `n_seqs` sequences of ctx random tokens; sequence i owns blocks [i*bps, (i+1)*bps). */
+static int prefill(sd_backend *b, const bd_opts *o, int n_seqs, int bps, int32_t *bt, float *logits,
+                   sd_diag *d)
+{
+    int32_t *toks = malloc((size_t)o->ctx * 4);
+    if (!toks)
+        return SD_ENOMEM;
+    uint32_t s = 12345;
+    int rc = 0;
+    for (int i = 0; i < n_seqs && !rc; i++) {
+        for (int k = 0; k < o->ctx; k++) {
+            s = s * 1664525u + 1013904223u;
+            toks[k] = (int32_t)((s >> 8) % (uint32_t)b->vocab);
+        }
+        sd_batch_seq q = {0, o->ctx, toks, bt + (size_t)i * bps, 0};
+        rc = sd_backend_forward(b, &q, 1, logits, d);
+    }
+    free(toks);
+    return rc;
+}
+
+/* warmup + steps decode steps of `batch` sequences from position ctx; median step time. */
+static int decode_steps(sd_backend *b, const bd_opts *o, int batch, int bps, int32_t *bt, float *logits,
+                        double *ret_ms, sd_diag *d)
+{
+    int n = o->warmup + o->steps, rc = 0;
+    double *t = malloc((size_t)o->steps * sizeof *t);
+    sd_batch_seq *q = calloc((size_t)batch, sizeof *q);
+    int32_t *tok = calloc((size_t)batch, 4);
+    if (!t || !q || !tok)
+        rc = SD_ENOMEM;
+    for (int s = 0; s < n && !rc; s++) {
+        for (int i = 0; i < batch; i++) {
+            tok[i] = (int32_t)((s * 7919 + i * 104729) % b->vocab);
+            q[i] = (sd_batch_seq){o->ctx + s, 1, &tok[i], bt + (size_t)i * bps, 0};
+        }
+        double t0 = now_ms();
+        rc = sd_backend_forward(b, q, batch, o->copy_logits ? logits : NULL, d);
+        if (s >= o->warmup)
+            t[s - o->warmup] = now_ms() - t0;
+    }
+    if (!rc) {
+        qsort(t, (size_t)o->steps, sizeof *t, cmp_double);
+        *ret_ms = t[o->steps / 2];
+    }
+    free(t);
+    free(q);
+    free(tok);
+    return rc;
+}
+
+static int max_batch(const bd_opts *o)
+{
+    int m = 0;
+    for (int i = 0; i < o->n_batches; i++)
+        m = o->batches[i] > m ? o->batches[i] : m;
+    return m;
+}
+
+/* All batches of one pattern on one backend; results appended to r. */
+static void run_pattern(const bd_opts *o, const sd_model_config *cfg, const char *pat, double gbps,
+                        bd_result *r, int *n_r)
+{
+    int maxb = max_batch(o), bs = 16;
+    int bps = (o->ctx + o->warmup + o->steps + bs) / bs + 1;
+    sd_backend_opts bo;
+    sd_backend_opts_default(&bo);
+    bo.device = o->device;
+    bo.block_size = bs;
+    bo.kv_blocks = maxb * bps;
+    bo.max_batch_tokens = o->ctx > maxb ? o->ctx : maxb;
+    sd_backend *b = NULL;
+    sd_diag d = {0};
+    int32_t *bt = malloc((size_t)maxb * bps * 4);
+    float *logits = malloc((size_t)maxb * cfg->vocab * 4);
+    for (int i = 0; bt && i < maxb * bps; i++)
+        bt[i] = i;
+    int rc = bt && logits ? sd_backend_cuda_init_synthetic(&b, cfg, pat, 1, &bo, &d) : SD_ENOMEM;
+    if (!rc)
+        rc = prefill(b, o, maxb, bps, bt, logits, &d);
+    for (int i = 0; i < o->n_batches; i++) {
+        bd_result *x = &r[(*n_r)++];
+        memset(x, 0, sizeof *x);
+        snprintf(x->pattern, sizeof x->pattern, "%s", pat);
+        x->batch = o->batches[i];
+        if (!rc)
+            rc = decode_steps(b, o, x->batch, bps, bt, logits, &x->ms, &d);
+        if (rc) {
+            snprintf(x->err, sizeof x->err, "%s", sd_diag_str(&d, rc));
+            continue;
+        }
+        double avg_ctx = o->ctx + o->warmup + o->steps / 2.0;
+        x->bytes = (double)sd_backend_cuda_step_weight_bytes(b) +
+                   x->batch * avg_ctx * (double)sd_backend_cuda_kv_bytes_per_token(b);
+        x->tok_s = x->batch / (x->ms / 1e3);
+        x->roofline = x->bytes / (gbps * 1e9) / (x->ms / 1e3);
+        x->ok = 1;
+        fprintf(stderr, "  %-6s B=%-3d %8.3f ms/step %9.1f tok/s %5.1f%% of roofline (graph replays %lld)\n",
+                pat, x->batch, x->ms, x->tok_s, 100 * x->roofline,
+                (long long)sd_backend_cuda_graph_replays(b));
+    }
+    sd_backend_free(b);
+    free(bt);
+    free(logits);
+}
+
+static double dense_ms(const bd_result *r, int n, int batch)
+{
+    for (int i = 0; i < n; i++)
+        if (r[i].ok && r[i].batch == batch && !strcmp(r[i].pattern, "dense"))
+            return r[i].ms;
+    return 0;
+}
+
+static void print_table(FILE *f, const bd_result *r, int n)
+{
+    fprintf(f,
+            "| pattern | batch | ms/step | tokens/s | speedup vs dense | GB read/step | %% of roofline |\n");
+    fprintf(f, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (int i = 0; i < n; i++) {
+        if (!r[i].ok) {
+            fprintf(f, "| %s | %d | failed: %s | | | | |\n", r[i].pattern, r[i].batch, r[i].err);
+            continue;
+        }
+        double dm = dense_ms(r, n, r[i].batch);
+        char sp[32] = "n/a";
+        if (dm > 0)
+            snprintf(sp, sizeof sp, "%.2fx", dm / r[i].ms);
+        fprintf(f, "| %s | %d | %.3f | %.1f | %s | %.2f | %.1f%% |\n", r[i].pattern, r[i].batch, r[i].ms,
+                r[i].tok_s, sp, r[i].bytes / 1e9, 100 * r[i].roofline);
+    }
+}
+
+int sd_bench_decode_main(int argc, char **argv)
+{
+    bd_opts o;
+    int prc = parse_args(argc, argv, &o);
+    if (prc) {
+        usage(prc > 0 ? stdout : stderr);
+        return prc > 0 ? 0 : 2;
+    }
+    sd_model_config cfg;
+    sd_diag d = {0};
+    int rc = sd_model_config_load(&cfg, o.preset, &d);
+    if (rc) {
+        fprintf(stderr, "sparsed bench decode: %s\n", sd_diag_str(&d, rc));
+        return 1;
+    }
+    if (sd_cuda_device_count() <= o.device) {
+        fprintf(stderr, "sparsed bench decode: no CUDA device %d\n", o.device);
+        return 1;
+    }
+    char gpu[128];
+    sd_cuda_device_name(o.device, gpu, sizeof gpu);
+    double gbps = 0;
+    if ((rc = sd_cuda_read_bandwidth(o.device, (size_t)4 << 30, &gbps, &d))) {
+        fprintf(stderr, "sparsed bench decode: bandwidth: %s\n", sd_diag_str(&d, rc));
+        return 1;
+    }
+    fprintf(stderr, "%s: read bandwidth %.0f GB/s; %s\n", gpu, gbps, o.preset);
+    bd_result r[BD_MAX_PATTERNS * BD_MAX_BATCHES];
+    int n = 0;
+    for (int p = 0; p < o.n_patterns; p++)
+        run_pattern(&o, &cfg, o.patterns[p], gbps, r, &n);
+    print_table(stdout, r, n);
+    if (o.out) {
+        FILE *f = fopen(o.out, "w");
+        if (!f) {
+            fprintf(stderr, "sparsed bench decode: cannot write %s\n", o.out);
+            return 1;
+        }
+        time_t now = time(NULL);
+        char date[32];
+        strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+        fprintf(f,
+                "## decode: %s\n\n- date: %s\n- GPU: %s, read-only bandwidth measured %.0f GB/s\n- command:`",
+                o.preset, date, gpu, gbps);
+        for (int i = 0; i < argc; i++)
+            fprintf(f, "%s%s", i ? " " : " sparsed bench ", argv[i]);
+        fprintf(f,
+                "`\n- protocol: synthetic weights, context %d (prefilled), %d warm-up + %d measured decode "
+                "steps, "
+                "median; logits %s; roofline = bytes read per step (weights + KV) / measured bandwidth\n\n",
+                o.ctx, o.warmup, o.steps,
+                o.copy_logits ? "copied to the host every step" : "left on the GPU");
+        print_table(f, r, n);
+        fclose(f);
+    }
+    for (int i = 0; i < n; i++)
+        if (!r[i].ok)
+            return 1;
+    return 0;
+}
+#endif
