@@ -1,0 +1,117 @@
+"""Load behaviour: many concurrent streams (complete, well-formed, equal to one-at-a-time
+greedy results, memory back near its baseline) and idle streams that cost no CPU."""
+import socket
+import threading
+import time
+import json
+
+from conftest import http
+from sse import completion_text, stream_request
+
+WORDS = ["def", "class", "import", "return", "for", "while", "with", "print", "self", "lambda", "yield",
+         "async"]
+
+
+def prompts(n):
+    return [f"{WORDS[i % len(WORDS)]} {WORDS[(i * 5 + 3) % len(WORDS)]}_{i}(" for i in range(n)]
+
+
+def run_threads(fn, items):
+    out = [None] * len(items)
+    errs = []
+
+    def work(i):
+        try:
+            out[i] = fn(items[i])
+        except Exception as e:  # collected and re-raised in the main thread
+            errs.append(e)
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(len(items))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errs:
+        raise errs[0]
+    return out
+
+
+def test_64_concurrent_streams(start_server):
+    s = start_server(["--max-seqs", "16", "--max-queue", "256"])
+    ps = prompts(64)
+
+    def one(p):
+        status, events = stream_request(s.port, "/v1/completions",
+                                        {"prompt": p, "max_tokens": 12, "temperature": 0, "stream": True})
+        assert status == 200, events
+        return completion_text(events)
+
+    sequential = [one(p) for p in ps[:2]]  # warm up the allocator before the baseline
+    time.sleep(0.5)
+    rss0 = s.proc_status("VmRSS")
+    sequential = [one(p) for p in ps]
+    concurrent = run_threads(one, ps)
+    assert concurrent == sequential
+    # non-streamed answers agree too
+    for p, want in zip(ps[:4], sequential):
+        st, _, body = s.post("/v1/completions", {"prompt": p, "max_tokens": 12, "temperature": 0})
+        assert st == 200 and json.loads(body)["choices"][0]["text"] == want
+    for _ in range(3):
+        run_threads(one, ps)
+    time.sleep(1.0)
+    rss1 = s.proc_status("VmRSS")
+    assert rss1 <= rss0 * 1.25 + 16 * 1024, (rss0, rss1)  # kB: no growth per request
+    st, _, body = s.get("/metrics")
+    assert st == 200 and b"sparsed_num_requests_running 0" in body and b"sparsed_num_requests_waiting 0" in body
+
+
+def open_stream(port, body):
+    """Sends a streaming request and leaves the socket open (returns it)."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    data = json.dumps(body).encode()
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(data) + data)
+    return sock
+
+
+def metric(s, name):
+    st, _, body = s.get("/metrics")
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise KeyError(name)
+
+
+def test_idle_streams_cost_no_cpu(start_server):
+    # One running sequence at a time; everything else waits in the queue on a suspended
+    # connection. CPU time with 100 waiting streams must stay near the engine's own work.
+    s = start_server(["--max-seqs", "1", "--max-queue", "200", "--threads", "1"])
+    runner = open_stream(s.port, {"prompt": "def", "max_tokens": 700, "ignore_eos": True, "stream": True})
+    runner.settimeout(60)
+    assert runner.recv(1)
+    window = 1.5
+
+    def cpu_over(sec):
+        c0 = s.cpu_seconds()
+        time.sleep(sec)
+        return s.cpu_seconds() - c0
+
+    base = cpu_over(window)
+    waiters = [open_stream(s.port, {"prompt": f"x{i}", "max_tokens": 4, "stream": True}) for i in range(100)]
+    deadline = time.time() + 20
+    while metric(s, "sparsed_num_requests_waiting") < 100 and time.time() < deadline:
+        time.sleep(0.1)
+    assert metric(s, "sparsed_num_requests_waiting") == 100
+    time.sleep(0.3)
+    loaded = cpu_over(window)
+    assert metric(s, "sparsed_num_requests_running") == 1  # the engine did the same work in both windows
+    assert loaded <= base * 1.3 + 0.05, (base, loaded)
+    for w in waiters:
+        w.close()
+    runner.close()
+    # the server noticed the disconnects and cancelled everything
+    deadline = time.time() + 20
+    while (metric(s, "sparsed_num_requests_waiting") or metric(s, "sparsed_num_requests_running")) \
+            and time.time() < deadline:
+        time.sleep(0.2)
+    assert metric(s, "sparsed_num_requests_waiting") == 0 and metric(s, "sparsed_num_requests_running") == 0
