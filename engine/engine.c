@@ -102,6 +102,7 @@ int sd_engine_init(sd_engine **ret, const sd_model *m, sd_backend *b, const sd_e
         return sd_diag_set(d, SD_ENOMEM, "engine: cannot start the engine thread");
     }
     e->started = 1;
+    pthread_setname_np(e->thread, "sd-engine"); /* visible in top -H, gdb, perf */
     *ret = e;
     return 0;
 }

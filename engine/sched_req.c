@@ -185,8 +185,13 @@ static int decode_token(sd_sched *s, sd_sched_req *r, int32_t tok, int final, si
         return SD_ENOMEM;
     size_t n = 0, m = 0;
     int rc = sd_tok_stream_push(&r->stream, tok, s->text, s->cap_text, &n);
+    for (int tries = 0; rc == SD_EFULL && tries < 8; tries++) /* nothing consumed: retry bigger */
+        if ((rc = text_reserve(s, 2 * s->cap_text)) == 0)
+            rc = sd_tok_stream_push(&r->stream, tok, s->text, s->cap_text, &n);
     if (rc < 0)
         return rc;
+    if (final && text_reserve(s, n + 128) < 0)
+        return SD_ENOMEM;
     if (final) {
         rc = sd_tok_stream_flush(&r->stream, s->text + n, s->cap_text - n, &m);
         if (rc < 0)
