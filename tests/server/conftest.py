@@ -51,7 +51,9 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = pathlib.Path(tmp) / f"sparsed-{self.port}.log"
         cmd = [sparsed_bin(), "serve", "--model", str(MODEL), "--host", "127.0.0.1",
-               "--port", str(self.port), "--threads", "2", "--log-level", "debug"]
+               "--port", str(self.port), "--threads", "2"]
+        if not (config and "log_level" in config):  # a flag would override the file's level
+            cmd += ["--log-level", "debug"]
         if config is not None:
             cfg = pathlib.Path(tmp) / f"sparsed-{self.port}.json"
             cfg.write_text(json.dumps(config))
