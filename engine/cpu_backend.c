@@ -46,13 +46,13 @@ typedef struct cpu_backend {
     int n_threads;
     int32_t max_ctx; /* positions a sequence may reach: the model's max_position_embeddings */
     /* scratch for one forward call, T = max_batch_tokens rows */
-    float *x, *xn;     /* [T, hidden] residual stream, normed / projection output */
-    float *q, *att;    /* [T, n_heads*head_dim] */
-    float *k, *v;      /* [T, n_kv_heads*head_dim] */
-    float *gate, *up;  /* [T, intermediate] */
-    float *scores;     /* [n_threads, max_ctx] attention weights */
-    int32_t *tok_pos;  /* [T] position of each row */
-    int32_t *tok_seq;  /* [T] sequence of each row */
+    float *x, *xn;    /* [T, hidden] residual stream, normed / projection output */
+    float *q, *att;   /* [T, n_heads*head_dim] */
+    float *k, *v;     /* [T, n_kv_heads*head_dim] */
+    float *gate, *up; /* [T, intermediate] */
+    float *scores;    /* [n_threads, max_ctx] attention weights */
+    int32_t *tok_pos; /* [T] position of each row */
+    int32_t *tok_seq; /* [T] sequence of each row */
 } cpu_backend;
 
 /* ---- weight conversion ---------------------------------------------------------------- */
@@ -301,14 +301,24 @@ static int check_batch(const cpu_backend *b, const sd_batch_seq *seqs, int n_seq
     int32_t bs = b->base.block_size;
     if (n_seqs <= 0)
         return sd_diag_set(d, SD_EINVAL, "cpu forward: empty batch");
+    /* shapes first, so that nothing is read past a short array */
     for (int s = 0; s < n_seqs; s++) {
         const sd_batch_seq *q = &seqs[s];
         if (q->n_tokens < 1 || q->pos < 0 || !q->tokens || !q->block_table)
             return sd_diag_set(d, SD_EINVAL, "cpu forward: sequence %d: bad pos %d / n_tokens %d", s, q->pos,
                                q->n_tokens);
         if ((int64_t)q->pos + q->n_tokens > b->max_ctx)
-            return sd_diag_set(d, SD_ERANGE, "cpu forward: sequence %d reaches position %lld, beyond the "
-                               "model's %d", s, (long long)q->pos + q->n_tokens, b->max_ctx);
+            return sd_diag_set(d, SD_ERANGE,
+                               "cpu forward: sequence %d reaches position %lld, beyond the "
+                               "model's %d",
+                               s, (long long)q->pos + q->n_tokens, b->max_ctx);
+        T += q->n_tokens;
+    }
+    if (T > b->base.max_batch_tokens)
+        return sd_diag_set(d, SD_EINVAL, "cpu forward: %lld tokens exceed max_batch_tokens %d", (long long)T,
+                           b->base.max_batch_tokens);
+    for (int s = 0; s < n_seqs; s++) {
+        const sd_batch_seq *q = &seqs[s];
         for (int32_t i = 0; i < q->n_tokens; i++)
             if (q->tokens[i] < 0 || q->tokens[i] >= b->cfg.vocab)
                 return sd_diag_set(d, SD_EINVAL, "cpu forward: sequence %d: token %d out of range [0, %d)", s,
@@ -316,13 +326,11 @@ static int check_batch(const cpu_backend *b, const sd_batch_seq *seqs, int n_seq
         int32_t nb = (q->pos + q->n_tokens + bs - 1) / bs;
         for (int32_t i = 0; i < nb; i++)
             if (q->block_table[i] < 0 || q->block_table[i] >= b->base.kv_blocks)
-                return sd_diag_set(d, SD_EINVAL, "cpu forward: sequence %d: block %d of its table is %d, "
-                                   "outside the pool of %d", s, i, q->block_table[i], b->base.kv_blocks);
-        T += q->n_tokens;
+                return sd_diag_set(d, SD_EINVAL,
+                                   "cpu forward: sequence %d: block %d of its table is %d, "
+                                   "outside the pool of %d",
+                                   s, i, q->block_table[i], b->base.kv_blocks);
     }
-    if (T > b->base.max_batch_tokens)
-        return sd_diag_set(d, SD_EINVAL, "cpu forward: %lld tokens exceed max_batch_tokens %d", (long long)T,
-                           b->base.max_batch_tokens);
     *ret_T = (int)T;
     return 0;
 }
@@ -335,7 +343,8 @@ static void embed_row(const cpu_backend *b, int32_t tok, float *out)
         return;
     }
     const sd_vec *e = &b->src->embed;
-    sd_dtype_to_f32(e->dtype, (const char *)e->data + (size_t)(tok * h) * sd_dtype_size(e->dtype), out, (size_t)h);
+    sd_dtype_to_f32(e->dtype, (const char *)e->data + (size_t)(tok * h) * sd_dtype_size(e->dtype), out,
+                    (size_t)h);
 }
 
 static int cpu_forward(sd_backend *base, const sd_batch_seq *seqs, int n_seqs, float *logits, sd_diag *d)
@@ -427,7 +436,8 @@ static int alloc_scratch(cpu_backend *b, sd_diag *d)
     b->kv = calloc(kv_elems, sizeof(float));
     if (!b->x || !b->xn || !b->q || !b->att || !b->k || !b->v || !b->gate || !b->up || !b->scores ||
         !b->tok_pos || !b->tok_seq || !b->kv)
-        return sd_diag_set(d, SD_ENOMEM, "cpu backend: out of memory for %d KV blocks and scratch of %zu tokens",
+        return sd_diag_set(d, SD_ENOMEM,
+                           "cpu backend: out of memory for %d KV blocks and scratch of %zu tokens",
                            b->base.kv_blocks, T);
     return 0;
 }
@@ -436,7 +446,8 @@ static int convert_weights(cpu_backend *b, const sd_model_weights *w, sd_diag *d
 {
     const sd_model_config *c = &b->cfg;
     int rc = 0;
-    if (!(b->final_norm = vec_f32(w->final_norm.data, w->final_norm.dtype, w->final_norm.n, "final norm", d, &rc)))
+    if (!(b->final_norm =
+              vec_f32(w->final_norm.data, w->final_norm.dtype, w->final_norm.n, "final norm", d, &rc)))
         return rc;
     if (c->tie_embeddings || w->lm_head.w == w->embed.data) {
         /* tied: one fp32 copy serves as embedding table and lm_head */

@@ -186,8 +186,11 @@ static int run_tokens(gen_run *r, const int32_t *tokens, int32_t n)
     int rc = sd_kv_seq_append(r->kv, &r->seq, n);
     if (rc != 0)
         return sd_diag_set(&r->d, rc, "KV cache: no room for %d more tokens", n);
-    sd_batch_seq bs = {.pos = r->seq.n_tokens - n, .n_tokens = n, .tokens = tokens,
-                       .block_table = r->seq.blocks, .all_logits = 0};
+    sd_batch_seq bs = {.pos = r->seq.n_tokens - n,
+                       .n_tokens = n,
+                       .tokens = tokens,
+                       .block_table = r->seq.blocks,
+                       .all_logits = 0};
     return sd_backend_forward(r->b, &bs, 1, r->logits, &r->d);
 }
 
@@ -195,7 +198,8 @@ static int prompt_ids(gen_run *r, const gen_args *a, int32_t **ret, int32_t *ret
 {
     if (a->prompt_ids) {
         if (parse_ids(a->prompt_ids, r->vocab, ret, ret_n) != 0)
-            return sd_diag_set(&r->d, SD_EINVAL, "--prompt-ids: want comma-separated ids in [0, %d)", r->vocab);
+            return sd_diag_set(&r->d, SD_EINVAL, "--prompt-ids: want comma-separated ids in [0, %d)",
+                               r->vocab);
         return 0;
     }
     if (!r->tok)
@@ -219,7 +223,8 @@ static int setup(gen_run *r, gen_args *a)
         return rc;
     if (n == 0 || n >= c->max_pos) {
         free(ids);
-        return sd_diag_set(&r->d, SD_EINVAL, "the prompt has %d tokens; the model takes 1..%d", n, c->max_pos - 1);
+        return sd_diag_set(&r->d, SD_EINVAL, "the prompt has %d tokens; the model takes 1..%d", n,
+                           c->max_pos - 1);
     }
     if (a->max_tokens > c->max_pos - n) {
         fprintf(stderr, "sparsed generate: max tokens capped at %d by the model's context\n", c->max_pos - n);
@@ -233,14 +238,16 @@ static int setup(gen_run *r, gen_args *a)
     r->n_prompt = r->n_hist = n;
     const sd_gen_defaults *gd = sd_model_gen_defaults(r->m);
     if (!a->have_temperature) /* HF semantics: greedy unless the model asks for sampling */
-        a->s.temperature = gd && gd->do_sample == 1 ? (gd->temperature >= 0 ? (float)gd->temperature : 1.0f) : 0;
+        a->s.temperature =
+            gd && gd->do_sample == 1 ? (gd->temperature >= 0 ? (float)gd->temperature : 1.0f) : 0;
 
     sd_backend_opts o;
     sd_backend_opts_default(&o);
     o.n_threads = a->threads;
     o.kv_blocks = (n + a->max_tokens + o.block_size - 1) / o.block_size + 1; /* this one sequence */
     if (strcmp(a->backend, "cpu") != 0)
-        return sd_diag_set(&r->d, SD_ENOTSUP, "backend '%s' is not available to generate (use cpu)", a->backend);
+        return sd_diag_set(&r->d, SD_ENOTSUP, "backend '%s' is not available to generate (use cpu)",
+                           a->backend);
     if ((rc = sd_backend_cpu_init(&r->b, r->m, &o, &r->d)) != 0)
         return rc;
     if ((rc = sd_kv_init(&r->kv, r->b->kv_blocks, r->b->block_size, &r->d)) != 0)
@@ -316,7 +323,8 @@ static int generate(gen_run *r, const gen_args *a, double *t_prefill, double *t_
             break;
         if (r->dump && fwrite(r->logits, sizeof(float), (size_t)r->vocab, r->dump) != (size_t)r->vocab)
             return sd_diag_set(&r->d, SD_EIO, "%s: write failed", a->dump);
-        int32_t tok = sd_sample(r->logits, r->vocab, &a->s, r->hist, r->n_hist, r->n_prompt, &rng, r->scratch);
+        int32_t tok =
+            sd_sample(r->logits, r->vocab, &a->s, r->hist, r->n_hist, r->n_prompt, &rng, r->scratch);
         r->hist[r->n_hist++] = tok;
         if (!a->ignore_eos && is_eos(r, tok))
             break;
@@ -357,8 +365,9 @@ int sd_cmd_generate(int argc, char **argv)
     }
     int32_t n_gen = r.n_hist - r.n_prompt;
     /* the first token comes from the prefill: decode speed counts the steps after it */
-    fprintf(stderr, "prompt tokens: %d, generated tokens: %d, prefill: %.3f s (%.1f tok/s), decode: %.1f tok/s\n",
-            r.n_prompt, n_gen, tp, tp > 0 ? r.n_prompt / tp : 0.0, td > 0 && n_gen > 1 ? (n_gen - 1) / td : 0.0);
+    fprintf(
+        stderr, "prompt tokens: %d, generated tokens: %d, prefill: %.3f s (%.1f tok/s), decode: %.1f tok/s\n",
+        r.n_prompt, n_gen, tp, tp > 0 ? r.n_prompt / tp : 0.0, td > 0 && n_gen > 1 ? (n_gen - 1) / td : 0.0);
     run_free(&r);
     return 0;
 }

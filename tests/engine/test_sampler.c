@@ -10,8 +10,8 @@
 
 static unsigned char scratch[1 << 16];
 
-static int32_t sample(const float *logits, const sd_sampling *s, const int32_t *hist, int n_hist, int n_prompt,
-                      sd_rng *rng)
+static int32_t sample(const float *logits, const sd_sampling *s, const int32_t *hist, int n_hist,
+                      int n_prompt, sd_rng *rng)
 {
     float l[V];
     memcpy(l, logits, sizeof l);
