@@ -14,7 +14,7 @@
 #include "engine/dtype.h"
 
 typedef struct tw_tensor {
-    char name[128];
+    char name[192];
     const char *dtype; /* "BF16", "U32", ... */
     int ndim;
     int64_t shape[8];
@@ -230,8 +230,8 @@ static inline void tw_mask_row(uint32_t *w, int64_t cols, int n, int m, uint64_t
     int64_t words = cols / 32;
     memset(w, 0, (size_t)words * 4);
     if (m == 0) {
-        for (int64_t k = 0; k < cols / 2;) {
-            int64_t c = (int64_t)(tw_rng(s) % (uint64_t)cols);
+        for (int64_t k = 0; k < words * 16;) {
+            int64_t c = (int64_t)(tw_rng(s) % (uint64_t)(words * 32));
             if (!(w[c / 32] >> (c % 32) & 1u)) {
                 w[c / 32] |= 1u << (c % 32);
                 k++;
@@ -239,7 +239,7 @@ static inline void tw_mask_row(uint32_t *w, int64_t cols, int n, int m, uint64_t
         }
         return;
     }
-    for (int64_t g = 0; g < cols; g += m)
+    for (int64_t g = 0; g + m <= words * 32; g += m) /* cols % 32 != 0: tail left out */
         for (int k = 0; k < n;) {
             int64_t c = g + (int64_t)(tw_rng(s) % (uint64_t)m);
             if (!(w[c / 32] >> (c % 32) & 1u)) {
@@ -253,7 +253,7 @@ static inline void tw_mask_row(uint32_t *w, int64_t cols, int n, int m, uint64_t
 static inline size_t tw_add_linear(tw_tensor *ts, size_t k, const tw_spec *sp, const char *name, int64_t rows,
                                    int64_t cols, int bias)
 {
-    char nm[160];
+    char nm[176];
     if (!sp->pattern) {
         snprintf(nm, sizeof nm, "%s.weight", name);
         tw_tensor_init(&ts[k++], nm, sp->dtype, 2, (int64_t[]){rows, cols});
