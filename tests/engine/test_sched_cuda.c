@@ -1,0 +1,168 @@
+/* test_sched_cuda: the scheduler driving the CUDA backend on the bundled tiny model — mixed
+ * prefill chunks and decodes, preemption, prompt logprobs — against the CPU backend's solo
+ * runs. bf16 on the GPU is not bit-equal to fp32 on the CPU, so greedy tokens must agree
+ * up to the first near-tie of the reference's top two logprobs, and logprobs within a bf16
+ * tolerance. Skips without CUDA or a GPU; runs in its own process, as GPU tests must. */
+#include "engine/sched.h"
+
+#ifdef SD_HAVE_CUDA
+#include "engine/cuda_backend.h"
+#include "tests/engine/sched_util.h"
+
+#define N_REQ 8
+#define GEN 16
+
+static const char *TEXTS[N_REQ] = {
+    "import numpy as np\n\ndef",
+    "The quick brown fox jumps over the lazy dog, and then",
+    "class Config:\n    \"\"\"Settings for the server.\"\"\"\n\n    def __init__(self,",
+    "# Installation\n\nTo install the package, run",
+    "def fibonacci(n):\n    if n < 2:\n        return n\n    return",
+    "from typing import Any, Dict, List, Optional\n\n\n",
+    "    for key, value in sorted(items.items()):\n",
+    "if __name__ == \"__main__\":\n",
+};
+
+static int32_t *IDS[N_REQ], NIDS[N_REQ];
+static sd_request_params P[N_REQ];
+static res CPU[N_REQ], GPU_SOLO[N_REQ];
+
+static sd_backend *cuda_new(int32_t kv_blocks)
+{
+    sd_backend_opts bo;
+    sd_backend_opts_default(&bo);
+    bo.kv_blocks = kv_blocks;
+    bo.block_size = 16;
+    bo.max_batch_tokens = 256;
+    sd_backend *b = NULL;
+    sd_diag d = {0};
+    int rc = sd_backend_cuda_init(&b, M, &bo, &d);
+    if (rc < 0)
+        fprintf(stderr, "  cuda backend: %s\n", sd_diag_str(&d, rc));
+    return b;
+}
+
+/* Tokens agree until the reference's top two logprobs come within eps (a near-tie, where
+ * either pick is right); returns the first disagreeing position, or -1. */
+static int disagree(const res *a, const res *ref, float eps)
+{
+    for (int k = 0; k < a->n && k < ref->n; k++) {
+        if (ref->top_lp[k][0] - ref->top_lp[k][1] < eps)
+            return -1;
+        if (a->tok[k] != ref->tok[k])
+            return k;
+    }
+    return a->n == ref->n ? -1 : a->n;
+}
+
+static void check_run(const res *rs, const res *ref, float eps, float lp_tol, const char *what)
+{
+    for (int i = 0; i < N_REQ; i++) {
+        const res *r = &rs[i];
+        CHECK_MSG(r->n_final == 1 && r->n_error == 0 && r->events_after_final == 0,
+                  "%s req %d: final %d err %d", what, i, r->n_final, r->n_error);
+        CHECK(r->finish == SD_FINISH_LENGTH && r->n == GEN && r->n_prompt_ev == 1 && r->prompt_after == 0);
+        int k = disagree(r, &ref[i], eps);
+        CHECK_MSG(k < 0, "%s req %d: token %d differs (%d vs %d) away from a near-tie", what, i, k,
+                  k >= 0 ? r->tok[k] : -1, k >= 0 ? ref[i].tok[k] : -1);
+        float worst = 0;
+        for (int32_t j = 0; j + 1 < NIDS[i] && r->plp && ref[i].plp; j++) {
+            float e = fabsf(r->plp[j] - ref[i].plp[j]);
+            worst = e > worst ? e : worst;
+        }
+        CHECK_MSG(worst <= lp_tol, "%s req %d: prompt logprobs differ by %.3g", what, i, worst);
+    }
+}
+
+static void test_sched_on_cuda(void)
+{
+    if (sd_cuda_device_count() <= 0)
+        SKIP("no CUDA device");
+    for (int i = 0; i < N_REQ; i++) {
+        IDS[i] = encode(TEXTS[i], &NIDS[i]);
+        REQUIRE(IDS[i]);
+        greedy_params(&P[i], IDS[i], NIDS[i], GEN);
+        P[i].logprobs = 2;
+        P[i].prompt_logprobs = 1;
+    }
+    sd_engine_opts roomy;
+    opts(&roomy, 16, 256);
+    sd_backend *cpu = backend_new(128, 16);
+    REQUIRE(cpu);
+    for (int i = 0; i < N_REQ; i++)
+        REQUIRE(run_all(cpu, &roomy, &P[i], &CPU[i], 1, NULL) == 0);
+    sd_backend_free(cpu);
+
+    sd_backend *gpu = cuda_new(128);
+    REQUIRE(gpu);
+    for (int i = 0; i < N_REQ; i++)
+        REQUIRE(run_all(gpu, &roomy, &P[i], &GPU_SOLO[i], 1, NULL) == 0);
+    check_run(GPU_SOLO, CPU, 0.2f, 0.1f, "gpu solo vs cpu");
+
+    static res rs[N_REQ];
+    sd_engine_stats st;
+    memset(rs, 0, sizeof rs);
+    CHECK(run_all(gpu, &roomy, P, rs, N_REQ, &st) == 0);
+    check_run(rs, GPU_SOLO, 0.05f, 0.05f, "gpu batched vs gpu solo");
+    CHECK(st.kv_blocks_used == 0 && st.preemptions == 0);
+    for (int i = 0; i < N_REQ; i++)
+        res_reset(&rs[i]);
+    sd_backend_free(gpu);
+
+    /* 8 blocks of 16 for 8 sequences of ~3 blocks each, 7 tokens a step: chunked prefill
+     * and preemption on the GPU */
+    gpu = cuda_new(8);
+    REQUIRE(gpu);
+    sd_engine_opts tight;
+    opts(&tight, 4, 7);
+    memset(rs, 0, sizeof rs);
+    CHECK(run_all(gpu, &tight, P, rs, N_REQ, &st) == 0);
+    check_run(rs, GPU_SOLO, 0.05f, 0.05f, "gpu tight vs gpu solo");
+    CHECK(st.kv_blocks_used == 0);
+    CHECK_MSG(st.preemptions > 0, "no preemption on the tight pool");
+    fprintf(stderr, "  tight pool: %llu steps, %llu preemptions\n", (unsigned long long)st.steps,
+            (unsigned long long)st.preemptions);
+    for (int i = 0; i < N_REQ; i++)
+        res_reset(&rs[i]);
+    sd_backend_free(gpu);
+}
+
+static void cleanup(void)
+{
+    for (int i = 0; i < N_REQ; i++) {
+        free(IDS[i]);
+        res_reset(&CPU[i]);
+        res_reset(&GPU_SOLO[i]);
+    }
+}
+#endif
+
+#ifndef SD_HAVE_CUDA
+#include "tests/harness.h"
+
+static void test_sched_on_cuda(void)
+{
+    SKIP("built without CUDA");
+}
+
+int main(void)
+{
+    RUN(test_sched_on_cuda);
+    return sd_test_done();
+}
+#else
+int main(void)
+{
+    sd_diag d = {0};
+    int rc = sd_model_open(&M, MODEL_DIR, &d);
+    if (rc < 0 || !sd_model_tokenizer(M)) {
+        fprintf(stderr, "  SKIP: %s: %s\n", MODEL_DIR, sd_diag_str(&d, rc));
+        sd_model_free(M);
+        return sd_test_done();
+    }
+    RUN(test_sched_on_cuda);
+    cleanup();
+    sd_model_free(M);
+    return sd_test_done();
+}
+#endif
