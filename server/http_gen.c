@@ -349,14 +349,14 @@ static int render_chat(sd_http *h, sd_http__gen *g, char **ret, size_t *ret_len,
     const sd_chat_template *ct = h->model.chat_template;
     if (!ct)
         return sd_api_fail(e, 400, "messages", "no_chat_template", "the model has no chat template");
-    const sd_tokenizer *tok = sd_model_tokenizer(h->model.model);
-    json_t *extra = json_object();
-    const char *bos = sd_tok_bos_str(tok), *eos = sd_tok_eos_str(tok);
-    json_object_set_new(extra, "bos_token", json_string(bos ? bos : ""));
-    json_object_set_new(extra, "eos_token", json_string(eos ? eos : ""));
-    json_object_set_new(extra, "add_generation_prompt", json_boolean(g->req.add_generation_prompt));
+    json_t *msgs = NULL, *extra = json_object();
     sd_diag d = {0};
-    int rc = sd_chat_template_render(ct, g->req.messages, extra, ret, ret_len, &d);
+    int rc = sd_chat_messages_normalize(g->req.messages, &msgs, &d);
+    if (rc == 0) {
+        json_object_set_new(extra, "add_generation_prompt", json_boolean(g->req.add_generation_prompt));
+        rc = sd_chat_template_render(ct, msgs, extra, ret, ret_len, &d);
+    }
+    json_decref(msgs);
     json_decref(extra);
     if (rc < 0)
         return sd_api_fail(e, 400, "messages", "template_error", "chat template: %s", sd_diag_str(&d, rc));

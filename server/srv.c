@@ -132,15 +132,18 @@ static void load_work(uv_work_t *w)
     if ((rc = sd_engine_init(&s->engine, s->model, s->backend, &eo, d)) < 0)
         goto out;
 #ifdef SD_HAVE_CHAT_TEMPLATE
-    const char *tpl = sd_model_chat_template(s->model);
-    if (tpl) {
-        sd_chat_template *ct = NULL;
-        sd_diag td = {0};
-        int trc = sd_chat_template_init(&ct, tpl, &td);
-        if (trc < 0) /* completions still work; chat answers 400 */
-            sd_log_warn(NULL, "chat template of %s does not parse: %s", c->model, sd_diag_str(&td, trc));
-        s->chat = ct;
-    }
+    /* Loaded from tokenizer_config.json so the template sees the special tokens (bos_token...)
+     * exactly as transformers passes them. */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", c->model);
+    sd_chat_template *ct = NULL;
+    sd_diag td = {0};
+    int trc = sd_chat_template_load(&ct, path, &td);
+    if (trc < 0 && trc != SD_ENOTFOUND) /* completions still work; chat answers 400 */
+        sd_log_warn(NULL, "chat template of %s unusable: %s", c->model, sd_diag_str(&td, trc));
+    else if (trc < 0)
+        sd_log_info(NULL, "%s has no chat template: /v1/chat/completions will answer 400", c->model);
+    s->chat = ct;
 #endif
 out:
     s->load_rc = rc;
