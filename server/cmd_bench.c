@@ -1,12 +1,39 @@
-/* cmd_bench: the 'bench' subcommand (not built yet). */
+/* cmd_bench: the 'bench' subcommand, a dispatcher on its first argument (the mode). Each mode
+ * lives in its own module and takes argv starting at the mode name. */
 #include <stdio.h>
+#include <string.h>
 
+#include "kernels/bench_kernels.h"
 #include "server/cmd.h"
 
+typedef struct bench_mode {
+    const char *name, *help;
+    int (*run)(int argc, char **argv);
+} bench_mode;
+
+static const bench_mode k_modes[] = {
+    {"kernels", "N:M SpMV vs dense GEMV vs cuBLAS on model shapes [--quick] [--out FILE] [--reps N]",
+     sd_bench_kernels},
+};
+
+static void bench_usage(void)
+{
+    fprintf(stderr, "usage: sparsed bench <mode> [options]\nmodes:\n");
+    for (size_t i = 0; i < sizeof k_modes / sizeof k_modes[0]; i++)
+        fprintf(stderr, "  %-10s %s\n", k_modes[i].name, k_modes[i].help);
+}
+
+/* argv[0] is "bench"; argv[1] the mode. */
 int sd_cmd_bench(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "sparsed: 'bench' is not available in this build yet\n");
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        bench_usage();
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof k_modes / sizeof k_modes[0]; i++)
+        if (!strcmp(argv[1], k_modes[i].name))
+            return k_modes[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "sparsed bench: unknown mode '%s'\n", argv[1]);
+    bench_usage();
     return 2;
 }

@@ -1,0 +1,145 @@
+// nm_autotune: the kernels context (device facts + autotune cache) and the autotuner that times
+// candidate (rows per warp, split-K) configs once per (kind, pattern, shape, B, output dtype).
+#include "kernels/nm_spmv_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+#include <algorithm>
+
+extern "C" int sd_kernels_ctx_init(sd_kernels_ctx **ret, sd_diag *d)
+{
+    sd_kernels_ctx *ctx = static_cast<sd_kernels_ctx *>(calloc(1, sizeof *ctx));
+    if (!ctx)
+        return sd_diag_set(d, SD_ENOMEM, "kernels context: out of memory");
+    cudaError_t e = cudaGetDevice(&ctx->device);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&ctx->n_sm, cudaDevAttrMultiProcessorCount, ctx->device);
+    if (e != cudaSuccess) {
+        free(ctx);
+        return sd_diag_set(d, SD_ECUDA, "kernels context: %s", cudaGetErrorString(e));
+    }
+    *ret = ctx;
+    return 0;
+}
+
+extern "C" void sd_kernels_ctx_free(sd_kernels_ctx *ctx)
+{
+    free(ctx);
+}
+
+static sd_nm_key make_key(const sd_nm_spmv_args *a, int dense)
+{
+    sd_nm_key k;
+    memset(&k, 0, sizeof k);
+    k.dense = dense;
+    k.n = dense ? 0 : a->n;
+    k.m = dense ? 0 : a->m;
+    k.B = a->B;
+    k.y_bf16 = a->y_bf16 != 0;
+    k.rows = a->rows;
+    k.cols = a->cols;
+    return k;
+}
+
+static int key_eq(const sd_nm_key *x, const sd_nm_key *y)
+{
+    return x->dense == y->dense && x->n == y->n && x->m == y->m && x->B == y->B && x->y_bf16 == y->y_bf16 &&
+           x->rows == y->rows && x->cols == y->cols;
+}
+
+extern "C" int sd__nm_cache_lookup(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int dense, int *rw,
+                                   int *split)
+{
+    if (!ctx)
+        return SD_ENOTFOUND;
+    sd_nm_key k = make_key(a, dense);
+    for (int i = 0; i < ctx->n_entries; i++)
+        if (key_eq(&ctx->entries[i].key, &k)) {
+            *rw = ctx->entries[i].rows_per_warp;
+            *split = ctx->entries[i].split;
+            return 0;
+        }
+    return SD_ENOTFOUND;
+}
+
+static void cache_put(sd_kernels_ctx *ctx, const sd_nm_key *k, int rw, int split)
+{
+    for (int i = 0; i < ctx->n_entries; i++)
+        if (key_eq(&ctx->entries[i].key, k)) {
+            ctx->entries[i].rows_per_warp = rw;
+            ctx->entries[i].split = split;
+            return;
+        }
+    int slot = ctx->n_entries < SD_NM_CACHE_MAX ? ctx->n_entries++ : ctx->next_slot++ % SD_NM_CACHE_MAX;
+    ctx->entries[slot].key = *k;
+    ctx->entries[slot].rows_per_warp = rw;
+    ctx->entries[slot].split = split;
+}
+
+// Median time (ms) of `reps` launches of one config, rotating over the n_args problems.
+static int time_cfg(const sd_nm_spmv_args *a, int n_args, int dense, int rw, int split, cudaStream_t s,
+                    cudaEvent_t e0, cudaEvent_t e1, float *ret_ms)
+{
+    const int reps = 15;
+    std::vector<float> t;
+    for (int i = 0; i < reps + 2; i++) { // two warm-ups
+        const sd_nm_spmv_args *ai = &a[i % n_args];
+        if (cudaEventRecord(e0, s) != cudaSuccess)
+            return SD_ECUDA;
+        int rc = sd__nm_launch_cfg(ai, dense, rw, split, s);
+        if (rc)
+            return rc;
+        float ms;
+        if (cudaEventRecord(e1, s) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
+            return SD_ECUDA;
+        if (i >= 2)
+            t.push_back(ms);
+    }
+    std::sort(t.begin(), t.end());
+    *ret_ms = t[t.size() / 2];
+    return 0;
+}
+
+extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int n_args, int dense,
+                              cudaStream_t s, sd_diag *d)
+{
+    if (!ctx || !a || n_args < 1)
+        return sd_diag_set(d, SD_EINVAL, "autotune: bad arguments");
+    const int unstructured = !dense && a->n == 0 && a->m == 0;
+    const int64_t units = dense ? a->cols / 8 : a->cols / 32;
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) {
+        cudaEventDestroy(e0);
+        return sd_diag_set(d, SD_ECUDA, "autotune: cannot create events");
+    }
+    int best_rw = 0, best_split = 0, rc = 0;
+    float best = 1e30f;
+    const int rws[] = {1, 2, 4}, splits[] = {1, 2, 3, 4, 6, 8};
+    for (int rw : rws)
+        for (int split : splits) {
+            if ((unstructured && (rw != 1 || split != 1)) || (split > 1 && a->y_bf16) ||
+                (split > 1 && units / split < 32))
+                continue;
+            float ms;
+            rc = time_cfg(a, n_args, dense, rw, split, s, e0, e1, &ms);
+            if (rc) {
+                sd_diag_set(d, rc, "autotune %s %lldx%lld B=%d rw=%d split=%d: %s", dense ? "gemv" : "spmv",
+                            (long long)a->rows, (long long)a->cols, a->B, rw, split,
+                            rc == SD_ECUDA ? cudaGetErrorString(cudaGetLastError()) : "bad arguments");
+                goto done;
+            }
+            if (ms < best)
+                best = ms, best_rw = rw, best_split = split;
+        }
+    {
+        sd_nm_key k = make_key(a, dense);
+        cache_put(ctx, &k, best_rw, best_split);
+    }
+done:
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return rc;
+}

@@ -1,0 +1,462 @@
+// nm_spmv: the bitmask N:M SpMV kernels (N:M fast path, unstructured path), the dense bf16 GEMV
+// twin, and their launchers. See kernels/NOTES.md for the design and the measurements.
+//
+// Shared structure: a block of kWarps warps; each warp owns RW consecutive rows; grid.y splits K.
+// The block stages a K-tile of x (all B vectors, fp32) in shared memory once, then every warp
+// streams its rows' weights for that tile. Weights and masks are read once (streamed); x is
+// re-read from shared memory. Per-row partial sums are reduced across the warp at the end and
+// written (or atomically added for split-K).
+#include "kernels/nm_spmv_impl.h"
+
+#include <stdint.h>
+
+namespace
+{
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kSmemBudget = 96 * 1024; // per block; > 48 KB needs the opt-in attribute
+
+struct KParams {
+    const uint16_t *values; // bf16 [rows, cols/2] (dense: [rows, cols])
+    const uint32_t *mask;   // u32 [rows, cols/32]
+    const uint16_t *x;      // bf16 [B, ldx]
+    void *y;                // [B, ldy] fp32 or bf16
+    int64_t rows, cols, ldx, ldy;
+    int64_t units_per_split; // K range of one grid.y slice, in units (words of 32 / chunks of 8 cols)
+    int B, kt;               // kt: K-tile in units, a multiple of 32
+    int y_bf16, accumulate, atomic;
+};
+
+// Streamed loads: masks are used once, so they bypass L1. Values use the L1-allocating
+// non-coherent path because each lane reads its 32-byte word in two 16-byte halves.
+__device__ __forceinline__ uint32_t ld_stream_u32(const uint32_t *p)
+{
+    uint32_t v;
+    asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ float bf16_lo(uint32_t u)
+{
+    return __uint_as_float(u << 16);
+}
+__device__ __forceinline__ float bf16_hi(uint32_t u)
+{
+    return __uint_as_float(u & 0xffff0000u);
+}
+
+__device__ __forceinline__ uint16_t f32_to_bf16(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+// Position of the highest set bit (bfind; 0xffffffff when none) and the mask of the bits below
+// it (bmsk, clamped: all ones for an empty word, which then stays empty). One FLO + one BMSK.
+__device__ __forceinline__ int top_bit(uint32_t bits)
+{
+    int p;
+    asm("bfind.u32 %0, %1;" : "=r"(p) : "r"(bits));
+    return p;
+}
+__device__ __forceinline__ uint32_t bits_below(int p)
+{
+    uint32_t m;
+    asm("bmsk.clamp.b32 %0, %1, %2;" : "=r"(m) : "r"(0), "r"(p));
+    return m;
+}
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Adds BT consecutive fp32 of shared memory (x of one column for every vector), times w.
+template <int BT> __device__ __forceinline__ void fma_col(float (&acc)[BT], float w, const float *xp)
+{
+    if constexpr (BT == 1) {
+        acc[0] = fmaf(w, xp[0], acc[0]);
+    } else if constexpr (BT == 2) {
+        float2 t = *reinterpret_cast<const float2 *>(xp);
+        acc[0] = fmaf(w, t.x, acc[0]);
+        acc[1] = fmaf(w, t.y, acc[1]);
+    } else {
+#pragma unroll
+        for (int q = 0; q < BT / 4; q++) {
+            float4 t = *reinterpret_cast<const float4 *>(xp + 4 * q);
+            acc[4 * q + 0] = fmaf(w, t.x, acc[4 * q + 0]);
+            acc[4 * q + 1] = fmaf(w, t.y, acc[4 * q + 1]);
+            acc[4 * q + 2] = fmaf(w, t.z, acc[4 * q + 2]);
+            acc[4 * q + 3] = fmaf(w, t.w, acc[4 * q + 3]);
+        }
+    }
+}
+
+// Sparse x tile layout: xs[(wl*33 + 1 + j) * BT + b] = x[b, 32*(t0+wl) + j]. The 33-slot word
+// stride spreads the lanes' gathers over the banks; slot 0 of each word keeps a corrupt mask
+// (an empty word: bfind = -1) inside the buffer. Threads take b fastest so the stores do not conflict.
+template <int BT> __device__ void stage_x_words(float *xs, const KParams &p, int64_t t0, int kt)
+{
+    const int b = threadIdx.x & (BT - 1);
+    const uint16_t *xb = p.x + (int64_t)b * p.ldx + t0 * 32;
+    for (int i = threadIdx.x / BT; i < kt * 16; i += kThreads / BT) {
+        int wl = i >> 4, jp = i & 15;
+        uint32_t u = b < p.B ? __ldg(reinterpret_cast<const uint32_t *>(xb + wl * 32 + 2 * jp)) : 0u;
+        float *dst = xs + (wl * 33 + 1 + 2 * jp) * BT + b;
+        dst[0] = bf16_lo(u);
+        dst[BT] = bf16_hi(u);
+    }
+}
+
+// Warp-reduces acc[r][b], then lane b writes vector b of each valid row.
+template <int BT, int RW>
+__device__ __forceinline__ void store_rows(const KParams &p, float (&acc)[RW][BT], int64_t row0, int lane)
+{
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+        float mine = 0.0f;
+#pragma unroll
+        for (int b = 0; b < BT; b++) {
+            float v = warp_sum(acc[r][b]);
+            if (lane == b)
+                mine = v;
+        }
+        int64_t row = row0 + r;
+        if (lane >= p.B || row >= p.rows)
+            continue;
+        int64_t i = (int64_t)lane * p.ldy + row;
+        if (p.atomic) {
+            atomicAdd(static_cast<float *>(p.y) + i, mine);
+        } else if (p.y_bf16) {
+            uint16_t *y = static_cast<uint16_t *>(p.y);
+            y[i] = f32_to_bf16(p.accumulate ? mine + __uint_as_float((uint32_t)y[i] << 16) : mine);
+        } else {
+            float *y = static_cast<float *>(p.y);
+            y[i] = p.accumulate ? y[i] + mine : mine;
+        }
+    }
+}
+
+// One N:M mask word (exactly 16 bits) against its 16 values, highest column first: a fixed
+// 16-step scan (find the top bit, keep the bits below), the column's x gathered from shared
+// memory at xw + p*BT (xw: slot of column 0 of this word).
+template <int BT>
+__device__ __forceinline__ void nm_word(uint32_t bits, const uint4 &v0, const uint4 &v1, const float *xw,
+                                        float (&acc)[BT])
+{
+    const uint32_t u[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+#pragma unroll
+    for (int k = 0; k < 16; k++) {
+        const int p = top_bit(bits);
+        bits &= bits_below(p);
+        const int i = 15 - k; // value index of this column in the word
+        float w = (i & 1) ? bf16_hi(u[i >> 1]) : bf16_lo(u[i >> 1]);
+        fma_col<BT>(acc, w, xw + p * BT);
+    }
+}
+
+template <int BT, int RW> __global__ void __launch_bounds__(kThreads) nm_spmv_kernel(KParams p)
+{
+    extern __shared__ float4 smem4[];
+    float *xs = reinterpret_cast<float *>(smem4);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t words = p.cols >> 5, row0 = ((int64_t)blockIdx.x * kWarps + warp) * RW;
+    const int64_t w_begin = blockIdx.y * p.units_per_split;
+    const int64_t w_end = min(words, w_begin + p.units_per_split);
+    const uint32_t *mrow[RW];
+    const uint4 *vrow[RW];
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+        int64_t row = min(row0 + r, p.rows - 1); // tail rows recompute the last row, not stored
+        mrow[r] = p.mask + row * words;
+        vrow[r] = reinterpret_cast<const uint4 *>(p.values + row * (p.cols >> 1));
+    }
+    float acc[RW][BT] = {};
+    for (int64_t t0 = w_begin; t0 < w_end; t0 += p.kt) {
+        const int kt = (int)min((int64_t)p.kt, w_end - t0);
+        __syncthreads();
+        stage_x_words<BT>(xs, p, t0, kt);
+        __syncthreads();
+        for (int wl = lane; wl < kt; wl += 32) {
+            const int64_t w = t0 + wl;
+            uint32_t mk[RW];
+            uint4 v0[RW], v1[RW];
+#pragma unroll
+            for (int r = 0; r < RW; r++) { // all loads in flight before any use
+                mk[r] = ld_stream_u32(mrow[r] + w);
+                v0[r] = __ldg(vrow[r] + 2 * w);
+                v1[r] = __ldg(vrow[r] + 2 * w + 1);
+            }
+            const float *xw = xs + (wl * 33 + 1) * BT; // column j lives at xw + j * BT
+#pragma unroll
+            for (int r = 0; r < RW; r++)
+                nm_word<BT>(mk[r], v0[r], v1[r], xw, acc[r]);
+        }
+    }
+    store_rows<BT, RW>(p, acc, row0, lane);
+}
+
+// Unstructured 50%: a word holds any number of bits, so each lane finds its word's first value
+// by an exclusive warp scan of popcounts plus the running count of the words before. One row
+// per warp, no split-K (the running count starts at column 0).
+template <int BT> __global__ void __launch_bounds__(kThreads) un_spmv_kernel(KParams p)
+{
+    extern __shared__ float4 smem4[];
+    float *xs = reinterpret_cast<float *>(smem4);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * kWarps + warp;
+    const int64_t row = min(row0, p.rows - 1);
+    const uint32_t *mrow = p.mask + row * words;
+    const uint16_t *vrow = p.values + row * (p.cols >> 1);
+    float acc[1][BT] = {};
+    int64_t running = 0; // values used by the words before this step
+    for (int64_t t0 = 0; t0 < words; t0 += p.kt) {
+        const int kt = (int)min((int64_t)p.kt, words - t0);
+        __syncthreads();
+        stage_x_words<BT>(xs, p, t0, kt);
+        __syncthreads();
+        for (int ws = 0; ws < kt; ws += 32) {
+            const int wl = ws + lane;
+            uint32_t bits = wl < kt ? ld_stream_u32(mrow + t0 + wl) : 0u;
+            const int cnt = __popc(bits);
+            int incl = cnt;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                int t = __shfl_up_sync(0xffffffffu, incl, o);
+                if (lane >= o)
+                    incl += t;
+            }
+            const uint16_t *vw = vrow + running + incl - 1; // this word's last value
+            const float *xw = xs + (wl * 33 + 1) * BT;
+            for (int k = 0; k < cnt; k++) {
+                const int p = top_bit(bits);
+                bits &= bits_below(p);
+                float w = __uint_as_float((uint32_t)__ldg(vw - k) << 16);
+                fma_col<BT>(acc[0], w, xw + p * BT);
+            }
+            running += __shfl_sync(0xffffffffu, incl, 31);
+        }
+    }
+    store_rows<BT, 1>(p, acc, row0, lane);
+}
+
+// Dense x tile layout: xs[b * stride + swz(col)], col relative to the tile; within each 8-column
+// chunk c the two 4-column halves swap when bit 2 of c is set, so that the 8 lanes of a
+// 16-byte shared-memory phase hit 8 distinct bank groups.
+__device__ __forceinline__ int dense_swz(int col)
+{
+    int c = col >> 3, h = (col >> 2) & 1;
+    return c * 8 + ((h ^ ((c >> 2) & 1)) << 2) + (col & 3);
+}
+
+template <int BT>
+__device__ void stage_x_dense(float *xs, const KParams &p, int64_t col0, int ncols, int stride)
+{
+    for (int b = 0; b < BT; b++)
+        for (int i = threadIdx.x; i < ncols / 2; i += kThreads) {
+            uint32_t u = 0;
+            if (b < p.B && col0 + 2 * i < p.cols)
+                u = __ldg(reinterpret_cast<const uint32_t *>(p.x + (int64_t)b * p.ldx + col0 + 2 * i));
+            float *dst = xs + b * stride + dense_swz(2 * i);
+            dst[0] = bf16_lo(u);
+            dst[1] = bf16_hi(u);
+        }
+}
+
+// Dense GEMV: lane l owns 8 consecutive columns (one 16-byte load per row); the x of those 8
+// columns is read once from shared memory and reused for the warp's RW rows.
+template <int BT, int RW> __global__ void __launch_bounds__(kThreads) gemv_kernel(KParams p)
+{
+    extern __shared__ float4 smem4[];
+    float *xs = reinterpret_cast<float *>(smem4);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t chunks = p.cols >> 3, row0 = ((int64_t)blockIdx.x * kWarps + warp) * RW;
+    const int64_t c_begin = blockIdx.y * p.units_per_split;
+    const int64_t c_end = min(chunks, c_begin + p.units_per_split);
+    const int stride = p.kt * 8;
+    const uint4 *wrow[RW];
+#pragma unroll
+    for (int r = 0; r < RW; r++)
+        wrow[r] = reinterpret_cast<const uint4 *>(p.values + min(row0 + r, p.rows - 1) * p.cols);
+    float acc[RW][BT] = {};
+    for (int64_t t0 = c_begin; t0 < c_end; t0 += p.kt) {
+        const int kt = (int)min((int64_t)p.kt, c_end - t0);
+        __syncthreads();
+        stage_x_dense<BT>(xs, p, t0 * 8, kt * 8, stride);
+        __syncthreads();
+        for (int cl = lane; cl < kt; cl += 32) {
+            uint4 wv[RW];
+#pragma unroll
+            for (int r = 0; r < RW; r++)
+                wv[r] = __ldg(wrow[r] + t0 + cl);
+            float wf[RW][8];
+#pragma unroll
+            for (int r = 0; r < RW; r++) {
+                const uint32_t u[4] = {wv[r].x, wv[r].y, wv[r].z, wv[r].w};
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    wf[r][2 * q] = bf16_lo(u[q]);
+                    wf[r][2 * q + 1] = bf16_hi(u[q]);
+                }
+            }
+            const int sw = ((cl >> 2) & 1) << 2; // the swizzle of this chunk
+#pragma unroll
+            for (int b = 0; b < BT; b++) {
+                const float *xp = xs + b * stride + cl * 8;
+                float4 lo = *reinterpret_cast<const float4 *>(xp + sw);
+                float4 hi = *reinterpret_cast<const float4 *>(xp + (4 ^ sw));
+                const float xv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+                for (int r = 0; r < RW; r++)
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        acc[r][b] = fmaf(wf[r][j], xv[j], acc[r][b]);
+            }
+        }
+    }
+    store_rows<BT, RW>(p, acc, row0, lane);
+}
+
+typedef void (*kernel_fn)(KParams);
+
+#define SD_NM_RW_ROW(K, BT)                                                                                  \
+    {                                                                                                        \
+        K<BT, 1>, K<BT, 2>, K<BT, 4>                                                                         \
+    }
+const kernel_fn k_nm[5][3] = {SD_NM_RW_ROW(nm_spmv_kernel, 1), SD_NM_RW_ROW(nm_spmv_kernel, 2),
+                              SD_NM_RW_ROW(nm_spmv_kernel, 4), SD_NM_RW_ROW(nm_spmv_kernel, 8),
+                              SD_NM_RW_ROW(nm_spmv_kernel, 16)};
+const kernel_fn k_gemv[5][3] = {SD_NM_RW_ROW(gemv_kernel, 1), SD_NM_RW_ROW(gemv_kernel, 2),
+                                SD_NM_RW_ROW(gemv_kernel, 4), SD_NM_RW_ROW(gemv_kernel, 8),
+                                SD_NM_RW_ROW(gemv_kernel, 16)};
+const kernel_fn k_un[5] = {un_spmv_kernel<1>, un_spmv_kernel<2>, un_spmv_kernel<4>, un_spmv_kernel<8>,
+                           un_spmv_kernel<16>};
+#undef SD_NM_RW_ROW
+
+int bt_index(int B)
+{
+    return B <= 1 ? 0 : B <= 2 ? 1 : B <= 4 ? 2 : B <= 8 ? 3 : 4;
+}
+
+int rw_index(int rw)
+{
+    return rw <= 1 ? 0 : rw == 2 ? 1 : 2;
+}
+
+// Largest K-tile (in units, a multiple of 32) whose x fits the shared-memory budget.
+int kt_max(int dense, int BT)
+{
+    int per_unit = dense ? BT * 8 * 4 : BT * 33 * 4;
+    return (kSmemBudget / per_unit) & ~31;
+}
+
+int check_args(const sd_nm_spmv_args *a, int dense)
+{
+    if (!a || !a->values || !a->x || !a->y || a->rows <= 0 || a->cols <= 0 || a->B < 1 || a->B > SD_NM_MAX_B)
+        return SD_EINVAL;
+    if (a->cols % (dense ? 8 : 32) != 0 || a->ldx < a->cols || a->ldx % 2 != 0 || a->ldy < a->rows)
+        return SD_EINVAL;
+    if (((uintptr_t)a->values & 15) != 0 || ((uintptr_t)a->x & 3) != 0)
+        return SD_EINVAL;
+    if (!dense && !a->mask)
+        return SD_EINVAL;
+    if (!dense && !(a->n == 0 && a->m == 0) &&
+        !(a->m >= 2 && a->m <= 32 && 32 % a->m == 0 && 2 * a->n == a->m))
+        return SD_EINVAL;
+    return 0;
+}
+
+} // namespace
+
+extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, int split, cudaStream_t s)
+{
+    int rc = check_args(a, dense);
+    if (rc)
+        return rc;
+    const int unstructured = !dense && a->n == 0;
+    if (unstructured)
+        rw = 1, split = 1; // the running value offset starts at column 0
+    if (rw != 1 && rw != 2 && rw != 4)
+        return SD_EINVAL;
+    if (split < 1)
+        return SD_EINVAL;
+    const int bi = bt_index(a->B), BT = 1 << bi;
+    const int64_t units = dense ? a->cols / 8 : a->cols / 32;
+    int64_t ups = (units + split - 1) / split;
+    ups = (ups + 31) / 32 * 32;
+    const int64_t nsplit = (units + ups - 1) / ups;
+    if (nsplit > 1 && a->y_bf16)
+        return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
+    KParams p;
+    p.values = a->values;
+    p.mask = a->mask;
+    p.x = a->x;
+    p.y = a->y;
+    p.rows = a->rows, p.cols = a->cols, p.ldx = a->ldx, p.ldy = a->ldy;
+    p.units_per_split = ups;
+    p.B = a->B;
+    p.kt = (int)((ups + 31) / 32 * 32 < kt_max(dense, BT) ? (ups + 31) / 32 * 32 : kt_max(dense, BT));
+    p.y_bf16 = a->y_bf16, p.accumulate = a->accumulate, p.atomic = nsplit > 1;
+    if (p.atomic && !a->accumulate &&
+        cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
+        return SD_ECUDA;
+    kernel_fn k = dense ? k_gemv[bi][rw_index(rw)] : unstructured ? k_un[bi] : k_nm[bi][rw_index(rw)];
+    size_t smem = dense ? (size_t)BT * p.kt * 8 * 4 : (size_t)BT * p.kt * 33 * 4;
+    if (smem > 48 * 1024 && cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 (int)smem) != cudaSuccess)
+        return SD_ECUDA;
+    const int64_t rows_per_block = (int64_t)kWarps * rw;
+    dim3 grid((unsigned)((a->rows + rows_per_block - 1) / rows_per_block), (unsigned)nsplit);
+    k<<<grid, kThreads, smem, s>>>(p);
+    return cudaGetLastError() == cudaSuccess ? 0 : SD_ECUDA;
+}
+
+extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, int *ret_split)
+{
+    int rw = a->rows_per_warp, split = a->split;
+    if (rw <= 0 || split <= 0) {
+        int crw, csplit;
+        if (sd__nm_cache_lookup(a->ctx, a, dense, &crw, &csplit) == 0) {
+            rw = rw > 0 ? rw : crw;
+            split = split > 0 ? split : csplit;
+        }
+    }
+    if (rw <= 0)
+        rw = 2;
+    if (split <= 0) {
+        // Fill the GPU: at least ~2 blocks per SM, else split K (fp32 output only).
+        int n_sm = a->ctx ? a->ctx->n_sm : 132;
+        int64_t blocks = (a->rows + kWarps * rw - 1) / (kWarps * rw);
+        int64_t units = dense ? a->cols / 8 : a->cols / 32;
+        split = 1;
+        while (!a->y_bf16 && blocks * split < 2 * n_sm && split < 8 && units / (split * 2) >= 64)
+            split *= 2;
+    }
+    *ret_rw = rw;
+    *ret_split = split;
+}
+
+extern "C" int sd_nm_spmv_launch(const sd_nm_spmv_args *a, cudaStream_t s)
+{
+    if (!a)
+        return SD_EINVAL;
+    int rw, split;
+    sd_nm_config(a, 0, &rw, &split);
+    return sd__nm_launch_cfg(a, 0, rw, split, s);
+}
+
+extern "C" int sd_gemv_bf16_launch(const sd_nm_spmv_args *a, cudaStream_t s)
+{
+    if (!a)
+        return SD_EINVAL;
+    int rw, split;
+    sd_nm_config(a, 1, &rw, &split);
+    return sd__nm_launch_cfg(a, 1, rw, split, s);
+}

@@ -1,0 +1,68 @@
+/* nm_spmv: CUDA launchers for the bitmask N:M SpMV (batched, B = 1..16), its unstructured-50%
+ * path, the dense bf16 GEMV twin, and the per-shape autotune cache (sd_kernels_ctx).
+ *
+ * All pointers in sd_nm_spmv_args are device pointers. Launchers enqueue on the given stream,
+ * never synchronise, and return 0, SD_EINVAL (bad arguments) or SD_ECUDA (launch failure).
+ * Usable from C; needs the CUDA runtime headers (SD_HAVE_CUDA builds only). */
+#ifndef SD_NM_SPMV_H
+#define SD_NM_SPMV_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "engine/diag.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SD_NM_MAX_B 16
+
+/* Per-device tuning state: the autotune cache and device facts. One per device and thread
+ * that launches; not thread-safe. */
+typedef struct sd_kernels_ctx sd_kernels_ctx;
+
+/* Creates a context for the current device. SD_ENOMEM / SD_ECUDA. */
+int sd_kernels_ctx_init(sd_kernels_ctx **ret, sd_diag *d);
+void sd_kernels_ctx_free(sd_kernels_ctx *ctx);
+
+typedef struct sd_nm_spmv_args {
+    const sd_kernels_ctx *ctx; /* may be NULL: then the default heuristic picks the config */
+    int n, m;                  /* N:M pattern, or 0,0 = unstructured (ignored by the dense GEMV) */
+    int64_t rows, cols;        /* W is [rows, cols]; cols % 32 == 0 (dense: cols % 8 == 0) */
+    int B;                     /* number of vectors, 1..SD_NM_MAX_B */
+    const uint16_t
+        *values;          /* bf16 [rows, cols/2] (dense GEMV: the weights, bf16 [rows, cols]); 16-B aligned */
+    const uint32_t *mask; /* u32 [rows, cols/32] (unused by the dense GEMV) */
+    const uint16_t *x;    /* bf16 [B, ldx]; ldx even, 4-B aligned */
+    int64_t ldx;
+    void *y; /* [B, ldy] fp32, or bf16 when y_bf16 */
+    int64_t ldy;
+    int y_bf16;        /* output dtype: 0 fp32, 1 bf16 */
+    int accumulate;    /* 1: y += W x (residual add); 0: y = W x */
+    int rows_per_warp; /* 1, 2 or 4; 0: from the ctx cache / heuristic */
+    int split;         /* split-K factor (fp32 output only, atomics); 0: from the cache / heuristic */
+} sd_nm_spmv_args;
+
+/* y = W x (or y += W x) with W in bitmask form. N:M masks must be valid (16 bits per word, as
+ * sd_nm_validate checks at load); a corrupt mask gives wrong numbers, never a fault. */
+int sd_nm_spmv_launch(const sd_nm_spmv_args *a, cudaStream_t s);
+
+/* The dense twin: a->values is W bf16 [rows, cols]; a->mask, n, m ignored. */
+int sd_gemv_bf16_launch(const sd_nm_spmv_args *a, cudaStream_t s);
+
+/* Times the candidate configs (rows per warp x split) for this (kind, pattern, shape, B, output
+ * dtype) and caches the fastest in ctx; later launches with rows_per_warp = split = 0 use it.
+ * a[0..n_args) are the same problem on different buffers (rotated while timing so that the
+ * working set can exceed L2). Overwrites the y buffers. Synchronises the stream. */
+int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int n_args, int dense, cudaStream_t s,
+                   sd_diag *d);
+
+/* The config a launch would use (after the cache / heuristic): for reports. */
+void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rows_per_warp, int *ret_split);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

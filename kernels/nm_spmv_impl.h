@@ -1,0 +1,39 @@
+/* nm_spmv_impl: internals shared by nm_spmv.cu (kernels, launchers) and nm_autotune.cu (the
+ * context and its autotune cache). Not for use outside kernels/. */
+#ifndef SD_NM_SPMV_IMPL_H
+#define SD_NM_SPMV_IMPL_H
+
+#include "kernels/nm_spmv.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SD_NM_CACHE_MAX 512
+
+typedef struct sd_nm_key {
+    int dense, n, m, B, y_bf16;
+    int64_t rows, cols;
+} sd_nm_key;
+
+typedef struct sd_nm_entry {
+    sd_nm_key key;
+    int rows_per_warp, split;
+} sd_nm_entry;
+
+struct sd_kernels_ctx {
+    int device;
+    int n_sm;
+    int n_entries, next_slot;             /* next_slot: round-robin replacement when full */
+    sd_nm_entry entries[SD_NM_CACHE_MAX]; /* the autotune cache */
+};
+
+/* The cached config for a's problem; 0 if found, SD_ENOTFOUND otherwise (ctx may be NULL). */
+int sd__nm_cache_lookup(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int dense, int *rw, int *split);
+/* Launches with an explicit config (rows_per_warp, split taken from a as given, both > 0). */
+int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, int split, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,270 @@
+/* GPU tests for kernels/nm_spmv.cu: every pattern, the unstructured path and the dense GEMV
+ * against their CPU twins (fp64 accumulation), on fresh random data, many shapes (odd rows, cols
+ * not a multiple of the tile), B = 1..16, every config, fp32/bf16 output and accumulate; outputs
+ * poisoned (NaN) first; relative L2 error < 1e-3; every CUDA call checked. Skips without a GPU. */
+#include "tests/harness.h"
+
+#ifdef SD_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "kernels/nm_format.h"
+#include "kernels/nm_spmv.h"
+#include "kernels/nm_spmv_cpu.h"
+#include "tests/kernels/nm_test_util.h"
+
+#define CU(call) (rc_cu = (call)) == cudaSuccess
+static cudaError_t rc_cu;
+
+static int have_gpu(void)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+/* One problem on the host and the device. */
+typedef struct prob {
+    int dense, n, m, B;
+    int64_t rows, cols, ldx, ldy;
+    uint16_t *w, *vals, *xh; /* w: dense bf16 [rows, cols] (expanded); vals [rows, cols/2]; xh [B, ldx] */
+    uint32_t *mask;
+    float *xf;
+    double *ref; /* [B, rows] */
+    void *d_w, *d_mask, *d_x, *d_y;
+} prob;
+
+static void prob_free(prob *p)
+{
+    free(p->w), free(p->vals), free(p->xh), free(p->mask), free(p->xf), free(p->ref);
+    cudaFree(p->d_w), cudaFree(p->d_mask), cudaFree(p->d_x), cudaFree(p->d_y);
+    memset(p, 0, sizeof *p);
+}
+
+/* Fresh random weights, mask, x; uploads; computes the fp64 reference with the CPU twin. */
+static int prob_init(prob *p, int dense, int n, int m, int64_t rows, int64_t cols, int B, uint64_t seed)
+{
+    memset(p, 0, sizeof *p);
+    p->dense = dense, p->n = n, p->m = m, p->B = B, p->rows = rows, p->cols = cols;
+    p->ldx = cols + 8, p->ldy = rows + 3;
+    uint64_t s = seed;
+    p->w = malloc((size_t)(rows * cols) * 2), p->vals = malloc((size_t)(rows * cols / 2) * 2);
+    p->mask = malloc((size_t)(rows * cols / 32 + 1) * 4), p->xh = malloc((size_t)(B * p->ldx) * 2);
+    p->xf = malloc((size_t)(B * p->ldx) * 4), p->ref = malloc((size_t)(B * rows) * 8);
+    if (!p->w || !p->vals || !p->mask || !p->xh || !p->xf || !p->ref)
+        return -1;
+    nmt_fill_bf16(p->w, rows * cols, &s);
+    nmt_fill_bf16(p->xh, B * p->ldx, &s);
+    for (int64_t i = 0; i < B * p->ldx; i++)
+        p->xf[i] = sd_bf16_to_f32(p->xh[i]);
+    if (!dense) {
+        if (nmt_random_mask(p->mask, rows, cols, n, m, &s) ||
+            sd_nm_pack(p->w, p->mask, rows, cols, p->vals, p->mask, NULL))
+            return -1;
+        sd_nm_spmv_cpu_f64(p->vals, p->mask, rows, cols, p->xf, p->ldx, B, p->ref, rows);
+    } else {
+        sd_gemv_bf16_cpu_f64(p->w, rows, cols, p->xf, p->ldx, B, p->ref, rows);
+    }
+    size_t wbytes = dense ? (size_t)(rows * cols) * 2 : (size_t)(rows * cols / 2) * 2;
+    if (!(CU(cudaMalloc(&p->d_w, wbytes)) && CU(cudaMalloc(&p->d_mask, (size_t)(rows * cols / 32) * 4 + 4)) &&
+          CU(cudaMalloc(&p->d_x, (size_t)(B * p->ldx) * 2)) &&
+          CU(cudaMalloc(&p->d_y, (size_t)(B * p->ldy) * 4)) &&
+          CU(cudaMemcpy(p->d_w, dense ? p->w : p->vals, wbytes, cudaMemcpyHostToDevice)) &&
+          CU(cudaMemcpy(p->d_mask, p->mask, (size_t)(rows * cols / 32) * 4, cudaMemcpyHostToDevice)) &&
+          CU(cudaMemcpy(p->d_x, p->xh, (size_t)(B * p->ldx) * 2, cudaMemcpyHostToDevice))))
+        return -1;
+    return 0;
+}
+
+static sd_nm_spmv_args prob_args(const prob *p, int y_bf16, int accumulate, int rw, int split)
+{
+    sd_nm_spmv_args a = {0};
+    a.n = p->n, a.m = p->m, a.rows = p->rows, a.cols = p->cols, a.B = p->B;
+    a.values = p->d_w, a.mask = p->d_mask, a.x = p->d_x, a.ldx = p->ldx;
+    a.y = p->d_y, a.ldy = p->ldy, a.y_bf16 = y_bf16, a.accumulate = accumulate;
+    a.rows_per_warp = rw, a.split = split;
+    return a;
+}
+
+/* Runs one launch and compares. fp32: y poisoned with NaN (or random y0 when accumulating);
+ * bf16: compared with the reference rounded to bf16. Returns the rel L2 error (1e30 on NaN or a
+ * written padding entry), or -1 on a CUDA / launch error. */
+static double run_check(const prob *p, const sd_nm_spmv_args *a, uint64_t seed)
+{
+    int64_t ny = p->B * p->ldy;
+    size_t esz = a->y_bf16 ? 2 : 4;
+    float *y0 = malloc((size_t)ny * 4), *yf = malloc((size_t)ny * 4);
+    uint16_t *y0h = malloc((size_t)ny * 2), *yh = malloc((size_t)ny * 2);
+    double err = -1;
+    uint64_t s = seed;
+    for (int64_t i = 0; i < ny; i++) {
+        int pad = i % p->ldy >= p->rows;
+        float v = (a->accumulate && !pad) ? nmt_uniform(&s) : NAN;
+        y0h[i] = sd_f32_to_bf16(v);
+        y0[i] = a->y_bf16 ? sd_bf16_to_f32(y0h[i]) : v;
+    }
+    if (!CU(cudaMemcpy(p->d_y, a->y_bf16 ? (void *)y0h : (void *)y0, (size_t)ny * esz,
+                       cudaMemcpyHostToDevice)))
+        goto out;
+    int rc = p->dense ? sd_gemv_bf16_launch(a, 0) : sd_nm_spmv_launch(a, 0);
+    if (rc || !CU(cudaDeviceSynchronize()) ||
+        !CU(cudaMemcpy(a->y_bf16 ? (void *)yh : (void *)yf, p->d_y, (size_t)ny * esz,
+                       cudaMemcpyDeviceToHost)))
+        goto out;
+    double num = 0, den = 0;
+    for (int b = 0; b < p->B; b++)
+        for (int64_t r = 0; r < p->ldy; r++) {
+            int64_t i = b * p->ldy + r;
+            double got = a->y_bf16 ? sd_bf16_to_f32(yh[i]) : yf[i];
+            if (r >= p->rows) { /* padding must stay untouched */
+                if (!isnan(got))
+                    num = NAN;
+                continue;
+            }
+            double want = p->ref[b * p->rows + r] + (a->accumulate ? y0[i] : 0.0);
+            if (a->y_bf16)
+                want = sd_bf16_to_f32(sd_f32_to_bf16((float)want));
+            num += (got - want) * (got - want);
+            den += want * want;
+        }
+    err = num != num ? 1e30 : sqrt(num / (den > 0 ? den : 1));
+out:
+    free(y0), free(yf), free(y0h), free(yh);
+    return err;
+}
+
+typedef struct shp {
+    int64_t rows, cols;
+} shp;
+
+static const shp k_shapes[] = {{1, 32},      {7, 96},     {33, 544},   {257, 1056},
+                               {1000, 4096}, {61, 14336}, {130, 24608}};
+#define N_SHAPES (int)(sizeof k_shapes / sizeof k_shapes[0])
+
+/* For a pattern (or dense): every shape, B in a spread of 1..16 (all 16 on one shape), configs. */
+static void check_kind(int dense, int n, int m, uint64_t seed)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
+    int worst_cfg = 0;
+    double worst = 0;
+    for (int si = 0; si < N_SHAPES; si++) {
+        int64_t rows = k_shapes[si].rows, cols = k_shapes[si].cols;
+        for (int B = 1; B <= SD_NM_MAX_B; B++) {
+            if (si != 3 && B != 1 && B != 3 && B != 8 && B != 16)
+                continue;
+            prob p;
+            REQUIRE(prob_init(&p, dense, n, m, rows, cols, B, seed + 1000 * si + B) == 0);
+            /* (rw, split, y_bf16, accumulate): explicit configs, then the heuristic (0, 0) */
+            const int cfg[][4] = {{1, 1, 0, 0}, {2, 3, 0, 0}, {4, 8, 0, 1},
+                                  {4, 1, 1, 0}, {2, 1, 1, 1}, {0, 0, 0, 0}};
+            for (int c = 0; c < 6; c++) {
+                sd_nm_spmv_args a = prob_args(&p, cfg[c][2], cfg[c][3], cfg[c][0], cfg[c][1]);
+                double e = run_check(&p, &a, seed + c);
+                CHECK_MSG(e >= 0 && e < 1e-3,
+                          "%s %d:%d %lldx%lld B=%d rw=%d split=%d bf16=%d acc=%d: rel L2 %g (%s)",
+                          dense ? "gemv" : "spmv", n, m, (long long)rows, (long long)cols, B, cfg[c][0],
+                          cfg[c][1], cfg[c][2], cfg[c][3], e, cudaGetErrorString(rc_cu));
+                if (e > worst)
+                    worst = e, worst_cfg = c;
+            }
+            prob_free(&p);
+        }
+    }
+    fprintf(stderr, "  %s %d:%d worst rel L2 %.3g (config %d)\n", dense ? "gemv" : "spmv", n, m, worst,
+            worst_cfg);
+}
+
+static void test_gpu_2_4(void)
+{
+    check_kind(0, 2, 4, 1);
+}
+static void test_gpu_4_8(void)
+{
+    check_kind(0, 4, 8, 2);
+}
+static void test_gpu_8_16(void)
+{
+    check_kind(0, 8, 16, 3);
+}
+static void test_gpu_16_32(void)
+{
+    check_kind(0, 16, 32, 4);
+}
+static void test_gpu_unstructured(void)
+{
+    check_kind(0, 0, 0, 5);
+}
+static void test_gpu_dense_gemv(void)
+{
+    check_kind(1, 0, 0, 6);
+}
+
+/* Bad arguments are refused before any launch. */
+static void test_gpu_bad_args(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
+    prob p;
+    REQUIRE(prob_init(&p, 0, 2, 4, 64, 256, 2, 77) == 0);
+    sd_nm_spmv_args a = prob_args(&p, 1, 0, 2, 4); /* split-K with bf16 output */
+    CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
+    a = prob_args(&p, 0, 0, 3, 1); /* rows per warp 3 */
+    CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
+    a = prob_args(&p, 0, 0, 0, 0);
+    a.B = 17;
+    CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
+    a = prob_args(&p, 0, 0, 0, 0);
+    a.cols = 240;
+    CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
+    a = prob_args(&p, 0, 0, 0, 0);
+    a.n = 1;
+    CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    prob_free(&p);
+}
+
+/* The autotuner picks a config per shape; launches through the ctx cache stay correct. */
+static void test_gpu_autotune(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
+    sd_kernels_ctx *ctx = NULL;
+    sd_diag d = {0};
+    REQUIRE(sd_kernels_ctx_init(&ctx, &d) == 0);
+    for (int dense = 0; dense < 2; dense++) {
+        prob p;
+        REQUIRE(prob_init(&p, dense, 4, 8, 300, 2048, 4, 99 + dense) == 0);
+        sd_nm_spmv_args a = prob_args(&p, 0, 0, 0, 0);
+        a.ctx = ctx;
+        CHECK_MSG(sd_nm_autotune(ctx, &a, 1, dense, 0, &d) == 0, "autotune: %s", d.msg);
+        int rw = 0, split = 0;
+        sd_nm_config(&a, dense, &rw, &split);
+        CHECK(rw >= 1 && rw <= 4 && split >= 1);
+        double e = run_check(&p, &a, 5);
+        CHECK_MSG(e >= 0 && e < 1e-3, "after autotune (rw=%d split=%d): rel L2 %g", rw, split, e);
+        prob_free(&p);
+    }
+    sd_kernels_ctx_free(ctx);
+}
+#else
+static void test_gpu_unavailable(void)
+{
+    SKIP("built without CUDA (SD_HAVE_CUDA unset)");
+}
+#endif
+
+int main(void)
+{
+#ifdef SD_HAVE_CUDA
+    RUN(test_gpu_2_4);
+    RUN(test_gpu_4_8);
+    RUN(test_gpu_8_16);
+    RUN(test_gpu_16_32);
+    RUN(test_gpu_unstructured);
+    RUN(test_gpu_dense_gemv);
+    RUN(test_gpu_bad_args);
+    RUN(test_gpu_autotune);
+#else
+    RUN(test_gpu_unavailable);
+#endif
+    return sd_test_done();
+}
