@@ -100,6 +100,8 @@ typedef struct sd__tok_pretok {
 typedef struct sd__tok_added {
     const char *content; /* into the string arena */
     uint32_t len;
+    char *norm; /* normalized tokens: the content normalised (what is matched), malloc'd; or NULL */
+    uint32_t norm_len;
     int32_t id;
     unsigned special : 1, lstrip : 1, rstrip : 1, single_word : 1, normalized : 1;
 } sd__tok_added;
@@ -168,6 +170,9 @@ int sd__tok_bpe(const sd_tokenizer *t, sd__tok_bpe_scratch *s, const unsigned ch
 void sd__tok_bpe_scratch_free(sd__tok_bpe_scratch *s);
 
 /* tok_split.c: the text -> ids pipeline short of the post-processor. */
+/* Applies the normalisers to s[0..n): *ret is NULL when s is unchanged (ASCII or no
+ * normaliser), else a malloc'd string of *ret_n bytes. */
+int sd__tok_normalize(const sd_tokenizer *t, const char *s, size_t n, char **ret, size_t *ret_n);
 int sd__tok_encode_text(const sd_tokenizer *t, const char *text, size_t len, sd__tok_ids *out, sd_diag *d);
 
 #endif

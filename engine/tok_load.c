@@ -91,6 +91,22 @@ static int set_token(sd_tokenizer *t, int32_t id, const char *s, size_t n)
 
 /* ---- model ---- */
 
+/* The id HF's AddedVocabulary gives an added token, whatever the file says: the model's id
+ * when the content is in the vocab, else the next one after the vocab and earlier added
+ * tokens (in file order). -1 for a content already added (HF keeps the first). */
+static int32_t added_token_id(const sd_tokenizer *t, const char *s, size_t n, int32_t *max_added,
+                              int32_t vocab_len)
+{
+    if (sd__tok_strmap_get(&t->added_map, s, n) >= 0)
+        return -1;
+    int32_t id = sd__tok_strmap_get(&t->vocab, s, n);
+    if (id < 0)
+        id = *max_added >= vocab_len || (*max_added >= 0 && vocab_len == 0) ? *max_added + 1 : vocab_len;
+    if (id > *max_added)
+        *max_added = id;
+    return id;
+}
+
 static int load_vocab(load_ctx *c, const json_t *vocab, const json_t *added)
 {
     sd_tokenizer *t = c->t;
@@ -113,14 +129,21 @@ static int load_vocab(load_ctx *c, const json_t *vocab, const json_t *added)
             !s)
             return sd_diag_set(c->d, SD_EFORMAT, "%s: added_tokens[%zu] needs an id and a content", c->path,
                                i);
-        if (json_integer_value(id) > max_id)
-            max_id = json_integer_value(id);
         bytes += strlen(s) + 1;
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+            if (*p >= 0x80) { /* room for its normalised form (NFKC grows text at most 18x) */
+                bytes += 18 * strlen(s);
+                break;
+            }
     }
     if (max_id < 0)
         return bad(c, "empty vocabulary");
-    if (max_id > (int64_t)(json_object_size(vocab) + n_added) * 4 + 1024)
+    if (max_id > (int64_t)json_object_size(vocab) * 4 + 1024)
         return bad(c, "token ids are far larger than the vocabulary");
+    /* Added tokens get ids as HF assigns them (below): at most vocab size + their count. */
+    if ((int64_t)json_object_size(vocab) > max_id)
+        max_id = (int64_t)json_object_size(vocab);
+    max_id += (int64_t)n_added;
     t->n_ids = (int32_t)max_id + 1;
     t->arena_cap = 2 * bytes + 16;
     t->arena = malloc(t->arena_cap);
@@ -133,6 +156,7 @@ static int load_vocab(load_ctx *c, const json_t *vocab, const json_t *added)
         return SD_ENOMEM;
     memset(t->str_off, 0xff, (size_t)t->n_ids * sizeof *t->str_off);
     int rc;
+    int32_t max_added = -1, top = -1;
     if ((rc = sd__tok_strmap_init(&t->vocab, json_object_size(vocab))) ||
         (rc = sd__tok_strmap_init(&t->added_map, n_added)))
         return rc;
@@ -146,9 +170,11 @@ static int load_vocab(load_ctx *c, const json_t *vocab, const json_t *added)
     }
     for (size_t i = 0; i < n_added; i++) {
         const json_t *a = json_array_get(added, i);
-        int32_t id = (int32_t)json_integer_value(json_object_get(a, "id"));
         const char *s = json_string_value(json_object_get(a, "content"));
         size_t n = json_string_length(json_object_get(a, "content"));
+        int32_t id = added_token_id(t, s, n, &max_added, (int32_t)json_object_size(vocab));
+        if (id < 0)
+            continue; /* the same content again: HF keeps the first */
         int sp = get_bool(a, "special", 0), ls = get_bool(a, "lstrip", 0), rs = get_bool(a, "rstrip", 0);
         int sw = get_bool(a, "single_word", 0), nz = get_bool(a, "normalized", !sp);
         if (sp < 0 || ls < 0 || rs < 0 || sw < 0 || nz < 0)
@@ -170,6 +196,10 @@ static int load_vocab(load_ctx *c, const json_t *vocab, const json_t *added)
         if ((rc = sd__tok_strmap_put(&t->added_map, ad->content, n, id)))
             return rc;
     }
+    for (int32_t id = 0; id < t->n_ids; id++)
+        if (t->str_off[id] != UINT32_MAX)
+            top = id;
+    t->n_ids = top + 1; /* the arrays may be a little longer */
     return 0;
 }
 
@@ -630,12 +660,54 @@ static int load_config(sd_tokenizer *t, const char *path, sd_diag *d)
     return rc;
 }
 
+/* What an added token is matched as: normalized tokens are matched in normalised text,
+ * so HF normalises their content too. */
+static int added_patterns(sd_tokenizer *t)
+{
+    for (int i = 0; i < t->n_added; i++) {
+        sd__tok_added *a = &t->added[i];
+        size_t n;
+        if (!a->normalized)
+            continue;
+        int rc = sd__tok_normalize(t, a->content, a->len, &a->norm, &n);
+        if (rc)
+            return rc;
+        a->norm_len = (uint32_t)n;
+        if (a->norm && n == a->len && !memcmp(a->norm, a->content, n)) {
+            free(a->norm);
+            a->norm = NULL;
+        }
+        if (a->norm && n) {
+            /* HF then knows the token by its normalised form: that is what it decodes to, and
+             * its skip_special check (by the original content) no longer sees it. */
+            if ((rc = set_token(t, a->id, a->norm, n)))
+                return rc;
+            t->special[a->id] = 0;
+        }
+        if (a->norm && !n) { /* normalised away: it can never match */
+            free(a->norm);
+            a->norm = NULL;
+            a->normalized = 0;
+        }
+    }
+    return 0;
+}
+
+static const char *pattern_of(const sd__tok_added *a, uint32_t *len)
+{
+    *len = a->norm ? a->norm_len : a->len;
+    return a->norm ? a->norm : a->content;
+}
+
 /* Index of added tokens by first byte, longest first, for leftmost-longest matching. */
 static int index_added(sd_tokenizer *t)
 {
-    int count[256] = {0};
+    int count[256] = {0}, rc = added_patterns(t);
+    if (rc)
+        return rc;
+    uint32_t len, len2;
     for (int i = 0; i < t->n_added; i++)
-        count[(unsigned char)t->added[i].content[0]]++;
+        count[(unsigned char)pattern_of(&t->added[i], &len)[0]]++;
     for (int b = 0; b < 256; b++) {
         if (!count[b])
             continue;
@@ -644,10 +716,10 @@ static int index_added(sd_tokenizer *t)
             return SD_ENOMEM;
         int n = 0;
         for (int i = 0; i < t->n_added; i++) {
-            if ((unsigned char)t->added[i].content[0] != b)
+            if ((unsigned char)pattern_of(&t->added[i], &len)[0] != b)
                 continue;
             int j = n++; /* insertion sort by length, descending; stable for equal lengths */
-            while (j > 0 && t->added[l[j - 1]].len < t->added[i].len) {
+            while (j > 0 && (pattern_of(&t->added[l[j - 1]], &len2), len2 < len)) {
                 l[j] = l[j - 1];
                 j--;
             }

@@ -162,10 +162,12 @@ static int is_space(ucs4_t c)
     return uc_is_property_white_space(c);
 }
 
-/* Rust's char::is_alphanumeric: Alphabetic or Numeric (Nd, Nl, No). */
+/* HF's single_word test is the Rust regex \w: Alphabetic, marks, Nd, Pc, Join_Control. */
 static int is_word(ucs4_t c)
 {
-    return uc_is_property_alphabetic(c) || uc_is_general_category(c, UC_CATEGORY_N);
+    return uc_is_property_alphabetic(c) || uc_is_general_category(c, UC_CATEGORY_M) ||
+           uc_is_general_category(c, UC_CATEGORY_Nd) || uc_is_general_category(c, UC_CATEGORY_Pc) ||
+           uc_is_property_join_control(c);
 }
 
 /* The longest added token (of the `normalized` kind) starting at s[i], or NULL. */
@@ -174,7 +176,9 @@ static const sd__tok_added *added_at(const sd_tokenizer *t, const char *s, size_
     const int32_t *l = t->added_by_byte[(unsigned char)s[i]];
     for (; l && *l >= 0; l++) {
         const sd__tok_added *a = &t->added[*l];
-        if (a->normalized == (unsigned)normalized && a->len <= n - i && !memcmp(s + i, a->content, a->len))
+        const char *pat = a->norm ? a->norm : a->content;
+        uint32_t len = a->norm ? a->norm_len : a->len;
+        if (a->normalized == (unsigned)normalized && len <= n - i && !memcmp(s + i, pat, len))
             return a;
     }
     return NULL;
@@ -195,7 +199,7 @@ static int split_added(enc_ctx *c, const char *s, size_t n, int normalized, segm
             i++;
             continue;
         }
-        size_t start = i, stop = i + a->len;
+        size_t start = i, stop = i + (a->norm ? a->norm_len : a->len);
         i = stop;
         if (a->single_word) {
             ucs4_t after = 0;
@@ -238,11 +242,8 @@ static int is_ascii(const char *s, size_t n)
     return 1;
 }
 
-/* A piece between non-normalised added tokens: normalise, split on normalised added tokens,
- * pre-tokenize. */
-static int normalize_segment(enc_ctx *c, const char *s, size_t n)
+int sd__tok_normalize(const sd_tokenizer *t, const char *s, size_t n, char **ret, size_t *ret_n)
 {
-    const sd_tokenizer *t = c->t;
     const uninorm_t forms[] = {UNINORM_NFC, UNINORM_NFD, UNINORM_NFKC, UNINORM_NFKD};
     uint8_t *cur = NULL;
     size_t cur_n = n;
@@ -253,14 +254,26 @@ static int normalize_segment(enc_ctx *c, const char *s, size_t n)
                 u8_normalize(forms[t->norm[k]], cur ? cur : (const uint8_t *)s, cur ? cur_n : n, NULL, &len);
             free(cur);
             if (!next)
-                return sd_diag_set(c->d, SD_ENOMEM, "tokenizer: normalisation failed");
+                return SD_ENOMEM;
             cur = next;
             cur_n = len;
         }
     }
-    const char *p = cur ? (const char *)cur : s;
-    int rc = split_added(c, p, cur_n, 1, pretokenize_all);
-    free(cur);
+    *ret = (char *)cur;
+    *ret_n = cur_n;
+    return 0;
+}
+
+/* A piece between non-normalised added tokens: normalise, split on normalised added tokens,
+ * pre-tokenize. */
+static int normalize_segment(enc_ctx *c, const char *s, size_t n)
+{
+    char *norm;
+    size_t norm_n;
+    if (sd__tok_normalize(c->t, s, n, &norm, &norm_n))
+        return sd_diag_set(c->d, SD_ENOMEM, "tokenizer: normalisation failed");
+    int rc = split_added(c, norm ? norm : s, norm_n, 1, pretokenize_all);
+    free(norm);
     return rc;
 }
 

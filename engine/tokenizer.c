@@ -23,6 +23,8 @@ void sd_tok_free(sd_tokenizer *t)
     sd__tok_pairmap_free(&t->merges);
     for (int i = 0; i < SD__TOK_MAX_STEPS; i++)
         pcre2_code_free(t->pretok[i].re);
+    for (int i = 0; t->added && i < t->n_added; i++)
+        free(t->added[i].norm);
     free(t->added);
     for (int b = 0; b < 256; b++)
         free(t->added_by_byte[b]);

@@ -42,9 +42,13 @@ def tok_dir(name):
 
 def run_lines(name, args, items):
     """Sends one JSON line per item to `sparsed tokenize`, returns the parsed output lines."""
+    return run_lines_path(tok_dir(name), args, items)
+
+
+def run_lines_path(path, args, items):
     inp = "".join(json.dumps(x) + "\n" for x in items)
     res = subprocess.run(
-        [sparsed_bin(), "tokenize", "--tokenizer", str(tok_dir(name))] + args,
+        [sparsed_bin(), "tokenize", "--tokenizer", str(path)] + args,
         input=inp.encode(),
         capture_output=True,
         timeout=600,
@@ -242,6 +246,38 @@ def test_stream_decode_equals_full_decode(name, skip):
         assert isinstance(pieces, list), f"{seq}: {pieces}"
         # (a piece that split a UTF-8 character would be an {"error"} line: jansson refuses it)
         assert "".join(pieces) == w, f"ids {seq}: pieces {pieces!r} != {w!r}"
+
+
+def test_added_token_flags_match_tokenizers(tmp_path):
+    """Added tokens with lstrip / rstrip / single_word / normalized, behind an NFKC normaliser
+    and a Split pre-tokenizer, on a variant of the bundled tokenizer.json."""
+    base = json.loads((tok_dir("tiny") / "tokenizer.json").read_text(encoding="utf-8"))
+    extra = [("<mask>", dict(lstrip=True)), ("[END]", dict(rstrip=True)), ("cat", dict(single_word=True)),
+             ("ﬁsh", dict(normalized=True)), ("<both>", dict(lstrip=True, rstrip=True)), ("ab", {}),
+             ("abc", dict(special=False))]
+    next_id = 1 + max(base["model"]["vocab"].values())
+    for i, (content, flags) in enumerate(extra):
+        tok = dict(id=next_id + i, content=content, single_word=False, lstrip=False, rstrip=False,
+                   normalized=False, special=True)
+        tok.update(flags)
+        base["added_tokens"].append(tok)
+    base["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFKC"}]}
+    base["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "\\p{N}+"}, "behavior": "MergedWithPrevious", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}]}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(base), encoding="utf-8")
+    tok = tokenizers.Tokenizer.from_file(str(path))
+    rng = random.Random(SEED + 2)
+    pieces = [c for c, _ in extra] + ["fish", "ﬁ", "sh", " ", "  ", "\t", "\n", "x", "dog", "é", "1", "22", "①"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(1500)]
+    for args, special in (([], True), (["--no-special"], False)):
+        got = run_lines_path(path, args, texts)
+        want = [e.ids for e in tok.encode_batch(texts, add_special_tokens=special)]
+        bad = sum(g != w for g, w in zip(got, want))
+        assert bad == 0, f"{bad}/{len(texts)} differ; first: {first_mismatch(texts, got, want)}"
+    got = run_lines_path(path, ["--decode", "--no-special"], want)
+    assert got == tok.decode_batch(want, skip_special_tokens=True)
 
 
 def test_help_lists_options():
