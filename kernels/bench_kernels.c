@@ -399,6 +399,8 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
             fputc('\n', stderr);
         }
         fflush(stdout);
+        if (md)
+            fflush(md);
     }
     for (int k = 0; k < 2; k++)
         if (fs[k])
