@@ -13,6 +13,9 @@
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
+#ifdef SD_HAVE_CUDA
+#include "engine/cuda_backend.h"
+#endif
 
 typedef struct gen_args {
     const char *model, *prompt, *prompt_ids, *backend, *dump;
@@ -32,7 +35,7 @@ static void usage(FILE *f)
                "  --presence-penalty X --frequency-penalty X --repetition-penalty X\n"
                "  --seed S                sampling seed (default 0)\n"
                "  --threads N             CPU threads (default: all cores)\n"
-               "  --backend cpu           compute backend (default cpu)\n"
+               "  --backend cpu|cuda      compute backend (default cpu; cuda in CUDA builds)\n"
                "  --no-bos                do not add the tokenizer's special tokens to --prompt\n"
                "  --ignore-eos            keep generating past EOS\n"
                "  --dump-logits FILE      raw fp32 logits [steps, vocab] to FILE, ids to FILE.json\n");
@@ -245,10 +248,15 @@ static int setup(gen_run *r, gen_args *a)
     sd_backend_opts_default(&o);
     o.n_threads = a->threads;
     o.kv_blocks = (n + a->max_tokens + o.block_size - 1) / o.block_size + 1; /* this one sequence */
-    if (strcmp(a->backend, "cpu") != 0)
-        return sd_diag_set(&r->d, SD_ENOTSUP, "backend '%s' is not available to generate (use cpu)",
-                           a->backend);
-    if ((rc = sd_backend_cpu_init(&r->b, r->m, &o, &r->d)) != 0)
+    if (!strcmp(a->backend, "cpu"))
+        rc = sd_backend_cpu_init(&r->b, r->m, &o, &r->d);
+#ifdef SD_HAVE_CUDA
+    else if (!strcmp(a->backend, "cuda"))
+        rc = sd_backend_cuda_init(&r->b, r->m, &o, &r->d);
+#endif
+    else
+        rc = sd_diag_set(&r->d, SD_ENOTSUP, "backend '%s' is not available in this build", a->backend);
+    if (rc != 0)
         return rc;
     if ((rc = sd_kv_init(&r->kv, r->b->kv_blocks, r->b->block_size, &r->d)) != 0)
         return rc;
