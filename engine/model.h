@@ -25,7 +25,7 @@ typedef struct sd_linear {
     const uint16_t *values;  /* bitmask: bf16 [rows, cols/2] */
     const uint32_t *mask;    /* bitmask: [rows, cols/32] */
     int nm_n, nm_m;          /* bitmask pattern, 0/0 for unstructured 50% */
-    const void *bias;        /* [rows] or NULL */
+    const void *bias;        /* [rows] or NULL; any non-NULL bias (q/k/v, Llama o) is added */
     sd_dtype bias_dtype;
     const char *name;        /* "model.layers.3.self_attn.q_proj" */
 } sd_linear;
