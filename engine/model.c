@@ -124,31 +124,45 @@ static int md_pattern(sd_model *m, const char *name, int *n, int *mm, sd_diag *d
     return 0;
 }
 
+/* Per-group bit counts of x for groups of m bits (m a power of two <= 32), by SWAR folding:
+ * after the fold of width w, each 2w-bit field holds the popcount of its bits. */
+static uint32_t md_group_counts(uint32_t x, int m)
+{
+    static const uint32_t fold[] = {0x55555555u, 0x33333333u, 0x0f0f0f0fu, 0x00ff00ffu, 0x0000ffffu};
+    for (int w = 1, k = 0; w < m; w *= 2, k++)
+        x = (x & fold[k]) + ((x >> w) & fold[k]);
+    return x;
+}
+
+/* n replicated in every m-bit field of a word: what md_group_counts gives for a valid word. */
+static uint32_t md_group_target(int n, int m)
+{
+    uint32_t t = 0;
+    for (int g = 0; g < 32; g += m)
+        t |= (uint32_t)n << g;
+    return t;
+}
+
 /* Every mask row must fit the cols/2 stored values; N:M rows keep exactly N per group of M,
  * which is what the fixed 16-steps-per-word kernels rely on. */
 static int md_check_mask(const sd_linear *l, sd_diag *d)
 {
     int64_t words = l->cols / 32;
+    uint32_t target = l->nm_m ? md_group_target(l->nm_n, l->nm_m) : 0;
     for (int64_t r = 0; r < l->rows; r++) {
         const uint32_t *row = l->mask + r * words;
         int64_t total = 0;
         for (int64_t w = 0; w < words; w++) {
-            uint32_t x = row[w];
-            total += __builtin_popcount(x);
-            for (int g = 0; l->nm_m && g < 32; g += l->nm_m) {
-                uint32_t grp = (x >> g) & (l->nm_m == 32 ? 0xffffffffu : ((1u << l->nm_m) - 1));
-                if (__builtin_popcount(grp) != l->nm_n)
-                    return sd_diag_set(d, SD_EFORMAT,
-                                       "%s.nm_mask: row %lld word %lld breaks the %d:%d pattern", l->name,
-                                       (long long)r, (long long)w, l->nm_n, l->nm_m);
-            }
+            total += __builtin_popcount(row[w]);
+            if (l->nm_m && md_group_counts(row[w], l->nm_m) != target)
+                return sd_diag_set(d, SD_EFORMAT, "%s.nm_mask: row %lld word %lld breaks the %d:%d pattern",
+                                   l->name, (long long)r, (long long)w, l->nm_n, l->nm_m);
         }
         if (total > l->cols / 2)
-            return sd_diag_set(d, SD_EFORMAT,
-                               "%s.nm_mask: row %lld keeps %lld of %lld columns, more than the "
-                               "%lld stored values",
-                               l->name, (long long)r, (long long)total, (long long)l->cols,
-                               (long long)(l->cols / 2));
+            return sd_diag_set(
+                d, SD_EFORMAT,
+                "%s.nm_mask: row %lld keeps %lld of %lld columns, more than the %lld stored values", l->name,
+                (long long)r, (long long)total, (long long)l->cols, (long long)(l->cols / 2));
     }
     return 0;
 }
@@ -408,8 +422,11 @@ static int md_gen_config(sd_model *m, const char *dir, sd_diag *d)
     if (rc)
         return rc;
     json_t *e = root ? json_object_get(root, "eos_token_id") : NULL;
-    if (json_is_integer(e)) {
-        md_add_eos(m, (int32_t)(json_integer_value(e) & INT32_MAX));
+    if (json_is_integer(e) && (json_integer_value(e) < 0 || json_integer_value(e) > INT32_MAX)) {
+        json_decref(root);
+        return sd_diag_set(d, SD_EFORMAT, "%s/generation_config.json: eos_token_id is not a token id", dir);
+    } else if (json_is_integer(e)) {
+        md_add_eos(m, (int32_t)json_integer_value(e));
     } else if (json_is_array(e)) {
         size_t i;
         json_t *v;

@@ -266,6 +266,8 @@ static void test_bitmask(void)
     check_spec_ok(&s, "2:4");
     s.pattern = "4:8", s.pattern_in_json = 1;
     check_spec_ok(&s, "4:8");
+    s.pattern = "8:16";
+    check_spec_ok(&s, "8:16");
     s.pattern = "16:32", s.n_shards = 2;
     check_spec_ok(&s, "16:32");
     s.pattern = "unstructured", s.pattern_in_json = 0;
@@ -303,6 +305,54 @@ static void test_bitmask_broken(void)
     tw_write_str(dir, "sparsity.json", "{\"format\": \"other\"}");
     CHECK(sd_model_open(&m, dir, &d) == SD_ENOTSUP && strstr(d.msg, "sparsity.json"));
     tw_rmdir(dir);
+}
+
+/* Overwrites the first mask word of layer 0's q_proj with all ones (offset from the header). */
+static int set_first_mask_word(const char *dir)
+{
+    char p[128];
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    FILE *f = fopen(p, "r+b");
+    unsigned char b8[8];
+    if (!f || fread(b8, 1, 8, f) != 8)
+        return -1;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        n = (n << 8) | b8[i];
+    char *h = malloc(n + 1);
+    size_t got = fread(h, 1, n, f);
+    json_t *hj = json_loadb(h, got, 0, NULL);
+    json_t *e = json_object_get(hj, "model.layers.0.self_attn.q_proj.nm_mask");
+    json_int_t b = json_integer_value(json_array_get(json_object_get(e, "data_offsets"), 0));
+    uint32_t ones = 0xffffffffu;
+    int rc =
+        e && fseek(f, (long)(8 + n + (uint64_t)b), SEEK_SET) == 0 && fwrite(&ones, 4, 1, f) == 1 ? 0 : -1;
+    json_decref(hj);
+    free(h);
+    return fclose(f) == 0 ? rc : -1;
+}
+
+/* A row keeping more columns than it has values is refused, whatever the pattern says. */
+static void test_bitmask_overfull(void)
+{
+    static const char *pats[] = {"unstructured", "2:4"};
+    for (int i = 0; i < 2; i++) {
+        tw_spec s = tw_spec_default();
+        s.pattern = pats[i];
+        char dir[64];
+        sd_model *m = NULL;
+        sd_diag d = {0};
+        int made = tw_mkdtemp(dir, sizeof dir);
+        REQUIRE(made == 0);
+        int wr = tw_write_model(dir, &s) || set_first_mask_word(dir);
+        REQUIRE(wr == 0);
+        int rc = sd_model_open(&m, dir, &d);
+        CHECK_MSG(rc == SD_EFORMAT && strstr(d.msg, "model.layers.0.self_attn.q_proj.nm_mask") &&
+                      strstr(d.msg, i == 0 ? "stored values" : "2:4 pattern"),
+                  "rc %d: %s", rc, d.msg);
+        CHECK(m == NULL);
+        tw_rmdir(dir);
+    }
 }
 
 /* Each broken variant fails with a code and a message naming what is wrong. */
@@ -393,6 +443,7 @@ int main(void)
     RUN(test_variants);
     RUN(test_bitmask);
     RUN(test_bitmask_broken);
+    RUN(test_bitmask_overfull);
     RUN(test_model_refusals);
     RUN(test_index_refusals);
     return sd_test_done();
