@@ -337,12 +337,14 @@ static void exec_for(sd_jctx *c, const sd_jn *n)
     sd_jv seq = sd__jinja_eval(c, n->b);
     sd_jv items = sd__jinja_iterate(c, &seq, n->line);
     sd_jframe *outer = c->frame;
-    sd_jv parent_loop = lookup(c, "loop");
     if (n->c) { /* `for x in xs if cond`: loop.* counts the kept items only */
         sd_jv kept = sd__jv_list_new(&c->a, items.u.l->n);
         size_t nk = 0;
+        sd_jframe *scratch = frame_push(c, outer);
         for (size_t k = 0; k < items.u.l->n; k++) {
-            c->frame = frame_push(c, outer);
+            step(c, n->line);
+            scratch->vars->n = 0;
+            c->frame = scratch;
             assign(c, n->a, items.u.l->v[k], n->line);
             sd_jv t = sd__jinja_eval(c, n->c);
             if (sd__jv_truthy(&t))
@@ -355,11 +357,14 @@ static void exec_for(sd_jctx *c, const sd_jn *n)
     sd_jloop *L = sd__jinja_alloc(&c->a, sizeof *L);
     L->length = (int64_t)items.u.l->n;
     L->items = items.u.l;
-    L->parent = parent_loop.type == SD_JV_LOOP ? parent_loop.u.loop : NULL;
+    /* jinja2 gives each iteration a fresh scope: a `set` in the body is not seen by the
+     * next iteration nor after the loop. One frame, emptied per iteration, does that without
+     * growing the arena (nothing keeps a reference to a loop frame). */
+    sd_jframe *body = frame_push(c, outer);
     for (size_t k = 0; k < items.u.l->n; k++) {
-        /* jinja2 gives each iteration a fresh scope: a `set` in the body is not seen by
-         * the next iteration nor after the loop */
-        c->frame = frame_push(c, outer);
+        step(c, n->line);
+        body->vars->n = 0;
+        c->frame = body;
         L->index0 = (int64_t)k;
         frame_set(c, c->frame, "loop", loop_value(L));
         assign(c, n->a, items.u.l->v[k], n->line);

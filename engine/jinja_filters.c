@@ -3,6 +3,7 @@
 #include "jinja_impl.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -320,8 +321,15 @@ static sd_jv f_round(sd_jctx *c, const sd_jv *v, sd_jargs *a, int line)
         r = floor(x * scale) / scale;
     else if (!strncmp(method, "ceil", 4))
         r = ceil(x * scale) / scale;
-    else
-        r = round(x * scale) / scale; /* "common": half away from zero */
+    else if (prec == 0)
+        r = nearbyint(x); /* Python's round(): ties to even */
+    else if (prec > 0 && prec < 300) {
+        /* correctly rounded decimal, as Python's round(x, n) */
+        char buf[400];
+        snprintf(buf, sizeof buf, "%.*f", (int)prec, x);
+        r = strtod(buf, NULL);
+    } else
+        r = nearbyint(x * scale) / scale;
     return sd__jv_float(r);
 }
 

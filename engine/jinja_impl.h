@@ -105,7 +105,6 @@ struct sd_jfunc {
 struct sd_jloop {
     int64_t index0, length;
     const sd_jlist *items;
-    sd_jloop *parent;
 };
 
 static inline sd_jv sd__jv_undef(const char *what)

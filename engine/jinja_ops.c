@@ -261,9 +261,7 @@ static sd_jv loop_attr(sd_jctx *c, const sd_jv *obj, const char *name, int *foun
 {
     const sd_jloop *l = obj->u.loop;
     int64_t i = l->index0, n = l->length;
-    int depth = 1;
-    for (const sd_jloop *p = l->parent; p; p = p->parent)
-        depth++;
+    int depth = 1; /* jinja2 counts depth in recursive loops only, which we do not support */
     *found = 1;
     if (!strcmp(name, "index"))
         return sd__jv_int(i + 1);

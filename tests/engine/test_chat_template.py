@@ -292,3 +292,14 @@ def test_non_text_part_is_rejected():
     msgs = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]
     got, err = ours(["--template", str(FIXTURES / "llama2.jinja")], msgs, {})
     assert got is None and "image_url" in err
+
+
+def test_unit_cases_fixture_matches_jinja2():
+    """cases.json (the expectations of tests/engine/test_jinja.c) is what jinja2 renders today."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_cases", FIXTURES / "gen_cases.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    stored = json.loads((FIXTURES / "cases.json").read_text(encoding="utf-8"))
+    assert stored == gen.build(), "run tests/fixtures/templates/gen_cases.py to refresh cases.json"
