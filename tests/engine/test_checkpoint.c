@@ -257,6 +257,10 @@ static void test_variants(void)
     s.extra = "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, "
               "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}";
     check_spec_ok(&s, "dense");
+    s.extra =
+        "\"rope_parameters\": {\"rope_theta\": 500000.0, \"rope_type\": \"llama3\", \"factor\": 32.0, "
+        "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 128}";
+    check_spec_ok(&s, "dense");
 }
 
 static void test_bitmask(void)
