@@ -17,50 +17,49 @@
 static int sd__t_pass, sd__t_fail, sd__t_skip, sd__t_cur_failed, sd__t_cur_skipped;
 static const char *sd__t_name;
 
-#define CHECK_MSG(cond, ...)                                                                         \
-    do {                                                                                             \
-        if (!(cond)) {                                                                               \
-            fprintf(stderr, "  FAIL %s (%s:%d): %s: ", sd__t_name, __FILE__, __LINE__, #cond);       \
-            fprintf(stderr, __VA_ARGS__);                                                            \
-            fputc('\n', stderr);                                                                     \
-            sd__t_cur_failed = 1;                                                                    \
-        }                                                                                            \
+#define CHECK_MSG(cond, ...)                                                                                 \
+    do {                                                                                                     \
+        if (!(cond)) {                                                                                       \
+            fprintf(stderr, "  FAIL %s (%s:%d): %s: ", sd__t_name, __FILE__, __LINE__, #cond);               \
+            fprintf(stderr, __VA_ARGS__);                                                                    \
+            fputc('\n', stderr);                                                                             \
+            sd__t_cur_failed = 1;                                                                            \
+        }                                                                                                    \
     } while (0)
 #define CHECK(cond) CHECK_MSG(cond, "check failed")
 /* Stops the current test if the condition fails (for preconditions of later checks). */
 /* (evaluates cond once: it may have side effects, e.g. REQUIRE(step() == 0)) */
-#define REQUIRE(cond)                                                                                \
-    do {                                                                                             \
-        if (!(cond)) {                                                                               \
-            fprintf(stderr, "  FAIL %s (%s:%d): %s: required\n", sd__t_name, __FILE__, __LINE__,     \
-                    #cond);                                                                          \
-            sd__t_cur_failed = 1;                                                                    \
-            return;                                                                                  \
-        }                                                                                            \
+#define REQUIRE(cond)                                                                                        \
+    do {                                                                                                     \
+        if (!(cond)) {                                                                                       \
+            fprintf(stderr, "  FAIL %s (%s:%d): %s: required\n", sd__t_name, __FILE__, __LINE__, #cond);     \
+            sd__t_cur_failed = 1;                                                                            \
+            return;                                                                                          \
+        }                                                                                                    \
     } while (0)
-#define SKIP(...)                                                                                    \
-    do {                                                                                             \
-        fprintf(stderr, "  SKIP %s: ", sd__t_name);                                                  \
-        fprintf(stderr, __VA_ARGS__);                                                                \
-        fputc('\n', stderr);                                                                         \
-        sd__t_cur_skipped = 1;                                                                       \
-        return;                                                                                      \
+#define SKIP(...)                                                                                            \
+    do {                                                                                                     \
+        fprintf(stderr, "  SKIP %s: ", sd__t_name);                                                          \
+        fprintf(stderr, __VA_ARGS__);                                                                        \
+        fputc('\n', stderr);                                                                                 \
+        sd__t_cur_skipped = 1;                                                                               \
+        return;                                                                                              \
     } while (0)
 
-#define RUN(fn)                                                                                      \
-    do {                                                                                             \
-        sd__t_name = #fn;                                                                            \
-        sd__t_cur_failed = sd__t_cur_skipped = 0;                                                    \
-        fn();                                                                                        \
-        if (sd__t_cur_failed) {                                                                      \
-            sd__t_fail++;                                                                            \
-            fprintf(stderr, "not ok %s\n", #fn);                                                     \
-        } else if (sd__t_cur_skipped) {                                                              \
-            sd__t_skip++;                                                                            \
-        } else {                                                                                     \
-            sd__t_pass++;                                                                            \
-            fprintf(stderr, "ok %s\n", #fn);                                                         \
-        }                                                                                            \
+#define RUN(fn)                                                                                              \
+    do {                                                                                                     \
+        sd__t_name = #fn;                                                                                    \
+        sd__t_cur_failed = sd__t_cur_skipped = 0;                                                            \
+        fn();                                                                                                \
+        if (sd__t_cur_failed) {                                                                              \
+            sd__t_fail++;                                                                                    \
+            fprintf(stderr, "not ok %s\n", #fn);                                                             \
+        } else if (sd__t_cur_skipped) {                                                                      \
+            sd__t_skip++;                                                                                    \
+        } else {                                                                                             \
+            sd__t_pass++;                                                                                    \
+            fprintf(stderr, "ok %s\n", #fn);                                                                 \
+        }                                                                                                    \
     } while (0)
 
 static inline int sd_test_done(void)
