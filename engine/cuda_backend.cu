@@ -158,9 +158,8 @@ static int alloc_kv(sd_cuda_backend *b, const sd_backend_opts *o, sd_diag *d)
         return sd_diag_set(d, SD_ENOMEM, "cuda: KV cache of %lld blocks (%zu bytes): %s", (long long)blocks,
                            2 * bytes, cudaGetErrorString(e));
     int64_t ctx = (int64_t)blocks * b->base.block_size;
-    if (c->max_pos > 0 && ctx > c->max_pos)
-        ctx = c->max_pos;
-    b->max_bt = (int)((ctx + b->base.block_size - 1) / b->base.block_size);
+    if ((int64_t)b->max_bt * b->base.block_size > ctx) /* no sequence can outgrow the pool */
+        b->max_bt = (int)((ctx + b->base.block_size - 1) / b->base.block_size);
     return 0;
 }
 
@@ -195,6 +194,11 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     b->cfg = *cfg;
     b->device = o.device;
     b->use_graphs = 1;
+    /* block-table width, needed to size the meta buffers before the pool is known */
+    int64_t ctx = cfg->max_pos > 0 ? cfg->max_pos : 131072;
+    if (o.kv_blocks > 0 && (int64_t)o.kv_blocks * b->base.block_size < ctx)
+        ctx = (int64_t)o.kv_blocks * b->base.block_size;
+    b->max_bt = (int)((ctx + b->base.block_size - 1) / b->base.block_size);
     int rc = 0;
     cudaError_t e = cudaSetDevice(b->device);
     if (e == cudaSuccess)

@@ -135,6 +135,8 @@ int sd__cu_fill_nm_mask(uint32_t *mask, size_t n_words, int n, int m, uint64_t s
 typedef struct sd_cu_tuned {
     int64_t rows, cols;
     int B, dense, m;
+    int use_blas; /* 1: cuBLAS measured faster than the SpMV/GEMV for this problem */
+    float ms_kernel, ms_blas;
 } sd_cu_tuned;
 
 typedef struct sd_cu_mm {
@@ -146,6 +148,7 @@ typedef struct sd_cu_mm {
     void *spmv;                         /* sd_kernels_ctx: the SpMV/GEMV autotune cache */
     sd_cu_tuned tuned[SD_CU_MAX_TUNED]; /* problems already autotuned */
     int n_tuned;
+    cudaEvent_t ev[2]; /* timing the two paths */
 } sd_cu_mm;
 
 /* Sizes the scratch for the largest bitmask linear in w and creates cuBLAS on stream st. */

@@ -28,6 +28,8 @@ int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_dia
         mm->scratch_elems = need;
     }
     SD_TRY(sd_kernels_ctx_init((sd_kernels_ctx **)&mm->spmv, d));
+    SD_CU(d, cudaEventCreate(&mm->ev[0]));
+    SD_CU(d, cudaEventCreate(&mm->ev[1]));
     SD_CUBLAS(d, cublasCreate(&mm->blas));
     mm->blas_ws_bytes = 32u << 20;
     SD_CU(d, cudaMalloc(&mm->blas_ws, mm->blas_ws_bytes));
@@ -45,54 +47,47 @@ void sd__cu_mm_free(sd_cu_mm *mm)
     cudaFree(mm->blas_ws);
     cudaFree(mm->scratch);
     sd_kernels_ctx_free((sd_kernels_ctx *)mm->spmv);
+    for (int i = 0; i < 2; i++)
+        if (mm->ev[i])
+            cudaEventDestroy(mm->ev[i]);
     memset(mm, 0, sizeof *mm);
 }
 
-/* Autotunes each (shape, pattern, rows) the first time it runs eagerly; the kernels' context
- * caches the choice, which later launches and graph captures then use. */
-static int tune_once(sd_cu_mm *mm, const sd_nm_spmv_args *a, int dense, cudaStream_t st, sd_diag *d)
+static void spmv_args(sd_nm_spmv_args *a, const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in,
+                      float *out, int T)
 {
-    cudaStreamCaptureStatus cs;
-    if (!mm->spmv || cudaStreamIsCapturing(st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone)
-        return 0;
-    for (int i = 0; i < mm->n_tuned; i++) {
-        const sd_cu_tuned *t = &mm->tuned[i];
-        if (t->rows == a->rows && t->cols == a->cols && t->B == a->B && t->dense == dense && t->m == a->m)
-            return 0;
-    }
-    if (mm->n_tuned == SD_CU_MAX_TUNED)
-        return 0; /* the heuristic config then */
-    SD_TRY(sd_nm_autotune((sd_kernels_ctx *)mm->spmv, a, 1, dense, st, d));
-    mm->tuned[mm->n_tuned++] = (sd_cu_tuned){a->rows, a->cols, a->B, dense, a->m};
+    memset(a, 0, sizeof *a);
+    a->ctx = (const sd_kernels_ctx *)mm->spmv;
+    a->n = l->nm_n;
+    a->m = l->nm_m;
+    a->rows = l->rows;
+    a->cols = l->cols;
+    a->B = T;
+    a->values = (const uint16_t *)(l->bitmask ? l->values : l->w);
+    a->mask = l->mask;
+    a->x = (const uint16_t *)in;
+    a->ldx = l->cols;
+    a->y = out;
+    a->ldy = l->rows;
+}
+
+/* The bitmask SpMV / dense GEMV: weights read once for all T <= SD_NM_MAX_B rows. */
+static int run_kernel(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
+                      cudaStream_t st, sd_diag *d)
+{
+    sd_nm_spmv_args a;
+    spmv_args(&a, mm, l, in, out, T);
+    int rc = l->bitmask ? sd_nm_spmv_launch(&a, st) : sd_gemv_bf16_launch(&a, st);
+    if (rc)
+        return sd_diag_set(d, rc, "cuda: %s [%lld, %lld] x %d rows: %s", l->bitmask ? "bitmask SpMV" : "GEMV",
+                           (long long)l->rows, (long long)l->cols, T, sd_strerror(rc));
     return 0;
 }
 
-int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
-                  cudaStream_t st, sd_diag *d)
+/* cuBLAS GEMM, bitmask weights expanded into the dense scratch first. */
+static int run_blas(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
+                    cudaStream_t st, sd_diag *d)
 {
-    if (T <= SD_NM_MAX_B) {
-        sd_nm_spmv_args a;
-        memset(&a, 0, sizeof a);
-        a.ctx = (const sd_kernels_ctx *)mm->spmv;
-        a.n = l->nm_n;
-        a.m = l->nm_m;
-        a.rows = l->rows;
-        a.cols = l->cols;
-        a.B = T;
-        a.values = (const uint16_t *)(l->bitmask ? l->values : l->w);
-        a.mask = l->mask;
-        a.x = (const uint16_t *)in;
-        a.ldx = l->cols;
-        a.y = out;
-        a.ldy = l->rows;
-        SD_TRY(tune_once(mm, &a, !l->bitmask, st, d));
-        int rc = l->bitmask ? sd_nm_spmv_launch(&a, st) : sd_gemv_bf16_launch(&a, st);
-        if (rc)
-            return sd_diag_set(d, rc, "cuda: %s [%lld, %lld] x %d rows: %s",
-                               l->bitmask ? "bitmask SpMV" : "GEMV", (long long)l->rows, (long long)l->cols,
-                               T, sd_strerror(rc));
-        return 0;
-    }
     const __nv_bfloat16 *w = l->w;
     if (l->bitmask) {
         SD_TRY(sd__cu_expand_bitmask(l->values, l->mask, mm->scratch, l->rows, l->cols, st, d));
@@ -104,4 +99,68 @@ int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, 
                               CUDA_R_16BF, (int)l->cols, in, CUDA_R_16BF, (int)l->cols, &zero, out,
                               CUDA_R_32F, (int)l->rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return 0;
+}
+
+static const sd_cu_tuned *find_tuned(const sd_cu_mm *mm, const sd_cu_linear *l, int T)
+{
+    for (int i = 0; i < mm->n_tuned; i++) {
+        const sd_cu_tuned *t = &mm->tuned[i];
+        if (t->rows == l->rows && t->cols == l->cols && t->B == T && t->dense == !l->bitmask &&
+            t->m == l->nm_m)
+            return t;
+    }
+    return NULL;
+}
+
+/* The best of 3 timed runs of one path after a warm-up run, in ms. */
+static int time_path(sd_cu_mm *mm, int blas, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out,
+                     int T, cudaStream_t st, float *ret_ms, sd_diag *d)
+{
+    float best = 1e30f;
+    for (int r = 0; r < 4; r++) {
+        SD_CU(d, cudaEventRecord(mm->ev[0], st));
+        SD_TRY(blas ? run_blas(mm, l, in, out, T, st, d) : run_kernel(mm, l, in, out, T, st, d));
+        SD_CU(d, cudaEventRecord(mm->ev[1], st));
+        SD_CU(d, cudaEventSynchronize(mm->ev[1]));
+        float ms = 0;
+        SD_CU(d, cudaEventElapsedTime(&ms, mm->ev[0], mm->ev[1]));
+        if (r && ms < best) /* the first run warms up */
+            best = ms;
+    }
+    *ret_ms = best;
+    return 0;
+}
+
+/* First eager use of a (shape, pattern, rows) problem: autotune the kernels' config, then time
+ * it against cuBLAS and keep the faster path (the SpMV wins at small T, GEMM as T grows).
+ * NULL while a graph is being captured (no timing there) or when the table is full. */
+static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
+                cudaStream_t st, const sd_cu_tuned **ret, sd_diag *d)
+{
+    cudaStreamCaptureStatus cs;
+    *ret = NULL;
+    if (cudaStreamIsCapturing(st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone ||
+        mm->n_tuned == SD_CU_MAX_TUNED)
+        return 0;
+    sd_nm_spmv_args a;
+    spmv_args(&a, mm, l, in, out, T);
+    SD_TRY(sd_nm_autotune((sd_kernels_ctx *)mm->spmv, &a, 1, !l->bitmask, st, d));
+    float tk = 0, tb = 0;
+    SD_TRY(time_path(mm, 0, l, in, out, T, st, &tk, d));
+    SD_TRY(time_path(mm, 1, l, in, out, T, st, &tb, d));
+    sd_cu_tuned *t = &mm->tuned[mm->n_tuned++];
+    *t = (sd_cu_tuned){l->rows, l->cols, T, !l->bitmask, l->nm_m, tb < tk, tk, tb};
+    *ret = t;
+    return 0;
+}
+
+int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
+                  cudaStream_t st, sd_diag *d)
+{
+    if (T > SD_NM_MAX_B)
+        return run_blas(mm, l, in, out, T, st, d);
+    const sd_cu_tuned *t = find_tuned(mm, l, T);
+    if (!t)
+        SD_TRY(tune(mm, l, in, out, T, st, &t, d));
+    return t && t->use_blas ? run_blas(mm, l, in, out, T, st, d) : run_kernel(mm, l, in, out, T, st, d);
 }

@@ -151,52 +151,79 @@ int sd__cu_qkv_post(const sd_cu_qkv_args *a, cudaStream_t st, sd_diag *d)
 
 #define SD_ATTN_WARPS 4
 
+static __device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
 /* grid (n_splits, n_heads, T), block 32*SD_ATTN_WARPS. Query t attends keys [0, pos_t]; split s
- * takes an equal share of them. Each warp runs an online softmax over its keys (lanes split
- * the head dimension: E = head_dim/32 elements each), then the warps merge into one partial
- * (max, sum, acc) per split that attn_combine_kernel merges across splits. */
+ * takes an equal share of them. Each warp takes tiles of 32 keys: lane j scores key j of the
+ * tile (its whole K row, q from shared memory), the tile updates the warp's online softmax,
+ * then the lanes, each owning E = head_dim/32 output dims, accumulate the tile's V rows. The
+ * warps then merge into one partial (max, sum, acc) per split for attn_combine_kernel. */
 template <int E> static __global__ void attn_split_kernel(sd_cu_attn_args a)
 {
+    constexpr int HD = 32 * E;
+    __shared__ float sq[HD];
     __shared__ float sm_m[SD_ATTN_WARPS], sm_l[SD_ATTN_WARPS];
-    __shared__ float sm_acc[SD_ATTN_WARPS][32 * E];
+    __shared__ float sm_acc[SD_ATTN_WARPS][HD];
     int s = blockIdx.x, h = blockIdx.y, t = blockIdx.z;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int hd = 32 * E;
     int kvh = h / (a.n_heads / a.n_kv), seq = a.tok_seq[t], n = a.tok_pos[t] + 1;
     int chunk = (n + a.n_splits - 1) / a.n_splits, k0 = s * chunk, k1 = min(n, k0 + chunk);
-    float scale = rsqrtf((float)hd);
-    float q[E], acc[E], m = -INFINITY, l = 0.f;
-    const float *qp = a.q + ((size_t)t * a.n_heads + h) * hd + lane * E;
+    const float *qp = a.q + ((size_t)t * a.n_heads + h) * HD;
+    float scale = rsqrtf((float)HD);
+    for (int i = threadIdx.x; i < HD; i += blockDim.x)
+        sq[i] = qp[i] * scale;
+    __syncthreads();
+    float acc[E], m = -INFINITY, l = 0.f;
 #pragma unroll
-    for (int e = 0; e < E; e++) {
-        q[e] = qp[e] * scale;
+    for (int e = 0; e < E; e++)
         acc[e] = 0.f;
-    }
     const int32_t *bt = a.block_tables + (size_t)seq * a.max_bt;
-    for (int k = k0 + warp; k < k1; k += SD_ATTN_WARPS) {
-        size_t off =
-            (((size_t)bt[k / a.block_size] * a.n_kv + kvh) * a.block_size + k % a.block_size) * hd + lane * E;
-        float kv[E], vv[E];
+    for (int kb = k0 + warp * 32; kb < k1; kb += SD_ATTN_WARPS * 32) {
+        int key = kb + lane;
+        float sc = -INFINITY;
+        long long off = 0;
+        if (key < k1) {
+            off =
+                (((long long)bt[key / a.block_size] * a.n_kv + kvh) * a.block_size + key % a.block_size) * HD;
+            const uint4 *kr = (const uint4 *)(a.k_cache + off);
+            float dot = 0.f;
 #pragma unroll
-        for (int e = 0; e < E; e += 2) {
-            __nv_bfloat162 k2 = *(const __nv_bfloat162 *)(a.k_cache + off + e);
-            __nv_bfloat162 v2 = *(const __nv_bfloat162 *)(a.v_cache + off + e);
-            kv[e] = __low2float(k2);
-            kv[e + 1] = __high2float(k2);
-            vv[e] = __low2float(v2);
-            vv[e + 1] = __high2float(v2);
+            for (int c = 0; c < HD / 8; c++) {
+                uint4 u = kr[c];
+                const __nv_bfloat162 *p2 = (const __nv_bfloat162 *)&u;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    float2 f = __bfloat1622float2(p2[j]);
+                    dot += sq[c * 8 + 2 * j] * f.x + sq[c * 8 + 2 * j + 1] * f.y;
+                }
+            }
+            sc = dot;
         }
-        float dot = 0.f;
+        float mn = fmaxf(m, warp_max(sc)); /* finite: key kb < k1 is in the tile */
+        float p = key < k1 ? expf(sc - mn) : 0.f, c = expf(m - mn);
+        l = l * c + warp_sum(p);
 #pragma unroll
         for (int e = 0; e < E; e++)
-            dot += q[e] * kv[e];
-        dot = warp_sum(dot);
-        float mn = fmaxf(m, dot), c = expf(m - mn), p = expf(dot - mn);
-        l = l * c + p;
-#pragma unroll
-        for (int e = 0; e < E; e++)
-            acc[e] = acc[e] * c + p * vv[e];
+            acc[e] *= c;
         m = mn;
+        int nk = min(32, k1 - kb);
+#pragma unroll 4
+        for (int j = 0; j < nk; j++) {
+            float pj = __shfl_sync(0xffffffffu, p, j);
+            long long oj = __shfl_sync(0xffffffffu, off, j);
+            const __nv_bfloat162 *vr = (const __nv_bfloat162 *)(a.v_cache + oj + lane * E);
+#pragma unroll
+            for (int e = 0; e < E; e += 2) {
+                float2 f = __bfloat1622float2(vr[e / 2]);
+                acc[e] += pj * f.x;
+                acc[e + 1] += pj * f.y;
+            }
+        }
     }
     if (lane == 0) {
         sm_m[warp] = m;
@@ -210,7 +237,7 @@ template <int E> static __global__ void attn_split_kernel(sd_cu_attn_args a)
     for (int w = 0; w < SD_ATTN_WARPS; w++)
         M = fmaxf(M, sm_m[w]);
     size_t pi = ((size_t)t * a.n_heads + h) * a.n_splits + s;
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+    for (int i = threadIdx.x; i < HD; i += blockDim.x) {
         float A = 0.f, L = 0.f;
         if (M != -INFINITY)
             for (int w = 0; w < SD_ATTN_WARPS; w++) {
@@ -218,7 +245,7 @@ template <int E> static __global__ void attn_split_kernel(sd_cu_attn_args a)
                 A += sm_acc[w][i] * f;
                 L += sm_l[w] * f;
             }
-        a.part_acc[pi * hd + i] = A;
+        a.part_acc[pi * HD + i] = A;
         if (i == 0) {
             a.part_ml[pi * 2] = M;
             a.part_ml[pi * 2 + 1] = L;
