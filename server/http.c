@@ -28,6 +28,7 @@ enum MHD_Result sd_http__send(struct MHD_Connection *conn, sd_http__conn *c, int
         return MHD_NO; /* MHD closes the connection */
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    MHD_add_response_header(r, "X-Request-Id", c->rid);
     if (status == 405)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
                                 c->route == SD_ROUTE_COMPLETIONS || c->route == SD_ROUTE_CHAT ? "POST"
@@ -234,14 +235,17 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     *con_cls = NULL;
     int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
-    if (c->gen)
+    int64_t np = 0, ng = 0;
+    if (c->gen) {
+        sd_http__gen_counts(c->gen, &np, &ng);
         sd_http__gen_closed(h, c->gen, ok);
+    }
     double dt = sd_http__now() - c->t_start;
     int status = c->status ? c->status : 499; /* 499: client closed before an answer */
     sd_metrics_request(h->metrics, c->route, status);
     if (is_gen_route(c->route))
-        sd_log_info(c->rid, "%s %s %d %.3fs%s", c->method, c->url, status, dt,
-                    ok ? "" : " (connection closed early)");
+        sd_log_info(c->rid, "%s %s %d %.3fs prompt_tokens=%lld generated_tokens=%lld%s", c->method, c->url,
+                    status, dt, (long long)np, (long long)ng, ok ? "" : " (connection closed early)");
     else
         sd_log_debug(c->rid, "%s %s %d %.3fs", c->method, c->url, status, dt);
     free(c->body);

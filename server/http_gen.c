@@ -665,6 +665,17 @@ void sd_http__gen_closed(sd_http *h, sd_http__gen *g, int ok)
     gen_unref(g);
 }
 
+void sd_http__gen_counts(sd_http__gen *g, int64_t *ret_prompt, int64_t *ret_generated)
+{
+    pthread_mutex_lock(&g->mu);
+    int64_t n = 0;
+    for (int i = 0; i < g->n_ch; i++)
+        n += g->ch[i].n_generated;
+    *ret_prompt = g->prompt_tokens;
+    *ret_generated = n;
+    pthread_mutex_unlock(&g->mu);
+}
+
 int sd_http__gen_peer_gone(sd_http__gen *g)
 {
     pthread_mutex_lock(&g->mu);

@@ -56,6 +56,8 @@ enum MHD_Result sd_http__gen_handle(sd_http *h, struct MHD_Connection *conn, sd_
 /* The connection finished (ok or not): cancels unfinished engine work, drops the HTTP
  * side's reference. */
 void sd_http__gen_closed(sd_http *h, sd_http__gen *g, int ok);
+/* Token counts so far, for the request's log line. */
+void sd_http__gen_counts(sd_http__gen *g, int64_t *ret_prompt, int64_t *ret_generated);
 void sd_http__gen_cancel(sd_http *h, sd_http__gen *g);
 /* 1 if g is suspended and its socket reports the peer gone. Call with h->mu held. */
 int sd_http__gen_peer_gone(sd_http__gen *g);

@@ -166,3 +166,17 @@ def test_metrics_add_up(start_server):
     assert values["sparsed_inter_token_latency_seconds_count"] == usage[1] - 3
     assert values['sparsed_e2e_request_latency_seconds_bucket{le="+Inf"}'] == 3
     assert 0 <= values["sparsed_kv_cache_usage_ratio"] <= 1 and values["sparsed_ready"] == 1
+
+
+def test_log_lines(start_server):
+    s = start_server(["--log-priority-prefix", "--log-level", "info"])
+    st, headers, body = s.post("/v1/completions", {"prompt": "def", "max_tokens": 3, "temperature": 0})
+    rid = headers["X-Request-Id"]
+    assert st == 200 and json.loads(body)["id"] == "cmpl-" + rid
+    s.post("/v1/completions", b"{")
+    time.sleep(0.2)
+    lines = s.log_text().splitlines()
+    assert lines and all(line[:3] in ("<6>", "<4>", "<3>") for line in lines), lines  # journald priorities
+    mine = [line for line in lines if f"[{rid}]" in line]
+    assert len(mine) == 1 and "POST /v1/completions 200" in mine[0] and "generated_tokens=3" in mine[0]
+    assert any("-> 400" in line for line in lines)
