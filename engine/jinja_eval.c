@@ -260,7 +260,7 @@ static sd_jv call_macro(sd_jctx *c, const sd_jfunc *fn, sd_jargs *a, const sd_jv
         sd__jinja_fail(&c->err, SD_EFULL, line, "macro recursion limit (%d) exceeded", c->lim.max_depth);
     if (a->n > m->nw)
         sd__jinja_rt_fail(c, line, "macro '%s' takes not more than %zu argument(s)", fn->name, m->nw);
-    sd_jframe *f = frame_push(c, c->root);
+    sd_jframe *f = frame_push(c, fn->scope ? fn->scope : c->root);
     sd_jframe *saved = c->frame;
     c->frame = f;
     for (size_t k = 0; k < m->nw; k++) {
@@ -392,6 +392,7 @@ static void exec_callblk(sd_jctx *c, const sd_jn *n)
     sd_jfunc *cf = sd__jinja_alloc(&c->a, sizeof *cf);
     cf->name = "caller";
     cf->mac = n; /* no parameters; its body is n->v */
+    cf->scope = c->frame;
     sd_jv caller = {SD_JV_FUNC, 0, {.fn = cf}};
     sd_jv out = call_macro(c, fn.u.fn, &a, &caller, n->line);
     sd__jbuf_put(c->out, out.u.s.p, out.u.s.n);

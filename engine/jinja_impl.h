@@ -100,6 +100,7 @@ struct sd_jfunc {
     sd_jbuiltin fn;          /* NULL for a macro */
     sd_jv self;              /* bound object of a method */
     const struct sd_jn *mac; /* macro definition node */
+    struct sd_jframe *scope; /* a call block's caller(): the scope it sees; NULL: the root */
 };
 
 struct sd_jloop {

@@ -256,17 +256,28 @@ static sd_jv m_replace(sd_jctx *c, const sd_jv *self, sd_jargs *a, int line)
     return sd__jbuf_value(&b);
 }
 
-/* Case mapping through libunistring (full mappings, as Python's str.upper/lower). */
+/* Case mapping through libunistring (full mappings, as Python's str.upper/lower). The result
+ * goes straight into arena memory reserved beforehand, so that nothing malloc'd is held when
+ * an arena limit unwinds. */
 static sd_jv case_map(sd_jctx *c, const sd_jv *s, int upper, int line)
 {
-    size_t len = 0;
-    uint8_t *r = upper ? u8_toupper((const uint8_t *)s->u.s.p, s->u.s.n, NULL, NULL, NULL, &len)
-                       : u8_tolower((const uint8_t *)s->u.s.p, s->u.s.n, NULL, NULL, NULL, &len);
-    if (!r && s->u.s.n)
+    size_t cap = 4 * s->u.s.n + 16; /* full case mappings grow a code point at most 3x */
+    uint8_t *buf = sd__jinja_alloc(&c->a, cap);
+    size_t len = cap;
+    uint8_t *r = upper ? u8_toupper((const uint8_t *)s->u.s.p, s->u.s.n, NULL, NULL, buf, &len)
+                       : u8_tolower((const uint8_t *)s->u.s.p, s->u.s.n, NULL, NULL, buf, &len);
+    if (r && r != buf) { /* libunistring needed more room: copy what fits, or fail */
+        int fits = len <= cap;
+        if (fits)
+            memcpy(buf, r, len);
+        free(r);
+        if (!fits)
+            sd__jinja_rt_fail(c, line, "case mapping result too large");
+        r = buf;
+    }
+    if (!r)
         sd__jinja_rt_fail(c, line, "case mapping failed (invalid UTF-8?)");
-    sd_jv v = sd__jv_str(sd__jinja_strdup(&c->a, r ? (const char *)r : "", len), len);
-    free(r);
-    return v;
+    return sd__jv_str((const char *)buf, len);
 }
 
 static sd_jv m_upper(sd_jctx *c, const sd_jv *self, sd_jargs *a, int line)

@@ -58,7 +58,7 @@ def reference(source, specials, messages, extra):
             messages=normalize(messages), tools=tools, documents=documents, add_generation_prompt=agp, **kwargs
         )
         return text, None
-    except (jinja2.TemplateError, TypeError, ValueError, AttributeError) as e:
+    except (jinja2.TemplateError, TypeError, ValueError, AttributeError, ZeroDivisionError, SyntaxError) as e:
         return None, str(e)
 
 
