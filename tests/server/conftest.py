@@ -100,6 +100,19 @@ class Server:
         fields = pathlib.Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def thread_cpu_seconds(self, exclude=()):
+        """CPU time summed over the process's threads whose name is not in `exclude`."""
+        total = 0
+        for task in pathlib.Path(f"/proc/{self.proc.pid}/task").iterdir():
+            try:
+                if (task / "comm").read_text().strip() in exclude:
+                    continue
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # the thread ended meanwhile
+                continue
+            total += int(fields[11]) + int(fields[12])
+        return total / os.sysconf("SC_CLK_TCK")
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)

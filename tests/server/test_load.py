@@ -92,20 +92,24 @@ def test_idle_streams_cost_no_cpu(start_server):
     window = 1.5
 
     def cpu_over(sec):
-        c0 = s.cpu_seconds()
+        """(process CPU, CPU of every thread but the engine's) over `sec` seconds."""
+        c0, o0 = s.cpu_seconds(), s.thread_cpu_seconds(exclude=("sd-engine",))
         time.sleep(sec)
-        return s.cpu_seconds() - c0
+        return s.cpu_seconds() - c0, s.thread_cpu_seconds(exclude=("sd-engine",)) - o0
 
-    base = cpu_over(window)
+    base, base_other = cpu_over(window)
     waiters = [open_stream(s.port, {"prompt": f"x{i}", "max_tokens": 4, "stream": True}) for i in range(100)]
     deadline = time.time() + 20
     while metric(s, "sparsed_num_requests_waiting") < 100 and time.time() < deadline:
         time.sleep(0.1)
     assert metric(s, "sparsed_num_requests_waiting") == 100
     time.sleep(0.3)
-    loaded = cpu_over(window)
+    loaded, loaded_other = cpu_over(window)
     assert metric(s, "sparsed_num_requests_running") == 1  # the engine did the same work in both windows
-    assert loaded <= base * 1.3 + 0.05, (base, loaded)
+    # The engine's pace varies with the machine's load, so the process comparison is loose;
+    # the threads that serve the connections (HTTP, main loop) must stay near idle.
+    assert loaded <= base * 1.5 + 0.1, (base, loaded)
+    assert loaded_other <= base_other + 0.06, (base_other, loaded_other)
     for w in waiters:
         w.close()
     runner.close()
