@@ -93,3 +93,32 @@ clean:
 	rm -rf build build-asan
 
 -include $(LIB_OBJS:.o=.d) $(BUILD)/server/main.d
+
+# ---- Fuzzing and sanitizer variants (loadtest helper) ----
+#   make fuzz    libFuzzer targets fuzz/fuzz_*.c (clang, ASan + UBSan) into build-fuzz/fuzz/
+#   make ubsan   UBSan build into build-ubsan/;  make tsan   ThreadSanitizer build into build-tsan/
+FUZZ_BUILD ?= build-fuzz
+FUZZ_CC    ?= clang
+FUZZ_SAN    = -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_SRCS   = $(wildcard fuzz/fuzz_*.c)
+FUZZ_BINS   = $(FUZZ_SRCS:fuzz/%.c=$(BUILD)/fuzz/%)
+
+.PHONY: fuzz fuzz-bins ubsan tsan
+# The library objects get coverage instrumentation (fuzzer-no-link); only the targets link
+# libFuzzer's main.
+fuzz:
+	$(MAKE) BUILD=$(FUZZ_BUILD) CUDA=0 CC=$(FUZZ_CC) OPT="-O1 -g -fno-omit-frame-pointer" \
+	    SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" fuzz-bins
+
+fuzz-bins: $(FUZZ_BINS)
+
+$(BUILD)/fuzz/%: fuzz/%.c fuzz/fuzz_util.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+
+ubsan:
+	$(MAKE) BUILD=build-ubsan CUDA=0 OPT="-O1 -g -fno-omit-frame-pointer" \
+	    SAN="-fsanitize=undefined -fno-sanitize-recover=undefined" all
+
+tsan:
+	$(MAKE) BUILD=build-tsan CUDA=0 OPT="-O1 -g" SAN="-fsanitize=thread" all

@@ -352,6 +352,8 @@ int sd_api_parse(sd_api_req *r, sd_api_kind kind, const char *body, size_t len, 
              : kind == SD_API_CHAT ? parse_chat(r, o, e)
                                    : parse_completion(r, o, e);
     json_decref(o);
+    if (rc < 0) /* a failed parse owns nothing: free what the fields parsed so far allocated */
+        sd_api_req_free(r);
     return rc;
 }
 
