@@ -98,8 +98,11 @@ static enum MHD_Result handle_get(sd_http *h, struct MHD_Connection *conn, sd_ht
                          draining ? "{\"status\":\"draining\"}" : "{\"status\":\"loading\"}");
     case SD_ROUTE_METRICS: {
         sd_engine_stats st;
+        pthread_rwlock_rdlock(&h->engine_lock);
+        ready = ready && !h->engine_gone;
         if (ready)
             sd_engine_stats_get(h->model.engine, &st);
+        pthread_rwlock_unlock(&h->engine_lock);
         size_t len = 0;
         char *s = sd_metrics_render(h->metrics, ready ? &st : NULL, ready && !draining, &len);
         return sd_http__send(conn, c, 200, "text/plain; version=0.0.4; charset=utf-8", s, len);
@@ -290,6 +293,7 @@ int sd_http_start(sd_http **ret, const sd_http_opts *o, sd_metrics *metrics, sd_
     h->auth = auth;
     h->started = (int64_t)time(NULL);
     pthread_mutex_init(&h->mu, NULL);
+    pthread_rwlock_init(&h->engine_lock, NULL);
     if (getrandom(&h->id_key, sizeof h->id_key, 0) != sizeof h->id_key)
         h->id_key = (uint64_t)h->started * 0x2545F4914F6CDD1Dull ^ (uint64_t)(uintptr_t)h;
     unsigned flags =
@@ -303,6 +307,7 @@ int sd_http_start(sd_http **ret, const sd_http_opts *o, sd_metrics *metrics, sd_
                               o->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
                               (unsigned)o->threads, MHD_OPTION_END);
     if (!h->mhd) {
+        pthread_rwlock_destroy(&h->engine_lock);
         pthread_mutex_destroy(&h->mu);
         free(h);
         return sd_diag_set(d, SD_EIO, "cannot listen on %s:%d (address in use or not permitted)", o->host,
@@ -325,6 +330,7 @@ void sd_http_free(sd_http *h)
     if (!h)
         return;
     sd_http_stop(h);
+    pthread_rwlock_destroy(&h->engine_lock);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }
@@ -333,6 +339,13 @@ void sd_http_set_model(sd_http *h, const sd_http_model *m)
 {
     h->model = *m;
     atomic_store_explicit(&h->ready, 1, memory_order_release);
+}
+
+void sd_http_detach_engine(sd_http *h)
+{
+    pthread_rwlock_wrlock(&h->engine_lock);
+    h->engine_gone = 1;
+    pthread_rwlock_unlock(&h->engine_lock);
 }
 
 int sd_http_ready(sd_http *h)

@@ -57,6 +57,10 @@ void sd_http_cancel_all(sd_http *h);
 /* Cancels the engine work of suspended requests whose client has disconnected (MHD does
  * not watch suspended sockets). Called periodically from the main loop. */
 void sd_http_reap_disconnected(sd_http *h);
+/* Shutdown step 1: no engine call is made from HTTP threads after this returns (new
+ * submissions fail with 503), so the engine can be freed while MHD still runs and its last
+ * events can resume their connections. Then sd_http_stop. */
+void sd_http_detach_engine(sd_http *h);
 /* 1 when the model is loaded and the server is not draining. */
 int sd_http_ready(sd_http *h);
 

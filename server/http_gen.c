@@ -461,6 +461,19 @@ static uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
+/* The request field an engine validation message names ("stop: ..."), for the error's param. */
+static const char *engine_param(const char *msg)
+{
+    static const char *const fields[] = {"prompt", "max_tokens", "stop",  "logprobs",          "temperature",
+                                         "top_k",  "top_p",      "min_p", "repetition_penalty"};
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+        size_t n = strlen(fields[i]);
+        if (!strncmp(msg, fields[i], n) && msg[n] == ':')
+            return fields[i];
+    }
+    return "prompt";
+}
+
 static int submit_all(sd_http *h, sd_http__gen *g, sd_api_err *e)
 {
     for (int i = 0; i < g->n_ch; i++) {
@@ -486,12 +499,15 @@ static int submit_all(sd_http *h, sd_http__gen *g, sd_api_err *e)
         g->refs++; /* the engine's reference, dropped at the final event */
         pthread_mutex_unlock(&g->mu);
         uint64_t id = 0;
-        int rc = sd_engine_submit(h->model.engine, &p, on_event, c, &id, &d);
+        pthread_rwlock_rdlock(&h->engine_lock);
+        int rc = h->engine_gone ? sd_diag_set(&d, SD_ECANCEL, "the server is shutting down")
+                                : sd_engine_submit(h->model.engine, &p, on_event, c, &id, &d);
+        pthread_rwlock_unlock(&h->engine_lock);
         pthread_mutex_lock(&g->mu);
         if (rc < 0) {
             g->refs--;
             pthread_mutex_unlock(&g->mu);
-            return sd_api_fail(e, status_of(rc), rc == SD_EINVAL ? "prompt" : NULL,
+            return sd_api_fail(e, status_of(rc), rc == SD_EINVAL ? engine_param(d.msg) : NULL,
                                rc == SD_EFULL ? "queue_full" : NULL, "%s", sd_diag_str(&d, rc));
         }
         c->eng_id = id;
@@ -647,8 +663,10 @@ void sd_http__gen_cancel(sd_http *h, sd_http__gen *g)
             ids[n++] = g->ch[i].eng_id;
     pthread_mutex_unlock(&g->mu);
     /* Outside g->mu: the engine may deliver events (which take g->mu) while we wait. */
-    for (int i = 0; i < n; i++)
+    pthread_rwlock_rdlock(&h->engine_lock);
+    for (int i = 0; i < n && !h->engine_gone; i++)
         sd_engine_cancel(h->model.engine, ids[i]);
+    pthread_rwlock_unlock(&h->engine_lock);
     free(ids);
 }
 

@@ -18,6 +18,10 @@ struct sd_http {
     sd_metrics *metrics;
     sd_auth *auth;
     sd_http_model model; /* valid once `ready` is set (release/acquire) */
+    /* Read-held around every engine call from HTTP threads; write-held to detach the engine
+     * at shutdown, after which `engine_gone` makes those calls no-ops. */
+    pthread_rwlock_t engine_lock;
+    int engine_gone;
     atomic_int ready;
     atomic_int draining;
     atomic_int inflight;

@@ -371,10 +371,13 @@ static int start(srv *s, sd_diag *d)
 
 static void teardown(srv *s, int loop_ok)
 {
-    /* Order: stop HTTP (no new events resume connections), stop the engine (its last events
-     * drop the generations' references), then free what they pointed at. */
-    sd_http_stop(s->http);
+    /* Order: detach the engine from the HTTP threads, stop it (its last events resume and
+     * release the generations while MHD still runs), stop HTTP (closing every connection),
+     * then free what they pointed at. */
+    if (s->http)
+        sd_http_detach_engine(s->http);
     sd_engine_free(s->engine);
+    sd_http_stop(s->http);
 #ifdef SD_HAVE_CHAT_TEMPLATE
     sd_chat_template_free(s->chat);
 #endif

@@ -180,3 +180,23 @@ def test_log_lines(start_server):
     mine = [line for line in lines if f"[{rid}]" in line]
     assert len(mine) == 1 and "POST /v1/completions 200" in mine[0] and "generated_tokens=3" in mine[0]
     assert any("-> 400" in line for line in lines)
+
+
+def test_second_signal_exits_with_work_in_flight(start_server):
+    s = start_server(["--max-seqs", "2", "--drain-timeout", "60"])
+    body = {"prompt": "def", "max_tokens": 1500, "ignore_eos": True}
+    socks = [open_stream(s.port, {**body, "stream": i % 2 == 0}) for i in range(6)]
+    deadline = time.time() + 20
+    while metric(s, "sparsed_num_requests_running") + metric(s, "sparsed_num_requests_waiting") < 6:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    s.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    s.proc.send_signal(signal.SIGINT)
+    assert s.proc.wait(30) == 0  # no crash while tearing down streams, waiting and suspended requests
+    for c in socks:
+        c.settimeout(10)
+        while c.recv(65536):  # every connection gets closed
+            pass
+        c.close()
+    assert "again: exiting without waiting" in s.log_text()
