@@ -59,7 +59,8 @@ class Server:
             cfg.write_text(json.dumps(config))
             self.config_path = cfg
             cmd += ["--config", str(cfg)]
-        cmd += [str(a) for a in args]
+        # $SD_SERVE_ARGS adds flags to every daemon (e.g. "--backend cuda" on a GPU machine)
+        cmd += os.environ.get("SD_SERVE_ARGS", "").split() + [str(a) for a in args]
         self.cmd = cmd
         self.logf = open(self.log, "wb")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.logf, stderr=subprocess.STDOUT,
