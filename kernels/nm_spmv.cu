@@ -99,7 +99,15 @@ template <int BT> __device__ __forceinline__ void fma_col(float (&acc)[BT], floa
     }
 }
 
-// Sparse x tile layout: xs[(wl*33 + 1 + j) * BT + b] = x[b, 32*(t0+wl) + j]. The 33-slot word
+// Floats per staged word: 33 slots of BT floats, plus one 16-byte pad for BT >= 8 so that the
+// word stride is an odd number of 16-byte units (8 lanes of an LDS.128 phase land on 8 distinct
+// bank groups; without it, BT = 16 gave 4-way conflicts).
+template <int BT> __host__ __device__ constexpr int word_stride()
+{
+    return 33 * BT + (BT >= 8 ? 4 : 0);
+}
+
+// Sparse x tile layout: xs[wl*WS + (1 + j) * BT + b] = x[b, 32*(t0+wl) + j]. The 33-slot word
 // stride spreads the lanes' gathers over the banks; slot 0 of each word keeps a corrupt mask
 // (an empty word: bfind = -1) inside the buffer. Threads take b fastest so the stores do not conflict.
 template <int BT> __device__ void stage_x_words(float *xs, const KParams &p, int64_t t0, int kt)
@@ -109,7 +117,7 @@ template <int BT> __device__ void stage_x_words(float *xs, const KParams &p, int
     for (int i = threadIdx.x / BT; i < kt * 16; i += kThreads / BT) {
         int wl = i >> 4, jp = i & 15;
         uint32_t u = b < p.B ? __ldg(reinterpret_cast<const uint32_t *>(xb + wl * 32 + 2 * jp)) : 0u;
-        float *dst = xs + (wl * 33 + 1 + 2 * jp) * BT + b;
+        float *dst = xs + wl * word_stride<BT>() + (1 + 2 * jp) * BT + b;
         dst[0] = bf16_lo(u);
         dst[BT] = bf16_hi(u);
     }
@@ -184,20 +192,33 @@ template <int BT, int RW> __global__ void __launch_bounds__(kThreads) nm_spmv_ke
         __syncthreads();
         stage_x_words<BT>(xs, p, t0, kt);
         __syncthreads();
-        for (int wl = lane; wl < kt; wl += 32) {
-            const int64_t w = t0 + wl;
-            uint32_t mk[RW];
-            uint4 v0[RW], v1[RW];
+        // U words per lane in flight (two when the accumulators leave room in registers).
+        constexpr int U = RW * BT >= 32 ? 1 : 2;
+        for (int wl0 = lane; wl0 < kt; wl0 += 32 * U) {
+            uint32_t mk[U][RW];
+            uint4 v0[U][RW], v1[U][RW];
 #pragma unroll
-            for (int r = 0; r < RW; r++) { // all loads in flight before any use
-                mk[r] = ld_stream_u32(mrow[r] + w);
-                v0[r] = __ldg(vrow[r] + 2 * w);
-                v1[r] = __ldg(vrow[r] + 2 * w + 1);
+            for (int u = 0; u < U; u++) {
+                const int wl = wl0 + 32 * u;
+                const bool ok = u == 0 || wl < kt;
+                const int64_t w = t0 + (ok ? wl : wl0);
+#pragma unroll
+                for (int r = 0; r < RW; r++) { // all loads in flight before any use
+                    mk[u][r] = ld_stream_u32(mrow[r] + w);
+                    v0[u][r] = __ldg(vrow[r] + 2 * w);
+                    v1[u][r] = __ldg(vrow[r] + 2 * w + 1);
+                }
             }
-            const float *xw = xs + (wl * 33 + 1) * BT; // column j lives at xw + j * BT
 #pragma unroll
-            for (int r = 0; r < RW; r++)
-                nm_word<BT>(mk[r], v0[r], v1[r], xw, acc[r]);
+            for (int u = 0; u < U; u++) {
+                const int wl = wl0 + 32 * u;
+                if (u > 0 && wl >= kt)
+                    break;
+                const float *xw = xs + wl * word_stride<BT>() + BT; // column j lives at xw + j * BT
+#pragma unroll
+                for (int r = 0; r < RW; r++)
+                    nm_word<BT>(mk[u][r], v0[u][r], v1[u][r], xw, acc[r]);
+            }
         }
     }
     store_rows<BT, RW>(p, acc, row0, lane);
@@ -234,7 +255,7 @@ template <int BT> __global__ void __launch_bounds__(kThreads) un_spmv_kernel(KPa
                     incl += t;
             }
             const uint16_t *vw = vrow + running + incl - 1; // this word's last value
-            const float *xw = xs + (wl * 33 + 1) * BT;
+            const float *xw = xs + wl * word_stride<BT>() + BT;
             for (int k = 0; k < cnt; k++) {
                 const int p = top_bit(bits);
                 bits &= bits_below(p);
@@ -270,6 +291,36 @@ __device__ void stage_x_dense(float *xs, const KParams &p, int64_t col0, int nco
         }
 }
 
+// One 8-column chunk of RW rows against the B vectors: weights unpacked once, each vector's
+// 8 x values read once from shared memory (two LDS.128, halves swapped by `sw`).
+template <int BT, int RW>
+__device__ __forceinline__ void gemv_chunk(const uint4 (&wv)[RW], const float *xc, int stride, int sw,
+                                           float (&acc)[RW][BT])
+{
+    float wf[RW][8];
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+        const uint32_t u[4] = {wv[r].x, wv[r].y, wv[r].z, wv[r].w};
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            wf[r][2 * q] = bf16_lo(u[q]);
+            wf[r][2 * q + 1] = bf16_hi(u[q]);
+        }
+    }
+#pragma unroll
+    for (int b = 0; b < BT; b++) {
+        const float *xp = xc + b * stride;
+        float4 lo = *reinterpret_cast<const float4 *>(xp + sw);
+        float4 hi = *reinterpret_cast<const float4 *>(xp + (4 ^ sw));
+        const float xv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+        for (int r = 0; r < RW; r++)
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                acc[r][b] = fmaf(wf[r][j], xv[j], acc[r][b]);
+    }
+}
+
 // Dense GEMV: lane l owns 8 consecutive columns (one 16-byte load per row); the x of those 8
 // columns is read once from shared memory and reused for the warp's RW rows.
 template <int BT, int RW> __global__ void __launch_bounds__(kThreads) gemv_kernel(KParams p)
@@ -291,33 +342,22 @@ template <int BT, int RW> __global__ void __launch_bounds__(kThreads) gemv_kerne
         __syncthreads();
         stage_x_dense<BT>(xs, p, t0 * 8, kt * 8, stride);
         __syncthreads();
-        for (int cl = lane; cl < kt; cl += 32) {
-            uint4 wv[RW];
+        constexpr int U = RW * BT >= 32 ? 1 : 2; // chunks per lane in flight
+        for (int cl0 = lane; cl0 < kt; cl0 += 32 * U) {
+            uint4 wv[U][RW];
 #pragma unroll
-            for (int r = 0; r < RW; r++)
-                wv[r] = __ldg(wrow[r] + t0 + cl);
-            float wf[RW][8];
-#pragma unroll
-            for (int r = 0; r < RW; r++) {
-                const uint32_t u[4] = {wv[r].x, wv[r].y, wv[r].z, wv[r].w};
-#pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    wf[r][2 * q] = bf16_lo(u[q]);
-                    wf[r][2 * q + 1] = bf16_hi(u[q]);
-                }
-            }
-            const int sw = ((cl >> 2) & 1) << 2; // the swizzle of this chunk
-#pragma unroll
-            for (int b = 0; b < BT; b++) {
-                const float *xp = xs + b * stride + cl * 8;
-                float4 lo = *reinterpret_cast<const float4 *>(xp + sw);
-                float4 hi = *reinterpret_cast<const float4 *>(xp + (4 ^ sw));
-                const float xv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+            for (int u = 0; u < U; u++) {
+                const int cl = (u == 0 || cl0 + 32 * u < kt) ? cl0 + 32 * u : cl0;
 #pragma unroll
                 for (int r = 0; r < RW; r++)
+                    wv[u][r] = __ldg(wrow[r] + t0 + cl);
+            }
 #pragma unroll
-                    for (int j = 0; j < 8; j++)
-                        acc[r][b] = fmaf(wf[r][j], xv[j], acc[r][b]);
+            for (int u = 0; u < U; u++) {
+                const int cl = cl0 + 32 * u;
+                if (u > 0 && cl >= kt)
+                    break;
+                gemv_chunk<BT, RW>(wv[u], xs + cl * 8, stride, ((cl >> 2) & 1) << 2, acc);
             }
         }
     }
@@ -353,7 +393,7 @@ int rw_index(int rw)
 // Largest K-tile (in units, a multiple of 32) whose x fits the shared-memory budget.
 int kt_max(int dense, int BT)
 {
-    int per_unit = dense ? BT * 8 * 4 : BT * 33 * 4;
+    int per_unit = dense ? BT * 8 * 4 : (33 * BT + (BT >= 8 ? 4 : 0)) * 4; // word_stride<BT>() floats
     return (kSmemBudget / per_unit) & ~31;
 }
 
@@ -383,17 +423,20 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     const int unstructured = !dense && a->n == 0;
     if (unstructured)
         rw = 1, split = 1; // the running value offset starts at column 0
-    if (rw != 1 && rw != 2 && rw != 4)
+    if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_TC)
         return SD_EINVAL;
-    if (split < 1)
-        return SD_EINVAL;
+    if (split < 1 || (split > 1 && a->y_bf16))
+        return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
+    if (rw == SD_NM_RW_TC) {
+        if (sd__nm_tc_supported(a, dense))
+            return sd__nm_tc_launch(a, dense, split, s);
+        rw = 4; // a hint, not a contract: the gather kernels take every shape
+    }
     const int bi = bt_index(a->B), BT = 1 << bi;
     const int64_t units = dense ? a->cols / 8 : a->cols / 32;
     int64_t ups = (units + split - 1) / split;
     ups = (ups + 31) / 32 * 32;
     const int64_t nsplit = (units + ups - 1) / ups;
-    if (nsplit > 1 && a->y_bf16)
-        return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
     KParams p;
     p.values = a->values;
     p.mask = a->mask;
@@ -408,7 +451,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
         return SD_ECUDA;
     kernel_fn k = dense ? k_gemv[bi][rw_index(rw)] : unstructured ? k_un[bi] : k_nm[bi][rw_index(rw)];
-    size_t smem = dense ? (size_t)BT * p.kt * 8 * 4 : (size_t)BT * p.kt * 33 * 4;
+    size_t smem = dense ? (size_t)BT * p.kt * 8 * 4 : (size_t)(33 * BT + (BT >= 8 ? 4 : 0)) * p.kt * 4;
     if (smem > 48 * 1024 && cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  (int)smem) != cudaSuccess)
         return SD_ECUDA;
@@ -428,12 +471,13 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
             split = split > 0 ? split : csplit;
         }
     }
-    if (rw <= 0)
-        rw = 2;
+    if (rw <= 0) // batches go to the tensor cores, single vectors to the gather kernel
+        rw = a->B >= 2 && sd__nm_tc_supported(a, dense) ? SD_NM_RW_TC : 2;
     if (split <= 0) {
         // Fill the GPU: at least ~2 blocks per SM, else split K (fp32 output only).
         int n_sm = a->ctx ? a->ctx->n_sm : 132;
-        int64_t blocks = (a->rows + kWarps * rw - 1) / (kWarps * rw);
+        int64_t rows_per_block = rw == SD_NM_RW_TC ? 16 : kWarps * rw;
+        int64_t blocks = (a->rows + rows_per_block - 1) / rows_per_block;
         int64_t units = dense ? a->cols / 8 : a->cols / 32;
         split = 1;
         while (!a->y_bf16 && blocks * split < 2 * n_sm && split < 8 && units / (split * 2) >= 64)

@@ -30,6 +30,12 @@ struct sd_kernels_ctx {
 
 /* The cached config for a's problem; 0 if found, SD_ENOTFOUND otherwise (ctx may be NULL). */
 int sd__nm_cache_lookup(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int dense, int *rw, int *split);
+/* The tensor-core batched kernels (nm_spmv_tc.cu), chosen by rows_per_warp == SD_NM_RW_TC: whether
+ * they take this problem (N:M, x 16-byte aligned rows; dense: cols % 64 == 0), and the launcher. */
+#define SD_NM_RW_TC 16
+int sd__nm_tc_supported(const sd_nm_spmv_args *a, int dense);
+int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_t s);
+
 /* Launches with an explicit config (rows_per_warp, split taken from a as given, both > 0). */
 int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, int split, cudaStream_t s);
 

@@ -209,6 +209,8 @@ static void test_gpu_bad_args(void)
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
     a = prob_args(&p, 0, 0, 3, 1); /* rows per warp 3 */
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
+    a = prob_args(&p, 1, 0, 16, 2); /* split-K with bf16 output, tensor-core kernel */
+    CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
     a = prob_args(&p, 0, 0, 0, 0);
     a.B = 17;
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);

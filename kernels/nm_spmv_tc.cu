@@ -1,0 +1,279 @@
+// nm_spmv_tc: the batched (B = 2..16) paths on tensor cores. A block owns 16 rows; its 8 warps
+// split K. Sparse: each warp expands a 16-row x 128-column chunk of bitmask weights into a
+// zeroed shared-memory tile (the same fixed 16-step bit scan as the B=1 kernel, but scattering
+// values instead of gathering x), then multiplies it by x with mma.m16n8k16 (bf16 in, fp32
+// accumulate); the cost per kept weight no longer grows with B. Dense: the weights go straight
+// from global memory into the A fragments. The 8 warps' partial tiles are summed in shared memory.
+//
+// K permutation: within a 64-column piece, lane (g = lane/4, t = lane%4) holds columns
+// [16t, 16t+16) of rows g and g+8, and mma j (0..3) takes columns 16t + 4j + {0,1} as its k-slots
+// {2t, 2t+1} and 16t + 4j + {2,3} as {2t+8, 2t+9}. A and B use the same mapping, so the sum is
+// unchanged while every lane reads 32 contiguous bytes (two 16-byte loads) of A and of x.
+#include "kernels/nm_spmv_impl.h"
+
+#include <stdint.h>
+
+namespace
+{
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kAStride = 128 + 8; // bf16 per row of a warp's A tile (16-byte pad: no conflicts)
+
+struct TcParams {
+    const uint16_t *values; // bf16 [rows, cols/2] (dense: [rows, cols])
+    const uint32_t *mask;   // u32 [rows, cols/32]
+    const uint16_t *x;      // bf16 [B, ldx]
+    void *y;                // [B, ldy]
+    int64_t rows, cols, ldx, ldy;
+    int64_t words_per_split; // multiple of 4
+    int B, y_bf16, accumulate, atomic;
+};
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t ld_stream_u32(const uint32_t *p)
+{
+    uint32_t v;
+    asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ int top_bit(uint32_t bits)
+{
+    int p;
+    asm("bfind.u32 %0, %1;" : "=r"(p) : "r"(bits));
+    return p;
+}
+__device__ __forceinline__ uint32_t bits_below(int p)
+{
+    uint32_t m;
+    asm("bmsk.clamp.b32 %0, %1, %2;" : "=r"(m) : "r"(0), "r"(p));
+    return m;
+}
+
+__device__ __forceinline__ uint16_t f32_to_bf16(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+// x of vector g (zero for g >= B), columns [c, c+16) of the permuted piece, as 8 bf16x2.
+__device__ __forceinline__ void load_x16(const TcParams &p, int g, int64_t c, uint32_t (&xr)[8])
+{
+    uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+    if (g < p.B && c < p.cols) {
+        const uint4 *xp = reinterpret_cast<const uint4 *>(p.x + (int64_t)g * p.ldx + c);
+        lo = __ldg(xp);
+        hi = __ldg(xp + 1);
+    }
+    xr[0] = lo.x, xr[1] = lo.y, xr[2] = lo.z, xr[3] = lo.w, xr[4] = hi.x, xr[5] = hi.y, xr[6] = hi.z,
+    xr[7] = hi.w;
+}
+
+// Four mma over one 64-column piece: ag/ag8 = rows g, g+8 (8 bf16x2 each), xr per n-tile.
+template <int NT>
+__device__ __forceinline__ void mma_piece(float (&c)[NT][4], const uint32_t (&ag)[8],
+                                          const uint32_t (&ag8)[8], const uint32_t (&xr)[NT][8])
+{
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+            mma_bf16(c[n], ag[2 * j], ag8[2 * j], ag[2 * j + 1], ag8[2 * j + 1], xr[n][2 * j],
+                     xr[n][2 * j + 1]);
+}
+
+// Sums the 8 warps' 16 x (8*NT) tiles and writes y for the block's rows.
+template <int NT>
+__device__ void reduce_store(const TcParams &p, float *red, const float (&c)[NT][4], int64_t row0)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    __syncthreads(); // red aliases the warps' A tiles
+    float *rw = red + warp * 16 * 8 * NT;
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+        const int b = n * 8 + 2 * t;
+        rw[g * 8 * NT + b] = c[n][0];
+        rw[g * 8 * NT + b + 1] = c[n][1];
+        rw[(g + 8) * 8 * NT + b] = c[n][2];
+        rw[(g + 8) * 8 * NT + b + 1] = c[n][3];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 16 * 8 * NT; i += kThreads) {
+        const int r = i / (8 * NT), b = i % (8 * NT);
+        const int64_t row = row0 + r;
+        if (b >= p.B || row >= p.rows)
+            continue;
+        float v = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarps; w++)
+            v += red[w * 16 * 8 * NT + i];
+        const int64_t o = (int64_t)b * p.ldy + row;
+        if (p.atomic) {
+            atomicAdd(static_cast<float *>(p.y) + o, v);
+        } else if (p.y_bf16) {
+            uint16_t *y = static_cast<uint16_t *>(p.y);
+            y[o] = f32_to_bf16(p.accumulate ? v + __uint_as_float((uint32_t)y[o] << 16) : v);
+        } else {
+            float *y = static_cast<float *>(p.y);
+            y[o] = p.accumulate ? y[o] + v : v;
+        }
+    }
+}
+
+// Scatters one N:M word (16 bits, values v0|v1 in column order) into a zeroed A-tile row.
+__device__ __forceinline__ void scatter_word(uint16_t *arow, uint32_t bits, const uint4 &v0, const uint4 &v1)
+{
+    const uint32_t u[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+#pragma unroll
+    for (int k = 0; k < 16; k++) {
+        const int p = top_bit(bits);
+        bits &= bits_below(p);
+        const int i = 15 - k;
+        if (p >= 0) // a corrupt (short) word writes nothing more
+            arow[p] = (uint16_t)((i & 1) ? u[i >> 1] >> 16 : u[i >> 1] & 0xffffu);
+    }
+}
+
+template <int NT> __global__ void __launch_bounds__(kThreads) tc_spmv_kernel(TcParams p)
+{
+    extern __shared__ uint4 smem_tc[];
+    uint16_t *atile = reinterpret_cast<uint16_t *>(smem_tc) + (threadIdx.x >> 5) * 16 * kAStride;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int r = lane >> 1, h = lane & 1; // scatter role: row r, words 2h, 2h+1 of the chunk
+    const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16;
+    const int64_t w_begin = blockIdx.y * p.words_per_split;
+    const int64_t w_end = min(words, w_begin + p.words_per_split);
+    const int64_t srow = min(row0 + r, p.rows - 1);
+    const uint32_t *mrow = p.mask + srow * words;
+    const uint4 *vrow = reinterpret_cast<const uint4 *>(p.values + srow * (p.cols >> 1));
+    float c[NT][4] = {};
+    for (int64_t cw = w_begin + 4 * warp; cw < w_end; cw += 4 * kWarps) { // 128-column chunks
+        const int64_t w0 = cw + 2 * h;
+        uint32_t mk[2] = {0u, 0u};
+        uint4 v[4];
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            const bool ok = w0 + q < w_end;
+            const int64_t w = ok ? w0 + q : w_begin;
+            mk[q] = ok ? ld_stream_u32(mrow + w) : 0u;
+            v[2 * q] = __ldg(vrow + 2 * w);
+            v[2 * q + 1] = __ldg(vrow + 2 * w + 1);
+        }
+        uint32_t xr[2][NT][8];
+#pragma unroll
+        for (int s = 0; s < 2; s++)
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+                load_x16(p, 8 * n + g, cw * 32 + 64 * s + 16 * t, xr[s][n]);
+        uint4 *zrow = reinterpret_cast<uint4 *>(atile + r * kAStride + 64 * h);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            zrow[i] = make_uint4(0, 0, 0, 0);
+        scatter_word(atile + r * kAStride + 64 * h, mk[0], v[0], v[1]);
+        scatter_word(atile + r * kAStride + 64 * h + 32, mk[1], v[2], v[3]);
+        __syncwarp();
+#pragma unroll
+        for (int s = 0; s < 2; s++) {
+            const uint4 *ap = reinterpret_cast<const uint4 *>(atile + g * kAStride + 64 * s + 16 * t);
+            const uint4 *ap8 = reinterpret_cast<const uint4 *>(atile + (g + 8) * kAStride + 64 * s + 16 * t);
+            uint4 a0 = ap[0], a1 = ap[1], b0 = ap8[0], b1 = ap8[1];
+            const uint32_t ag[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            const uint32_t ag8[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+            mma_piece<NT>(c, ag, ag8, xr[s]);
+        }
+        __syncwarp(); // the tile is rewritten by the next chunk
+    }
+    reduce_store<NT>(p, reinterpret_cast<float *>(smem_tc), c, row0);
+}
+
+// Dense: lane (g, t) loads rows g and g+8, columns [16t, 16t+16) of each 64-column piece.
+template <int NT> __global__ void __launch_bounds__(kThreads) tc_gemv_kernel(TcParams p)
+{
+    extern __shared__ uint4 smem_tc[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16;
+    const int64_t w_begin = blockIdx.y * p.words_per_split;
+    const int64_t w_end = min(words, w_begin + p.words_per_split);
+    const uint4 *wg = reinterpret_cast<const uint4 *>(p.values + min(row0 + g, p.rows - 1) * p.cols);
+    const uint4 *wg8 = reinterpret_cast<const uint4 *>(p.values + min(row0 + g + 8, p.rows - 1) * p.cols);
+    float c[NT][4] = {};
+    // two 64-column pieces (4 words) per warp step: 8 x 16-byte weight loads in flight per lane
+    for (int64_t cw = w_begin + 4 * warp; cw < w_end; cw += 4 * kWarps) {
+        uint4 a[2][4];
+#pragma unroll
+        for (int s = 0; s < 2; s++) {
+            const bool ok = cw + 2 * s < w_end; // words_per_split and cols are multiples of 64 columns
+            const int64_t q = (ok ? cw * 32 + 64 * s : w_begin * 32) / 8 + 2 * t;
+            a[s][0] = __ldg(wg + q), a[s][1] = __ldg(wg + q + 1);
+            a[s][2] = __ldg(wg8 + q), a[s][3] = __ldg(wg8 + q + 1);
+            if (!ok)
+                a[s][0] = a[s][1] = a[s][2] = a[s][3] = make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int s = 0; s < 2; s++) {
+            uint32_t xr[NT][8];
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+                load_x16(p, 8 * n + g, cw * 32 + 64 * s + 16 * t, xr[n]);
+            const uint32_t ag[8] = {a[s][0].x, a[s][0].y, a[s][0].z, a[s][0].w,
+                                    a[s][1].x, a[s][1].y, a[s][1].z, a[s][1].w};
+            const uint32_t ag8[8] = {a[s][2].x, a[s][2].y, a[s][2].z, a[s][2].w,
+                                     a[s][3].x, a[s][3].y, a[s][3].z, a[s][3].w};
+            mma_piece<NT>(c, ag, ag8, xr);
+        }
+    }
+    reduce_store<NT>(p, reinterpret_cast<float *>(smem_tc), c, row0);
+}
+
+} // namespace
+
+extern "C" int sd__nm_tc_supported(const sd_nm_spmv_args *a, int dense)
+{
+    if (dense)
+        return a->cols % 64 == 0 && a->ldx % 8 == 0 && ((uintptr_t)a->x & 15) == 0;
+    return !(a->n == 0 && a->m == 0) && a->ldx % 8 == 0 && ((uintptr_t)a->x & 15) == 0;
+}
+
+extern "C" int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_t s)
+{
+    if (!sd__nm_tc_supported(a, dense))
+        return SD_EINVAL;
+    const int64_t words = a->cols / 32;
+    int64_t wps = (words + split - 1) / split;
+    wps = (wps + 3) / 4 * 4;
+    const int64_t nsplit = (words + wps - 1) / wps;
+    TcParams p;
+    p.values = a->values, p.mask = a->mask, p.x = a->x, p.y = a->y;
+    p.rows = a->rows, p.cols = a->cols, p.ldx = a->ldx, p.ldy = a->ldy;
+    p.words_per_split = wps;
+    p.B = a->B, p.y_bf16 = a->y_bf16, p.accumulate = a->accumulate, p.atomic = nsplit > 1;
+    if (p.atomic && !a->accumulate &&
+        cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
+        return SD_ECUDA;
+    const int NT = a->B > 8 ? 2 : 1;
+    size_t red = (size_t)kWarps * 16 * 8 * NT * 4;
+    size_t tiles = dense ? 0 : (size_t)kWarps * 16 * kAStride * 2;
+    size_t smem = red > tiles ? red : tiles;
+    dim3 grid((unsigned)((a->rows + 15) / 16), (unsigned)nsplit);
+    if (dense && NT == 1)
+        tc_gemv_kernel<1><<<grid, kThreads, smem, s>>>(p);
+    else if (dense)
+        tc_gemv_kernel<2><<<grid, kThreads, smem, s>>>(p);
+    else if (NT == 1)
+        tc_spmv_kernel<1><<<grid, kThreads, smem, s>>>(p);
+    else
+        tc_spmv_kernel<2><<<grid, kThreads, smem, s>>>(p);
+    return cudaGetLastError() == cudaSuccess ? 0 : SD_ECUDA;
+}
