@@ -310,10 +310,11 @@ int sd_bench_decode_main(int argc, char **argv)
         char date[32];
         strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
         fprintf(f,
-                "## decode: %s\n\n- date: %s\n- GPU: %s, read-only bandwidth measured %.0f GB/s\n- command:`",
+                "## decode: %s\n\n- date: %s\n- GPU: %s, read-only bandwidth measured %.0f GB/s\n- command: "
+                "`sparsed bench",
                 o.preset, date, gpu, gbps);
         for (int i = 0; i < argc; i++)
-            fprintf(f, "%s%s", i ? " " : " sparsed bench ", argv[i]);
+            fprintf(f, " %s", argv[i]);
         fprintf(f,
                 "`\n- protocol: synthetic weights, context %d (prefilled), %d warm-up + %d measured decode "
                 "steps, "

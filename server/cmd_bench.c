@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/bench_decode.h"
 #include "kernels/bench_kernels.h"
 #include "server/cmd.h"
 
@@ -14,6 +15,8 @@ typedef struct bench_mode {
 static const bench_mode k_modes[] = {
     {"kernels", "N:M SpMV vs dense GEMV vs cuBLAS on model shapes [--quick] [--out FILE] [--reps N]",
      sd_bench_kernels},
+    {"decode", "end-to-end decode on synthetic weights: --preset CONFIG.json [--pattern ..] [--batch ..]",
+     sd_bench_decode_main},
 };
 
 static void bench_usage(void)

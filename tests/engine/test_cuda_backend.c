@@ -477,7 +477,9 @@ static void test_graph_vs_eager(void)
         CHECK_MSG(!memcmp(e, g, (size_t)NB * V * 4), "prefill differs"); /* both eager */
         for (int st = 1; st <= DSTEPS; st++) {
             double x = rel_l2(g + (size_t)st * NB * V, e + (size_t)st * NB * V, (size_t)NB * V);
-            CHECK_MSG(x <= 1e-3, "decode step %d: graph vs eager rel L2 %.3g", st, x);
+            /* the padded bucket runs T = 4 where eager runs T = 3: other kernel configs, so
+             * bf16-level differences (the exact-bucket test below is the strict one) */
+            CHECK_MSG(x <= 5e-3, "decode step %d: graph vs eager rel L2 %.3g", st, x);
         }
     }
     free(e);
