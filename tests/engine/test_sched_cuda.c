@@ -1,8 +1,10 @@
 /* test_sched_cuda: the scheduler driving the CUDA backend on the bundled tiny model — mixed
  * prefill chunks and decodes, preemption, prompt logprobs — against the CPU backend's solo
- * runs. bf16 on the GPU is not bit-equal to fp32 on the CPU, so greedy tokens must agree
- * up to the first near-tie of the reference's top two logprobs, and logprobs within a bf16
- * tolerance. Skips without CUDA or a GPU; runs in its own process, as GPU tests must. */
+ * runs. bf16 on the GPU is not bit-equal to fp32 on the CPU, nor across batch shapes (logprobs
+ * moved by up to ~0.04 between batched and solo runs on an H200), so greedy tokens must agree
+ * up to the first near-tie of the reference's top two logprobs (gap < 0.1 GPU vs GPU, 0.2 GPU
+ * vs CPU), and prompt logprobs within 0.1. Skips without CUDA or a GPU; runs in its own process, as GPU tests
+ * must. */
 #include "engine/sched.h"
 
 #ifdef SD_HAVE_CUDA
@@ -43,16 +45,21 @@ static sd_backend *cuda_new(int32_t kv_blocks)
 }
 
 /* Tokens agree until the reference's top two logprobs come within eps (a near-tie, where
- * either pick is right); returns the first disagreeing position, or -1. */
-static int disagree(const res *a, const res *ref, float eps)
+ * either pick is right); returns the first disagreeing position, or -1. *ret_upto gets the
+ * positions compared (where the two runs still follow the same path). */
+static int disagree(const res *a, const res *ref, float eps, int *ret_upto)
 {
-    for (int k = 0; k < a->n && k < ref->n; k++) {
+    int k = 0;
+    for (; k < a->n && k < ref->n; k++) {
         if (ref->top_lp[k][0] - ref->top_lp[k][1] < eps)
-            return -1;
-        if (a->tok[k] != ref->tok[k])
+            break;
+        if (a->tok[k] != ref->tok[k]) {
+            *ret_upto = k;
             return k;
+        }
     }
-    return a->n == ref->n ? -1 : a->n;
+    *ret_upto = k;
+    return k == a->n && a->n != ref->n ? k : -1;
 }
 
 static void check_run(const res *rs, const res *ref, float eps, float lp_tol, const char *what)
@@ -62,9 +69,19 @@ static void check_run(const res *rs, const res *ref, float eps, float lp_tol, co
         CHECK_MSG(r->n_final == 1 && r->n_error == 0 && r->events_after_final == 0,
                   "%s req %d: final %d err %d", what, i, r->n_final, r->n_error);
         CHECK(r->finish == SD_FINISH_LENGTH && r->n == GEN && r->n_prompt_ev == 1 && r->prompt_after == 0);
-        int k = disagree(r, &ref[i], eps);
-        CHECK_MSG(k < 0, "%s req %d: token %d differs (%d vs %d) away from a near-tie", what, i, k,
-                  k >= 0 ? r->tok[k] : -1, k >= 0 ? ref[i].tok[k] : -1);
+        int upto = 0, k = disagree(r, &ref[i], eps, &upto);
+        float lp_diff = 0; /* chosen-token logprobs while both runs follow the same path */
+        for (int j = 0; j < upto; j++)
+            lp_diff = fmaxf(lp_diff, fabsf(r->lp[j] - ref[i].lp[j]));
+        CHECK_MSG(k < 0,
+                  "%s req %d: token %d differs (%d vs %d) away from a near-tie: top2 %.4f %.4f vs %.4f %.4f; "
+                  "logprobs before differ by up to %.4f",
+                  what, i, k, k >= 0 ? r->tok[k] : -1, k >= 0 ? ref[i].tok[k] : -1,
+                  k >= 0 ? r->top_lp[k][0] : 0, k >= 0 ? r->top_lp[k][1] : 0,
+                  k >= 0 ? ref[i].top_lp[k][0] : 0, k >= 0 ? ref[i].top_lp[k][1] : 0, lp_diff);
+        if (k < 0)
+            fprintf(stderr, "  %s req %d: %d tokens compared, logprobs differ by up to %.4f\n", what, i, upto,
+                    lp_diff);
         float worst = 0;
         for (int32_t j = 0; j + 1 < NIDS[i] && r->plp && ref[i].plp; j++) {
             float e = fabsf(r->plp[j] - ref[i].plp[j]);
@@ -101,12 +118,16 @@ static void test_sched_on_cuda(void)
 
     static res rs[N_REQ];
     sd_engine_stats st;
-    memset(rs, 0, sizeof rs);
-    CHECK(run_all(gpu, &roomy, P, rs, N_REQ, &st) == 0);
-    check_run(rs, GPU_SOLO, 0.05f, 0.05f, "gpu batched vs gpu solo");
-    CHECK(st.kv_blocks_used == 0 && st.preemptions == 0);
-    for (int i = 0; i < N_REQ; i++)
-        res_reset(&rs[i]);
+    for (int graphs = 1; graphs >= 0; graphs--) {
+        sd_backend_cuda_set_graphs(gpu, graphs);
+        memset(rs, 0, sizeof rs);
+        CHECK(run_all(gpu, &roomy, P, rs, N_REQ, &st) == 0);
+        check_run(rs, GPU_SOLO, 0.1f, 0.1f, graphs ? "gpu batched vs gpu solo" : "gpu batched (no graphs)");
+        CHECK(st.kv_blocks_used == 0 && st.preemptions == 0);
+        for (int i = 0; i < N_REQ; i++)
+            res_reset(&rs[i]);
+    }
+    sd_backend_cuda_set_graphs(gpu, 1);
     sd_backend_free(gpu);
 
     /* 8 blocks of 16 for 8 sequences of ~3 blocks each, 7 tokens a step: chunked prefill
@@ -117,7 +138,7 @@ static void test_sched_on_cuda(void)
     opts(&tight, 4, 7);
     memset(rs, 0, sizeof rs);
     CHECK(run_all(gpu, &tight, P, rs, N_REQ, &st) == 0);
-    check_run(rs, GPU_SOLO, 0.05f, 0.05f, "gpu tight vs gpu solo");
+    check_run(rs, GPU_SOLO, 0.1f, 0.1f, "gpu tight vs gpu solo");
     CHECK(st.kv_blocks_used == 0);
     CHECK_MSG(st.preemptions > 0, "no preemption on the tight pool");
     fprintf(stderr, "  tight pool: %llu steps, %llu preemptions\n", (unsigned long long)st.steps,
