@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cpu_capture.h"
 #include "engine/cpu_ops.h"
 #include "engine/cpu_pool.h"
 #include "engine/dtype.h"
@@ -62,6 +63,10 @@ typedef struct cpu_backend {
     float *scores;    /* [n_threads, max_ctx] attention weights */
     int32_t *tok_pos; /* [T] position of each row */
     int32_t *tok_seq; /* [T] sequence of each row */
+    /* calibration capture (engine/cpu_capture.h); fn NULL => off */
+    sd_capture_fn cap_fn;
+    void *cap_ud;
+    int32_t cap_stop; /* last layer to run when >= 0 */
 } cpu_backend;
 
 /* ---- weight conversion ---------------------------------------------------------------- */
@@ -310,27 +315,45 @@ static void add_rows(float *x, const float *y, int64_t n)
         x[i] += y[i];
 }
 
-static void run_layer(cpu_backend *b, fwd *f)
+/* Hands the rows of one linear input to the capture hook, if any. */
+static int capture(const cpu_backend *b, const fwd *f, sd_capture_site site, const float *x, int64_t cols)
+{
+    if (!b->cap_fn)
+        return 0;
+    return b->cap_fn(b->cap_ud, f->layer, site, x, cols, f->T, b->tok_pos, b->tok_seq);
+}
+
+static int run_layer(cpu_backend *b, fwd *f)
 {
     const cpu_layer *L = &b->layers[f->layer];
     const sd_model_config *c = &b->cfg;
-    int T = f->T, nt = b->n_threads;
+    int T = f->T, nt = b->n_threads, rc;
     int64_t grain = T / nt > 1 ? T / nt : 1;
+    int64_t qd = (int64_t)c->n_heads * c->head_dim;
     sd_cpu_pool_run(b->pool, T, grain, task_attn_norm, f);
+    if ((rc = capture(b, f, SD_CAP_QKV, b->xn, c->hidden)) < 0)
+        return rc;
     matmul(b, &L->q, b->xn, T, b->q);
     matmul(b, &L->k, b->xn, T, b->k);
     matmul(b, &L->v, b->xn, T, b->v);
     sd_cpu_pool_run(b->pool, T, grain, task_rope_store, f);
     int64_t items = (int64_t)T * c->n_heads;
     sd_cpu_pool_run(b->pool, items, items / (4 * nt) > 1 ? items / (4 * nt) : 1, task_attention, f);
+    if ((rc = capture(b, f, SD_CAP_O, b->att, qd)) < 0)
+        return rc;
     matmul(b, &L->o, b->att, T, b->xn);
     add_rows(b->x, b->xn, (int64_t)T * c->hidden);
     sd_cpu_pool_run(b->pool, T, grain, task_mlp_norm, f);
+    if ((rc = capture(b, f, SD_CAP_GATEUP, b->xn, c->hidden)) < 0)
+        return rc;
     matmul(b, &L->gate, b->xn, T, b->gate);
     matmul(b, &L->up, b->xn, T, b->up);
     sd_cpu_swiglu(b->gate, b->up, (int64_t)T * c->intermediate);
+    if ((rc = capture(b, f, SD_CAP_DOWN, b->gate, c->intermediate)) < 0)
+        return rc;
     matmul(b, &L->down, b->gate, T, b->xn);
     add_rows(b->x, b->xn, (int64_t)T * c->hidden);
+    return 0;
 }
 
 static int check_batch(const cpu_backend *b, const sd_batch_seq *seqs, int n_seqs, int *ret_T, sd_diag *d)
@@ -400,8 +423,12 @@ static int cpu_forward(sd_backend *base, const sd_batch_seq *seqs, int n_seqs, f
             embed_row(b, seqs[s].tokens[i], b->x + (int64_t)t * c->hidden);
         }
     fwd f = {b, seqs, 0, T};
-    for (f.layer = 0; f.layer < c->n_layers; f.layer++)
-        run_layer(b, &f);
+    for (f.layer = 0; f.layer < c->n_layers; f.layer++) {
+        if ((rc = run_layer(b, &f)) != 0)
+            return rc; /* the capture hook's own code (e.g. SD_ECANCEL); its owner reports it */
+        if (b->cap_fn && f.layer == b->cap_stop)
+            return 0; /* a capture replay that needs no later layer (cpu_capture.h) */
+    }
 
     /* rows that want logits, final-normed into xn, then one lm_head matmul */
     int n_out = 0;
@@ -443,6 +470,30 @@ static void cpu_free(sd_backend *base)
 }
 
 static const sd_backend_vtbl cpu_vtbl = {"cpu", cpu_forward, cpu_free};
+
+/* ---- calibration hooks (engine/cpu_capture.h) ------------------------------------------ */
+
+void sd_backend_cpu_set_capture(sd_backend *base, sd_capture_fn fn, void *ud, int32_t stop_after_layer)
+{
+    cpu_backend *b = (cpu_backend *)base;
+    b->cap_fn = fn;
+    b->cap_ud = ud;
+    b->cap_stop = stop_after_layer;
+}
+
+int sd_backend_cpu_set_linear(sd_backend *base, int32_t layer, int which, const float *w, sd_diag *d)
+{
+    cpu_backend *b = (cpu_backend *)base;
+    if (base->vt != &cpu_vtbl || layer < 0 || layer >= b->cfg.n_layers || which < 0 || which >= SD_LIN_N)
+        return sd_diag_set(d, SD_EINVAL, "cpu backend: no linear %d of layer %d", which, layer);
+    cpu_layer *L = &b->layers[layer];
+    cpu_linear *ls[SD_LIN_N] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+    cpu_linear *l = ls[which];
+    memcpy(l->w, w, (size_t)(l->rows * l->cols) * sizeof *l->w);
+    l->values = NULL; /* the fp32 copy is now the truth: no SpMV on the old bitmask */
+    l->mask = NULL;
+    return 0;
+}
 
 static int32_t default_kv_blocks(const sd_model_config *c, int32_t bs)
 {

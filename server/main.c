@@ -14,6 +14,8 @@ static const struct {
     {"bench", sd_cmd_bench, "benchmarks: 'bench kernels', 'bench decode'"},
     {"tokenize", sd_cmd_tokenize, "encode/decode text with a model's tokenizer"},
     {"render-template", sd_cmd_render_template, "render a chat template for a list of messages"},
+    {"prune", sd_cmd_prune, "calibrate and prune a dense checkpoint to a bitmask checkpoint"},
+    {"eval", sd_cmd_eval, "perplexity and KL/agreement of a model against a dense reference"},
 };
 #define N_CMDS (sizeof cmds / sizeof cmds[0])
 

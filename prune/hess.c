@@ -1,0 +1,112 @@
+/* hess: fp32 staging of captured rows, chunked X^T X through sd_cpu_matmul, fp64 sums. */
+#include "prune/hess.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu_ops.h"
+
+/* Rows per fold: large enough that the matmul amortises its weight streaming, small enough
+ * that fp32 partial sums over a chunk stay accurate (the chunk sums are added in fp64). */
+#define HESS_CHUNK 256
+
+struct sd_hess {
+    int64_t cols;
+    int diag_only;
+    int64_t n;      /* rows added */
+    int64_t staged; /* rows waiting in xt */
+    float *xt;      /* [cols, HESS_CHUNK] staged rows, transposed */
+    float *tmp;     /* [cols, cols] one chunk's X^T X (full mode) */
+    double *acc;    /* [cols, cols] (full) or [cols] (diag_only) */
+};
+
+int sd_hess_init(sd_hess **ret, int64_t cols, int diag_only, sd_diag *d)
+{
+    sd_hess *h = calloc(1, sizeof *h);
+    if (!h)
+        return sd_diag_set(d, SD_ENOMEM, "hessian: out of memory");
+    h->cols = cols;
+    h->diag_only = diag_only;
+    size_t na = diag_only ? (size_t)cols : (size_t)(cols * cols);
+    h->acc = calloc(na, sizeof *h->acc);
+    if (!diag_only) {
+        h->xt = malloc((size_t)cols * HESS_CHUNK * sizeof *h->xt);
+        h->tmp = malloc((size_t)(cols * cols) * sizeof *h->tmp);
+    }
+    if (!h->acc || (!diag_only && (!h->xt || !h->tmp))) {
+        sd_hess_free(h);
+        return sd_diag_set(d, SD_ENOMEM, "hessian: out of memory for %lld columns", (long long)cols);
+    }
+    *ret = h;
+    return 0;
+}
+
+void sd_hess_free(sd_hess *h)
+{
+    if (!h)
+        return;
+    free(h->xt);
+    free(h->tmp);
+    free(h->acc);
+    free(h);
+}
+
+int64_t sd_hess_rows(const sd_hess *h)
+{
+    return h->n;
+}
+
+int64_t sd_hess_cols(const sd_hess *h)
+{
+    return h->cols;
+}
+
+/* acc += Xt Xt^T over the staged rows: row i of Xt is column i of the staged X, so the matmul
+ * "tokens" are the columns and its "weights" are the same rows. */
+static void fold(sd_hess *h, sd_cpu_pool *pool)
+{
+    if (h->staged == 0)
+        return;
+    int64_t c = h->cols, k = h->staged;
+    if (k < HESS_CHUNK) /* the unused tail of each row must not add stale values */
+        for (int64_t i = 0; i < c; i++)
+            memset(h->xt + i * HESS_CHUNK + k, 0, (size_t)(HESS_CHUNK - k) * sizeof(float));
+    sd_cpu_matmul(pool, h->xt, HESS_CHUNK, (int)c, h->xt, c, HESS_CHUNK, NULL, h->tmp, c);
+    for (int64_t i = 0; i < c * c; i++)
+        h->acc[i] += h->tmp[i];
+    h->staged = 0;
+}
+
+int sd_hess_add(sd_hess *h, sd_cpu_pool *pool, const float *x, int64_t ld, int64_t n, sd_diag *d)
+{
+    int64_t c = h->cols;
+    for (int64_t t = 0; t < n; t++) {
+        const float *row = x + t * ld;
+        if (h->diag_only) {
+            for (int64_t j = 0; j < c; j++)
+                h->acc[j] += (double)row[j] * row[j];
+            continue;
+        }
+        for (int64_t j = 0; j < c; j++)
+            h->xt[j * HESS_CHUNK + h->staged] = row[j];
+        if (++h->staged == HESS_CHUNK)
+            fold(h, pool);
+    }
+    h->n += n;
+    return 0;
+}
+
+int sd_hess_finish(sd_hess *h, sd_cpu_pool *pool, double **ret, sd_diag *d)
+{
+    if (!h->diag_only)
+        fold(h, pool);
+    size_t na = h->diag_only ? (size_t)h->cols : (size_t)(h->cols * h->cols);
+    double *out = malloc(na * sizeof *out);
+    if (!out)
+        return sd_diag_set(d, SD_ENOMEM, "hessian: out of memory");
+    double scale = h->n > 0 ? 2.0 / (double)h->n : 0;
+    for (size_t i = 0; i < na; i++)
+        out[i] = h->acc[i] * scale;
+    *ret = out;
+    return 0;
+}

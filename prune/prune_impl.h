@@ -1,0 +1,56 @@
+/* prune_impl: internals shared by prune.c (the job) and prune_layer.c (capture and solving of
+ * one decoder layer). */
+#ifndef SD_PRUNE_IMPL_H
+#define SD_PRUNE_IMPL_H
+
+#include <time.h>
+
+#include "engine/backend.h"
+#include "engine/cpu_capture.h"
+#include "engine/cpu_pool.h"
+#include "engine/model.h"
+#include "prune/calib.h"
+#include "prune/hess.h"
+#include "prune/prune.h"
+
+/* A pruned linear waiting for the checkpoint writer. */
+typedef struct sd__pruned {
+    uint16_t *values; /* bf16 [rows, cols/2], owned until handed to the writer */
+    uint32_t *mask;   /* [rows, cols/32] */
+} sd__pruned;
+
+typedef struct sd__job {
+    const sd_prune_spec *spec;
+    sd_prune_progress_fn progress;
+    void *ud;
+    const volatile int *cancel;
+    sd_diag *d;
+    sd_model *model;
+    const sd_model_config *cfg;
+    sd_backend *backend;
+    sd_cpu_pool *pool;
+    int nm_n, nm_m;
+    char pattern[32];
+    sd_calib_set calib;
+    sd_hess *(*hess)[SD_CAP_N];  /* [n_layers][site], NULL where not collected */
+    sd__pruned (*out)[SD_LIN_N]; /* [n_layers][linear] */
+    const int32_t *batch_ids;    /* capture: set indices of the current forward's sequences */
+    struct timespec t0;
+    double frac_lo, frac_hi; /* the current phase's share of the progress bar */
+    double total_loss;
+    int32_t linears;
+} sd__job;
+
+/* Progress report at fraction frac_lo + f * (frac_hi - frac_lo) of the job. */
+void sd__prune_report(sd__job *j, sd_prune_phase ph, int32_t layer, int64_t tokens, int64_t target, double f,
+                      const char *detail);
+
+/* Replays the calibration set with the capture hook feeding hess[layer][site] for layers in
+ * [lo, hi] (one-shot: all layers; sequential: one), stopping the forward after layer hi. */
+int sd__prune_capture(sd__job *j, int32_t lo, int32_t hi);
+
+/* Prunes the selected linears of `layer` with its Hessians (freed afterwards), storing values
+ * and masks in j->out; sequential mode also loads the pruned weights into the backend. */
+int sd__prune_layer(sd__job *j, int32_t layer);
+
+#endif
