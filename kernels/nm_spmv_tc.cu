@@ -141,59 +141,80 @@ __device__ __forceinline__ void scatter_word(uint16_t *arow, uint32_t bits, cons
         const int p = top_bit(bits);
         bits &= bits_below(p);
         const int i = 15 - k;
-        if (p >= 0) // a corrupt (short) word writes nothing more
-            arow[p] = (uint16_t)((i & 1) ? u[i >> 1] >> 16 : u[i >> 1] & 0xffffu);
+        arow[p & 31] =
+            (uint16_t)((i & 1) ? u[i >> 1] >> 16 : u[i >> 1]); // & 31: a corrupt word stays in its row
     }
 }
 
+// One lane's share of a 128-column chunk: words 2h, 2h+1 of its row (masks and 16 values each).
+struct ChunkRegs {
+    uint32_t mk[2];
+    uint4 v[4];
+};
+
+__device__ __forceinline__ void load_chunk(ChunkRegs &c, const uint32_t *mrow, const uint4 *vrow, int64_t w0,
+                                           int64_t w_begin, int64_t w_end)
+{
+#pragma unroll
+    for (int q = 0; q < 2; q++) {
+        const bool ok = w0 + q < w_end;
+        const int64_t w = ok ? w0 + q : w_begin;
+        c.mk[q] = ok ? ld_stream_u32(mrow + w) : 0u; // an empty word scatters nothing
+        c.v[2 * q] = __ldg(vrow + 2 * w);
+        c.v[2 * q + 1] = __ldg(vrow + 2 * w + 1);
+    }
+}
+
+// Per chunk: scatter (lane = row r, words 2h, 2h+1) into the zeroed tile; then each lane reads its
+// A fragments (rows g, g+8) and clears what it read, so the tile is zero again for the next chunk.
+// The next chunk's weights are loaded before this chunk's scatter, to keep bytes in flight.
 template <int NT> __global__ void __launch_bounds__(kThreads) tc_spmv_kernel(TcParams p)
 {
     extern __shared__ uint4 smem_tc[];
     uint16_t *atile = reinterpret_cast<uint16_t *>(smem_tc) + (threadIdx.x >> 5) * 16 * kAStride;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int r = lane >> 1, h = lane & 1; // scatter role: row r, words 2h, 2h+1 of the chunk
+    const int r = lane >> 1, h = lane & 1;
     const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16;
     const int64_t w_begin = blockIdx.y * p.words_per_split;
     const int64_t w_end = min(words, w_begin + p.words_per_split);
     const int64_t srow = min(row0 + r, p.rows - 1);
     const uint32_t *mrow = p.mask + srow * words;
     const uint4 *vrow = reinterpret_cast<const uint4 *>(p.values + srow * (p.cols >> 1));
+    for (int i = lane; i < 16 * kAStride / 8; i += 32)
+        reinterpret_cast<uint4 *>(atile)[i] = make_uint4(0, 0, 0, 0);
+    __syncwarp();
     float c[NT][4] = {};
-    for (int64_t cw = w_begin + 4 * warp; cw < w_end; cw += 4 * kWarps) { // 128-column chunks
-        const int64_t w0 = cw + 2 * h;
-        uint32_t mk[2] = {0u, 0u};
-        uint4 v[4];
-#pragma unroll
-        for (int q = 0; q < 2; q++) {
-            const bool ok = w0 + q < w_end;
-            const int64_t w = ok ? w0 + q : w_begin;
-            mk[q] = ok ? ld_stream_u32(mrow + w) : 0u;
-            v[2 * q] = __ldg(vrow + 2 * w);
-            v[2 * q + 1] = __ldg(vrow + 2 * w + 1);
-        }
+    const int64_t step = 4 * kWarps;
+    int64_t cw = w_begin + 4 * warp;
+    ChunkRegs cur;
+    if (cw < w_end)
+        load_chunk(cur, mrow, vrow, cw + 2 * h, w_begin, w_end);
+    for (; cw < w_end; cw += step) {
+        ChunkRegs nxt;
+        nxt.mk[0] = nxt.mk[1] = 0u;
+        if (cw + step < w_end)
+            load_chunk(nxt, mrow, vrow, cw + step + 2 * h, w_begin, w_end);
         uint32_t xr[2][NT][8];
 #pragma unroll
         for (int s = 0; s < 2; s++)
 #pragma unroll
             for (int n = 0; n < NT; n++)
                 load_x16(p, 8 * n + g, cw * 32 + 64 * s + 16 * t, xr[s][n]);
-        uint4 *zrow = reinterpret_cast<uint4 *>(atile + r * kAStride + 64 * h);
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            zrow[i] = make_uint4(0, 0, 0, 0);
-        scatter_word(atile + r * kAStride + 64 * h, mk[0], v[0], v[1]);
-        scatter_word(atile + r * kAStride + 64 * h + 32, mk[1], v[2], v[3]);
+        scatter_word(atile + r * kAStride + 64 * h, cur.mk[0], cur.v[0], cur.v[1]);
+        scatter_word(atile + r * kAStride + 64 * h + 32, cur.mk[1], cur.v[2], cur.v[3]);
         __syncwarp();
 #pragma unroll
         for (int s = 0; s < 2; s++) {
-            const uint4 *ap = reinterpret_cast<const uint4 *>(atile + g * kAStride + 64 * s + 16 * t);
-            const uint4 *ap8 = reinterpret_cast<const uint4 *>(atile + (g + 8) * kAStride + 64 * s + 16 * t);
+            uint4 *ap = reinterpret_cast<uint4 *>(atile + g * kAStride + 64 * s + 16 * t);
+            uint4 *ap8 = reinterpret_cast<uint4 *>(atile + (g + 8) * kAStride + 64 * s + 16 * t);
             uint4 a0 = ap[0], a1 = ap[1], b0 = ap8[0], b1 = ap8[1];
+            ap[0] = ap[1] = ap8[0] = ap8[1] = make_uint4(0, 0, 0, 0);
             const uint32_t ag[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
             const uint32_t ag8[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
             mma_piece<NT>(c, ag, ag8, xr[s]);
         }
-        __syncwarp(); // the tile is rewritten by the next chunk
+        __syncwarp(); // the tile is scattered into again by the next chunk
+        cur = nxt;
     }
     reduce_store<NT>(p, reinterpret_cast<float *>(smem_tc), c, row0);
 }
