@@ -293,6 +293,7 @@ int sd_http_start(sd_http **ret, const sd_http_opts *o, sd_metrics *metrics, sd_
     h->auth = auth;
     h->started = (int64_t)time(NULL);
     pthread_mutex_init(&h->mu, NULL);
+    pthread_mutex_init(&h->wake_mu, NULL);
     pthread_rwlock_init(&h->engine_lock, NULL);
     if (getrandom(&h->id_key, sizeof h->id_key, 0) != sizeof h->id_key)
         h->id_key = (uint64_t)h->started * 0x2545F4914F6CDD1Dull ^ (uint64_t)(uintptr_t)h;
@@ -307,6 +308,7 @@ int sd_http_start(sd_http **ret, const sd_http_opts *o, sd_metrics *metrics, sd_
                               o->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
                               (unsigned)o->threads, MHD_OPTION_END);
     if (!h->mhd) {
+        pthread_mutex_destroy(&h->wake_mu);
         pthread_rwlock_destroy(&h->engine_lock);
         pthread_mutex_destroy(&h->mu);
         free(h);
@@ -330,6 +332,8 @@ void sd_http_free(sd_http *h)
     if (!h)
         return;
     sd_http_stop(h);
+    sd_http_resume_pending(h); /* drops references still queued (no resume: MHD is gone) */
+    pthread_mutex_destroy(&h->wake_mu);
     pthread_rwlock_destroy(&h->engine_lock);
     pthread_mutex_destroy(&h->mu);
     free(h);
@@ -339,6 +343,12 @@ void sd_http_set_model(sd_http *h, const sd_http_model *m)
 {
     h->model = *m;
     atomic_store_explicit(&h->ready, 1, memory_order_release);
+}
+
+void sd_http_set_waker(sd_http *h, void (*wake)(void *), void *ud)
+{
+    h->wake = wake;
+    h->wake_ud = ud;
 }
 
 void sd_http_detach_engine(sd_http *h)

@@ -45,6 +45,12 @@ void sd_http_stop(sd_http *h);
 /* Stops (if not yet) and frees everything; NULL is a no-op. */
 void sd_http_free(sd_http *h);
 
+/* Engine events never call into MHD: they queue their connection and call `wake` (on the
+ * engine thread; e.g. uv_async_send, which coalesces), and the loop thread then calls
+ * sd_http_resume_pending to resume every queued connection. Set before sd_http_set_model;
+ * without it, events resume connections directly. */
+void sd_http_set_waker(sd_http *h, void (*wake)(void *), void *ud);
+void sd_http_resume_pending(sd_http *h);
 /* Publishes the model: readiness turns true. `m` is copied. */
 void sd_http_set_model(sd_http *h, const sd_http_model *m);
 /* Draining: readiness false, new /v1 requests get 503; in-flight ones continue. `on_idle`

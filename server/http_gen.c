@@ -43,6 +43,8 @@ struct sd_http__gen {
     struct MHD_Connection *conn;
     sd_http__gen *prev, *next; /* h->gens, under h->mu */
     int suspended, closed, peer_gone;
+    int wake_queued;         /* on h->wake_head, holding a reference */
+    sd_http__gen *wake_next; /* under h->wake_mu */
     sd_api_req req;
     sd_api_meta meta;
     char id[64];
@@ -205,13 +207,54 @@ static void on_final(gen_choice *c, const sd_event *ev, double now)
     }
 }
 
-/* Engine thread: record the event, wake the connection if it waits for it. */
+/* Queues g for the loop thread to resume (g->mu held; takes a reference). Returns 1 if the
+ * caller must call the waker once g->mu is released. */
+static int queue_wake(sd_http__gen *g)
+{
+    sd_http *h = g->h;
+    if (!h->wake) { /* no loop thread to hand over to: resume here */
+        g->suspended = 0;
+        MHD_resume_connection(g->conn);
+        return 0;
+    }
+    if (g->wake_queued)
+        return 0;
+    g->wake_queued = 1;
+    g->refs++;
+    pthread_mutex_lock(&h->wake_mu);
+    g->wake_next = h->wake_head;
+    h->wake_head = g;
+    pthread_mutex_unlock(&h->wake_mu);
+    return 1;
+}
+
+void sd_http_resume_pending(sd_http *h)
+{
+    pthread_mutex_lock(&h->wake_mu);
+    sd_http__gen *g = h->wake_head;
+    h->wake_head = NULL;
+    pthread_mutex_unlock(&h->wake_mu);
+    while (g) {
+        sd_http__gen *next = g->wake_next;
+        pthread_mutex_lock(&g->mu);
+        g->wake_queued = 0;
+        if (g->suspended && !g->closed && h->mhd) {
+            g->suspended = 0;
+            MHD_resume_connection(g->conn);
+        }
+        pthread_mutex_unlock(&g->mu);
+        gen_unref(g);
+        g = next;
+    }
+}
+
+/* Engine thread: record the event, queue the connection for resumption if it waits for it. */
 static void on_event(void *ud, const sd_event *ev)
 {
     gen_choice *c = ud;
     sd_http__gen *g = c->g;
     double now = sd_http__now();
-    int final = ev->type == SD_EV_DONE || ev->type == SD_EV_ERROR;
+    int final = ev->type == SD_EV_DONE || ev->type == SD_EV_ERROR, wake = 0;
     pthread_mutex_lock(&g->mu);
     if (ev->type == SD_EV_PROMPT)
         on_prompt(c, ev);
@@ -219,13 +262,14 @@ static void on_event(void *ud, const sd_event *ev)
         on_token(c, ev, now);
     else if (final && !c->final)
         on_final(c, ev, now);
-    if (g->suspended && !g->closed && (g->req.stream || g->n_final == g->n_ch)) {
-        g->suspended = 0;
-        MHD_resume_connection(g->conn);
-    }
+    if (g->suspended && !g->closed && (g->req.stream || g->n_final == g->n_ch))
+        wake = queue_wake(g);
+    sd_http *h = g->h;
     pthread_mutex_unlock(&g->mu);
     if (final)
         gen_unref(g);
+    if (wake)
+        h->wake(h->wake_ud);
 }
 
 /* ---- SSE building (MHD thread, g->mu held) ---- */

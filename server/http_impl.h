@@ -27,6 +27,11 @@ struct sd_http {
     atomic_int inflight;
     void (*on_idle)(void *);
     void *idle_ud;
+    /* Connections to resume, queued by engine events and resumed on the loop thread. */
+    pthread_mutex_t wake_mu;
+    sd_http__gen *wake_head; /* linked through the generations' wake_next */
+    void (*wake)(void *);
+    void *wake_ud;
     pthread_mutex_t mu; /* guards gens */
     sd_http__gen *gens; /* doubly linked list of live generations */
     uint64_t id_key;    /* random per process: request ids are unguessable and unique */

@@ -25,7 +25,7 @@ typedef struct srv {
     uv_loop_t loop;
     uv_signal_t sig_term, sig_int, sig_hup;
     uv_timer_t reap_timer, drain_timer, watchdog_timer;
-    uv_async_t idle_async;
+    uv_async_t idle_async, wake_async;
     uv_work_t load_work;
     const sd_conf *conf;
     int argc;
@@ -285,6 +285,19 @@ static void on_signal(uv_signal_t *h, int signum)
         start_drain(s, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
+/* Engine thread: connections are waiting to be resumed (uv_async_send coalesces). */
+static void wake_http(void *ud)
+{
+    srv *s = ud;
+    uv_async_send(&s->wake_async);
+}
+
+static void on_wake_async(uv_async_t *a)
+{
+    srv *s = a->data;
+    sd_http_resume_pending(s->http);
+}
+
 static void on_reap(uv_timer_t *t)
 {
     srv *s = t->data;
@@ -328,6 +341,8 @@ static int init_handles(srv *s)
         uv_timer_start(&s->watchdog_timer, on_watchdog, wd / 2000, wd / 2000);
     uv_async_init(&s->loop, &s->idle_async, on_idle_async);
     s->idle_async.data = s;
+    uv_async_init(&s->loop, &s->wake_async, on_wake_async);
+    s->wake_async.data = s;
     return 0;
 }
 
@@ -362,6 +377,7 @@ static int start(srv *s, sd_diag *d)
         return sd_diag_set(d, SD_EIO, "uv_loop_init: %s", uv_strerror(rc));
     if ((rc = init_handles(s)) < 0)
         return sd_diag_set(d, rc, "cannot install signal handlers");
+    sd_http_set_waker(s->http, wake_http, s);
     s->load_work.data = s;
     s->loading = 1;
     if ((rc = uv_queue_work(&s->loop, &s->load_work, load_work, load_done)) < 0)
@@ -377,6 +393,8 @@ static void teardown(srv *s, int loop_ok)
     if (s->http)
         sd_http_detach_engine(s->http);
     sd_engine_free(s->engine);
+    if (s->http) /* the loop no longer runs: resume what the last events queued, here */
+        sd_http_resume_pending(s->http);
     sd_http_stop(s->http);
 #ifdef SD_HAVE_CHAT_TEMPLATE
     sd_chat_template_free(s->chat);
