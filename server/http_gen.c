@@ -1,6 +1,5 @@
-/* http_gen: one /v1 generation request in flight — prompt preparation, submission to the
- * engine (one engine request per choice), engine events, the SSE stream (suspend/resume)
- * and the final JSON body, cancellation. */
+/* http_gen: one /v1 generation request in flight — its lifetime (references), engine events,
+ * the SSE stream (suspend/resume), the final JSON body, cancellation and disconnects. */
 #include "server/http_impl.h"
 
 #include <errno.h>
@@ -13,54 +12,6 @@
 
 #include "engine/tokenizer.h"
 #include "server/log.h"
-
-#if __has_include("engine/chat_template.h")
-#include "engine/chat_template.h"
-#define SD_HAVE_CHAT_TEMPLATE 1
-#endif
-
-typedef struct gen_choice {
-    sd_http__gen *g;
-    int index, prompt_idx;
-    uint64_t eng_id;
-    int submitted, final, got_prompt;
-    char *text; /* [len] echo + generated text, valid UTF-8 */
-    size_t len, cap, sent, chars_sent;
-    sd_api_tok *toks; /* [n_toks] when logprobs were asked */
-    int n_toks, cap_toks, toks_sent;
-    const char *finish;
-    int finish_sent;
-    int32_t n_generated;
-    double t_last;
-    int err_code;
-    char err_msg[256];
-} gen_choice;
-
-struct sd_http__gen {
-    pthread_mutex_t mu;
-    int refs; /* 1 for the HTTP side + 1 per submitted engine request not yet final */
-    sd_http *h;
-    struct MHD_Connection *conn;
-    sd_http__gen *prev, *next; /* h->gens, under h->mu */
-    int suspended, closed, peer_gone;
-    int wake_queued;         /* on h->wake_head, holding a reference */
-    sd_http__gen *wake_next; /* under h->wake_mu */
-    sd_api_req req;
-    sd_api_meta meta;
-    char id[64];
-    double t_start;
-    int got_first;
-    gen_choice *ch; /* [n_ch] */
-    int n_ch, n_final;
-    int32_t **pids; /* [n_prompts][plen[i]] prompt token ids */
-    int32_t *plen;
-    int n_pids;
-    int64_t prompt_tokens;
-    char *out; /* SSE bytes built, [out_off, out_len) not yet handed to MHD */
-    size_t out_len, out_cap, out_off;
-    int role_sent, done_sent;
-    const char *rid;
-};
 
 static void gen_free(sd_http__gen *g)
 {
@@ -112,7 +63,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-static int text_append(gen_choice *c, const char *s, size_t n)
+int sd_http__text_append(gen_choice *c, const char *s, size_t n)
 {
     size_t clen = 0;
     char *clean = sd_api_utf8_sanitize(s, n, &clen);
@@ -172,7 +123,7 @@ static void on_token(gen_choice *c, const sd_event *ev, double now)
     c->t_last = now;
     c->n_generated++;
     if (ev->text_len)
-        text_append(c, ev->text, ev->text_len);
+        sd_http__text_append(c, ev->text, ev->text_len);
     if (g->req.logprobs < 0)
         return;
     sd_api_tok *t = tok_push(c);
@@ -249,7 +200,7 @@ void sd_http_resume_pending(sd_http *h)
 }
 
 /* Engine thread: record the event, queue the connection for resumption if it waits for it. */
-static void on_event(void *ud, const sd_event *ev)
+void sd_http__on_event(void *ud, const sd_event *ev)
 {
     gen_choice *c = ud;
     sd_http__gen *g = c->g;
@@ -371,197 +322,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 
 /* ---- preparation (MHD thread) ---- */
 
-static int status_of(int code)
-{
-    switch (code) {
-    case SD_EFULL:
-        return 429;
-    case SD_EINVAL:
-    case SD_ERANGE:
-    case SD_ENOTSUP:
-        return 400;
-    case SD_ECANCEL:
-        return 503;
-    default:
-        return 500;
-    }
-}
-
-static int render_chat(sd_http *h, sd_http__gen *g, char **ret, size_t *ret_len, sd_api_err *e)
-{
-#ifdef SD_HAVE_CHAT_TEMPLATE
-    const sd_chat_template *ct = h->model.chat_template;
-    if (!ct)
-        return sd_api_fail(e, 400, "messages", "no_chat_template", "the model has no chat template");
-    json_t *msgs = NULL, *extra = json_object();
-    sd_diag d = {0};
-    int rc = sd_chat_messages_normalize(g->req.messages, &msgs, &d);
-    if (rc == 0) {
-        json_object_set_new(extra, "add_generation_prompt", json_boolean(g->req.add_generation_prompt));
-        rc = sd_chat_template_render(ct, msgs, extra, ret, ret_len, &d);
-    }
-    json_decref(msgs);
-    json_decref(extra);
-    if (rc < 0)
-        return sd_api_fail(e, 400, "messages", "template_error", "chat template: %s", sd_diag_str(&d, rc));
-    return 0;
-#else
-    (void)h, (void)g, (void)ret, (void)ret_len;
-    return sd_api_fail(e, 400, "messages", "no_chat_template",
-                       "chat templates are not supported by this build");
-#endif
-}
-
-/* Tokenizes every prompt (or the rendered chat) into g->pids/plen. */
-static int tokenize(sd_http *h, sd_http__gen *g, sd_api_err *e)
-{
-    const sd_tokenizer *tok = sd_model_tokenizer(h->model.model);
-    int np = g->req.kind == SD_API_CHAT ? 1 : g->req.n_prompts;
-    g->pids = calloc((size_t)np, sizeof *g->pids);
-    g->plen = calloc((size_t)np, sizeof *g->plen);
-    if (!g->pids || !g->plen)
-        return sd_api_fail(e, 500, NULL, NULL, "out of memory");
-    g->n_pids = np;
-    int32_t vocab = sd_model_cfg(h->model.model)->vocab;
-    for (int i = 0; i < np; i++) {
-        sd_api_prompt *p = g->req.kind == SD_API_CHAT ? NULL : &g->req.prompts[i];
-        if (p && p->ids) {
-            for (size_t k = 0; k < p->n_ids; k++)
-                if (p->ids[k] >= vocab)
-                    return sd_api_fail(e, 400, "prompt", "invalid_value",
-                                       "token id %d is outside the vocabulary (%d)", p->ids[k], vocab);
-            if (!(g->pids[i] = malloc(p->n_ids * sizeof **g->pids)))
-                return sd_api_fail(e, 500, NULL, NULL, "out of memory");
-            memcpy(g->pids[i], p->ids, p->n_ids * sizeof **g->pids);
-            g->plen[i] = (int32_t)p->n_ids;
-            continue;
-        }
-        if (!tok)
-            return sd_api_fail(e, 400, "prompt", "no_tokenizer",
-                               "the model has no tokenizer; send token ids");
-        char *text = NULL;
-        size_t tlen = 0;
-        if (p) {
-            text = p->text;
-            tlen = strlen(text);
-        } else if (render_chat(h, g, &text, &tlen, e) < 0) {
-            return -1;
-        }
-        int32_t *ids = NULL;
-        size_t n = 0;
-        sd_diag d = {0};
-        /* Completions: BOS etc. as HF does; chat: the template already holds bos_token. */
-        int rc = sd_tok_encode(tok, text, tlen, p != NULL, &ids, &n, &d);
-        if (!p)
-            free(text);
-        if (rc < 0)
-            return sd_api_fail(e, status_of(rc), "prompt", NULL, "tokenizer: %s", sd_diag_str(&d, rc));
-        g->pids[i] = ids;
-        g->plen[i] = (int32_t)n;
-    }
-    for (int i = 0; i < np; i++)
-        g->prompt_tokens += g->plen[i];
-    return 0;
-}
-
-/* The echo text of prompt i: the prompt as sent, or the decoded ids. */
-static int echo_text(sd_http *h, sd_http__gen *g, int i, gen_choice *c)
-{
-    sd_api_prompt *p = &g->req.prompts[i];
-    if (p->text)
-        return text_append(c, p->text, strlen(p->text));
-    const sd_tokenizer *tok = sd_model_tokenizer(h->model.model);
-    char *s = NULL;
-    size_t n = 0;
-    if (!tok || sd_tok_decode(tok, p->ids, p->n_ids, 0, &s, &n, NULL) < 0)
-        return 0;
-    int rc = text_append(c, s, n);
-    free(s);
-    return rc;
-}
-
-static int max_tokens_for(sd_http *h, sd_http__gen *g, int i, int32_t *ret, sd_api_err *e)
-{
-    int64_t room = (int64_t)h->model.max_model_len - g->plen[i];
-    int32_t mt = g->req.max_tokens;
-    if (mt < 0 && g->req.kind == SD_API_CHAT)
-        mt = room > 0 ? (int32_t)room : 1;
-    if ((int64_t)g->plen[i] + mt > h->model.max_model_len)
-        return sd_api_fail(
-            e, 400, g->req.kind == SD_API_CHAT ? "messages" : "prompt", "context_length_exceeded",
-            "This model's maximum context length is %d tokens. However, you requested %lld tokens "
-            "(%d in the prompt, %d for the completion). Please reduce the prompt or max_tokens.",
-            (int)h->model.max_model_len, (long long)g->plen[i] + mt, (int)g->plen[i], (int)mt);
-    *ret = mt;
-    return 0;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 27;
-    x *= 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-/* The request field an engine validation message names ("stop: ..."), for the error's param. */
-static const char *engine_param(const char *msg)
-{
-    static const char *const fields[] = {"prompt", "max_tokens", "stop",  "logprobs",          "temperature",
-                                         "top_k",  "top_p",      "min_p", "repetition_penalty"};
-    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
-        size_t n = strlen(fields[i]);
-        if (!strncmp(msg, fields[i], n) && msg[n] == ':')
-            return fields[i];
-    }
-    return "prompt";
-}
-
-static int submit_all(sd_http *h, sd_http__gen *g, sd_api_err *e)
-{
-    for (int i = 0; i < g->n_ch; i++) {
-        gen_choice *c = &g->ch[i];
-        sd_request_params p;
-        sd_request_params_default(&p);
-        p.prompt = g->pids[c->prompt_idx];
-        p.n_prompt = g->plen[c->prompt_idx];
-        if (max_tokens_for(h, g, c->prompt_idx, &p.max_tokens, e) < 0)
-            return -1;
-        p.sampling = g->req.sampling;
-        int j = c->index % g->req.n; /* choice number within its prompt */
-        p.sampling.seed = g->req.has_seed ? g->req.sampling.seed + (uint64_t)j
-                                          : mix64(h->id_key ^ atomic_fetch_add(&h->id_ctr, 1));
-        for (int k = 0; k < g->req.n_stop; k++)
-            p.stop[k] = g->req.stop[k];
-        p.n_stop = g->req.n_stop;
-        p.ignore_eos = g->req.ignore_eos;
-        p.logprobs = g->req.logprobs;
-        p.prompt_logprobs = g->req.echo && g->req.logprobs >= 0;
-        sd_diag d = {0};
-        pthread_mutex_lock(&g->mu);
-        g->refs++; /* the engine's reference, dropped at the final event */
-        pthread_mutex_unlock(&g->mu);
-        uint64_t id = 0;
-        pthread_rwlock_rdlock(&h->engine_lock);
-        int rc = h->engine_gone ? sd_diag_set(&d, SD_ECANCEL, "the server is shutting down")
-                                : sd_engine_submit(h->model.engine, &p, on_event, c, &id, &d);
-        pthread_rwlock_unlock(&h->engine_lock);
-        pthread_mutex_lock(&g->mu);
-        if (rc < 0) {
-            g->refs--;
-            pthread_mutex_unlock(&g->mu);
-            return sd_api_fail(e, status_of(rc), rc == SD_EINVAL ? engine_param(d.msg) : NULL,
-                               rc == SD_EFULL ? "queue_full" : NULL, "%s", sd_diag_str(&d, rc));
-        }
-        c->eng_id = id;
-        c->submitted = 1;
-        pthread_mutex_unlock(&g->mu);
-    }
-    return 0;
-}
-
-static sd_http__gen *gen_new(sd_http *h, struct MHD_Connection *conn, sd_http__conn *c)
+sd_http__gen *sd_http__gen_new(sd_http *h, struct MHD_Connection *conn, sd_http__conn *c)
 {
     sd_http__gen *g = calloc(1, sizeof *g);
     if (!g)
@@ -581,32 +342,6 @@ static sd_http__gen *gen_new(sd_http *h, struct MHD_Connection *conn, sd_http__c
     return g;
 }
 
-static int setup_choices(sd_http *h, sd_http__gen *g, sd_http__conn *c, sd_api_err *e)
-{
-    int np = g->req.kind == SD_API_CHAT ? 1 : g->req.n_prompts;
-    if (!(g->ch = calloc((size_t)np * (size_t)g->req.n, sizeof *g->ch)))
-        return sd_api_fail(e, 500, NULL, NULL, "out of memory");
-    g->n_ch = np * g->req.n;
-    for (int i = 0; i < g->n_ch; i++) {
-        gen_choice *ch = &g->ch[i];
-        ch->g = g;
-        ch->index = i;
-        ch->prompt_idx = i / g->req.n;
-        if (g->req.echo && echo_text(h, g, ch->prompt_idx, ch) < 0)
-            return sd_api_fail(e, 500, NULL, NULL, "out of memory");
-    }
-    snprintf(g->id, sizeof g->id, "%s%s", g->req.kind == SD_API_CHAT ? "chatcmpl-" : "cmpl-", c->rid);
-    g->meta = (sd_api_meta){.kind = g->req.kind,
-                            .id = g->id,
-                            .created = (int64_t)time(NULL),
-                            .model = h->model.name,
-                            .logprobs = g->req.logprobs,
-                            .tok = sd_model_tokenizer(h->model.model)};
-    return 0;
-}
-
-/* ---- responses ---- */
-
 static enum MHD_Result send_final(sd_http *h, struct MHD_Connection *conn, sd_http__conn *c, sd_http__gen *g)
 {
     sd_api_choice_out *outs = calloc((size_t)g->n_ch, sizeof *outs);
@@ -620,7 +355,7 @@ static enum MHD_Result send_final(sd_http *h, struct MHD_Connection *conn, sd_ht
     for (int i = 0; i < g->n_ch; i++) {
         gen_choice *ch = &g->ch[i];
         if (ch->err_code) {
-            sd_api_fail(&e, status_of(ch->err_code) == 400 ? 400 : 500, NULL, "engine_error", "%s",
+            sd_api_fail(&e, sd_http__status_of(ch->err_code) == 400 ? 400 : 500, NULL, "engine_error", "%s",
                         ch->err_msg);
             pthread_mutex_unlock(&g->mu);
             free(outs);
@@ -657,28 +392,18 @@ static enum MHD_Result start_stream(struct MHD_Connection *conn, sd_http__conn *
     return ret;
 }
 
-static int check_model(sd_http *h, const sd_api_req *r, sd_api_err *e)
-{
-    if (!r->model || !strcmp(r->model, h->model.name) || !strcmp(r->model, sd_model_name(h->model.model)))
-        return 0;
-    return sd_api_fail(e, 404, "model", "model_not_found", "The model '%s' does not exist", r->model);
-}
-
 enum MHD_Result sd_http__gen_handle(sd_http *h, struct MHD_Connection *conn, sd_http__conn *c)
 {
     sd_api_err e;
     if (c->gen) /* resumed: every choice is final */
         return send_final(h, conn, c, c->gen);
-    sd_http__gen *g = gen_new(h, conn, c);
+    sd_http__gen *g = sd_http__gen_new(h, conn, c);
     if (!g) {
         sd_api_fail(&e, 500, NULL, NULL, "out of memory");
         return sd_http__send_error(conn, c, &e);
     }
     c->gen = g; /* released by on_completed -> sd_http__gen_closed */
-    sd_api_kind kind = c->route == SD_ROUTE_CHAT ? SD_API_CHAT : SD_API_COMPLETION;
-    if (sd_api_parse(&g->req, kind, c->body ? c->body : "", c->len, &e) < 0 ||
-        check_model(h, &g->req, &e) < 0 || tokenize(h, g, &e) < 0 || setup_choices(h, g, c, &e) < 0 ||
-        submit_all(h, g, &e) < 0) {
+    if (sd_http__gen_prepare(h, g, c, &e) < 0) {
         sd_http__gen_cancel(h, g);
         return sd_http__send_error(conn, c, &e);
     }

@@ -1,5 +1,5 @@
-/* http_impl: what server/http.c and server/http_gen.c share — the server and per-connection
- * structs and the generation request (sd_http__gen) interface. Private to those two files. */
+/* http_impl: what server/http.c, http_gen.c and http_prep.c share — the server, generation
+ * and per-connection structs and the internal sd_http__* functions. Private to those files. */
 #ifndef SD_HTTP_IMPL_H
 #define SD_HTTP_IMPL_H
 
@@ -39,6 +39,49 @@ struct sd_http {
     int64_t started;
 };
 
+typedef struct gen_choice { /* one choice: one engine request */
+    sd_http__gen *g;
+    int index, prompt_idx;
+    uint64_t eng_id;
+    int submitted, final, got_prompt;
+    char *text; /* [len] echo + generated text, valid UTF-8 */
+    size_t len, cap, sent, chars_sent;
+    sd_api_tok *toks; /* [n_toks] when logprobs were asked */
+    int n_toks, cap_toks, toks_sent;
+    const char *finish;
+    int finish_sent;
+    int32_t n_generated;
+    double t_last;
+    int err_code;
+    char err_msg[256];
+} gen_choice;
+
+struct sd_http__gen {
+    pthread_mutex_t mu;
+    int refs; /* 1 for the HTTP side + 1 per submitted engine request not yet final */
+    sd_http *h;
+    struct MHD_Connection *conn;
+    sd_http__gen *prev, *next; /* h->gens, under h->mu */
+    int suspended, closed, peer_gone;
+    int wake_queued;         /* on h->wake_head, holding a reference */
+    sd_http__gen *wake_next; /* under h->wake_mu */
+    sd_api_req req;
+    sd_api_meta meta;
+    char id[64];
+    double t_start;
+    int got_first;
+    gen_choice *ch; /* [n_ch] */
+    int n_ch, n_final;
+    int32_t **pids; /* [n_prompts][plen[i]] prompt token ids */
+    int32_t *plen;
+    int n_pids;
+    int64_t prompt_tokens;
+    char *out; /* SSE bytes built, [out_off, out_len) not yet handed to MHD */
+    size_t out_len, out_cap, out_off;
+    int role_sent, done_sent;
+    const char *rid;
+};
+
 /* Per-connection request state (MHD's con_cls). */
 typedef struct sd_http__conn {
     sd_metrics_route route;
@@ -58,6 +101,16 @@ double sd_http__now(void);
 enum MHD_Result sd_http__send(struct MHD_Connection *conn, sd_http__conn *c, int status, const char *ctype,
                               char *body_owned, size_t len);
 enum MHD_Result sd_http__send_error(struct MHD_Connection *conn, sd_http__conn *c, const sd_api_err *e);
+
+sd_http__gen *sd_http__gen_new(sd_http *h, struct MHD_Connection *conn, sd_http__conn *c);
+/* Parses, tokenizes and submits (server/http_prep.c); fills e and returns -1 on failure. */
+int sd_http__gen_prepare(sd_http *h, sd_http__gen *g, sd_http__conn *c, sd_api_err *e);
+/* Engine event callback (ud: the gen_choice). */
+void sd_http__on_event(void *ud, const sd_event *ev);
+/* Appends text to a choice, replacing invalid UTF-8. */
+int sd_http__text_append(gen_choice *c, const char *s, size_t n);
+/* HTTP status for an SD_E* code. */
+int sd_http__status_of(int code);
 
 /* Handles the final call of a /v1 generation request (body complete) and the call after a
  * resume. */
