@@ -94,6 +94,43 @@ clean:
 
 -include $(LIB_OBJS:.o=.d) $(BUILD)/server/main.d
 
+# ---- Installation (PREFIX and DESTDIR honoured) ----
+#   make install [PREFIX=/usr/local] [DESTDIR=/tmp/stage]   make uninstall
+# The default config goes to $(SYSCONFDIR)/sparsed/sparsed.json only if none exists there.
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+DATADIR    ?= $(PREFIX)/share/sparsed
+DOCDIR     ?= $(PREFIX)/share/doc/sparsed
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+INSTALL_FILES = $(BINDIR)/sparsed $(UNITDIR)/sparsed.service $(SYSUSERSDIR)/sparsed.conf \
+    $(TMPFILESDIR)/sparsed.conf $(DOCDIR)/README.md $(DATADIR)/sparsed.json.default \
+    $(addprefix $(DATADIR)/models/tiny/,$(notdir $(wildcard models/tiny/*)))
+
+.PHONY: install uninstall
+install: $(BIN)
+	install -Dm755 $(BIN) $(DESTDIR)$(BINDIR)/sparsed
+	sed -e 's#/usr/local/bin/sparsed#$(BINDIR)/sparsed#' -e 's#/etc/sparsed/#$(SYSCONFDIR)/sparsed/#' \
+	    -e 's#/usr/local/share/doc/sparsed#$(DOCDIR)#' systemd/sparsed.service > $(BUILD)/sparsed.service
+	install -Dm644 $(BUILD)/sparsed.service $(DESTDIR)$(UNITDIR)/sparsed.service
+	install -Dm644 systemd/sparsed.sysusers $(DESTDIR)$(SYSUSERSDIR)/sparsed.conf
+	install -Dm644 systemd/sparsed.tmpfiles $(DESTDIR)$(TMPFILESDIR)/sparsed.conf
+	install -Dm644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	for f in models/tiny/*; do install -Dm644 $$f $(DESTDIR)$(DATADIR)/models/tiny/$$(basename $$f); done
+	sed -e 's#"model": *"models/tiny"#"model": "$(DATADIR)/models/tiny"#' \
+	    -e 's#"state_dir": *"[^"]*"#"state_dir": "/var/lib/sparsed"#' config/sparsed.json > $(BUILD)/sparsed.json
+	install -Dm644 $(BUILD)/sparsed.json $(DESTDIR)$(DATADIR)/sparsed.json.default
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/sparsed/sparsed.json ]; then \
+	    echo "install: keeping existing $(DESTDIR)$(SYSCONFDIR)/sparsed/sparsed.json"; \
+	else install -Dm640 $(BUILD)/sparsed.json $(DESTDIR)$(SYSCONFDIR)/sparsed/sparsed.json; fi
+
+# The config in $(SYSCONFDIR) is the operator's: uninstall leaves it.
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALL_FILES))
+	-rmdir $(DESTDIR)$(DATADIR)/models/tiny $(DESTDIR)$(DATADIR)/models $(DESTDIR)$(DATADIR) $(DESTDIR)$(DOCDIR) 2>/dev/null
+
 # ---- Fuzzing and sanitizer variants (loadtest helper) ----
 #   make fuzz    libFuzzer targets fuzz/fuzz_*.c (clang, ASan + UBSan) into build-fuzz/fuzz/
 #   make ubsan   UBSan build into build-ubsan/;  make tsan   ThreadSanitizer build into build-tsan/
