@@ -54,11 +54,12 @@ class Server:
                "--port", str(self.port), "--threads", "2"]
         if not (config and "log_level" in config):  # a flag would override the file's level
             cmd += ["--log-level", "debug"]
-        if config is not None:
-            cfg = pathlib.Path(tmp) / f"sparsed-{self.port}.json"
-            cfg.write_text(json.dumps(config))
-            self.config_path = cfg
-            cmd += ["--config", str(cfg)]
+        # Always an explicit config file (built-in defaults + `config`), so the tests do not
+        # depend on the shipped config/sparsed.json (test_lifecycle checks that one).
+        cfg = pathlib.Path(tmp) / f"sparsed-{self.port}.json"
+        cfg.write_text(json.dumps(config or {}))
+        self.config_path = cfg
+        cmd += ["--config", str(cfg)]
         # $SD_SERVE_ARGS adds flags to every daemon (e.g. "--backend cuda" on a GPU machine)
         cmd += os.environ.get("SD_SERVE_ARGS", "").split() + [str(a) for a in args]
         self.cmd = cmd

@@ -6,7 +6,7 @@ import subprocess
 import threading
 import time
 
-from conftest import MODEL, ROOT, http, sparsed_bin
+from conftest import ROOT, free_port, sparsed_bin
 from sse import completion_text, stream_request
 from test_load import metric, open_stream, run_threads
 
@@ -94,7 +94,8 @@ def test_sighup_reloads_keys_and_level(start_server, tmp_path):
     assert "config not reloaded" in s.log_text()
 
 
-def serve_once(args, cwd=ROOT):
+def serve_once(args, cwd="/"):
+    """One `sparsed serve` run, by default from a directory without config/sparsed.json."""
     return subprocess.run([sparsed_bin(), "serve", *args], capture_output=True, text=True, timeout=60, cwd=cwd)
 
 
@@ -113,7 +114,7 @@ def test_startup_config_errors(tmp_path):
                        (["--port"], "--port"), (["--config", str(tmp_path / "missing.json")], "missing.json")]:
         r = serve_once(args)
         assert r.returncode == 2 and word in r.stderr, (args, r.stderr)
-    r = serve_once(["--model", str(tmp_path / "nomodel"), "--port", "1"])
+    r = serve_once(["--model", str(tmp_path / "nomodel"), "--port", str(free_port())])
     assert r.returncode != 0
 
 
