@@ -81,7 +81,9 @@ def test_soak_mixed_requests_leave_nothing_behind(soak_server, tmp_path):
     # A burst of twice what the server admits: clean 429s past the limit, no failures.
     burst = sdload(s, tmp_path, "burst", "--num-prompts", n(2 * (MAX_SEQS + MAX_QUEUE) + 40), "--request-rate",
                    "inf", "--input-len", 16, "--output-len", 16, "--ignore-eos", "--cancel-fraction", 0.1)
-    assert burst["rejected_429"] > 0 and burst["completed"] + burst["cancelled"] >= MAX_SEQS + MAX_QUEUE // 2
+    # The queue holds MAX_QUEUE; up to MAX_SEQS more may reach the running batch meanwhile.
+    admitted = burst["completed"] + burst["cancelled"]
+    assert burst["rejected_429"] > 0 and MAX_QUEUE <= admitted <= MAX_SEQS + MAX_QUEUE, burst["http_status"]
     runs.append(burst)
     total = sum(r["sent"] for r in runs)
     cancelled = sum(r["cancelled"] for r in runs)
