@@ -57,6 +57,7 @@ static const opt opts[] = {
      "debug | info | warn | error (reloadable)"},
     {"log_priority_prefix", OPT_BOOL, O(log_priority_prefix), "false", 0, 0, NULL,
      "prefix log lines with <N> syslog priorities for journald (reloadable)"},
+    {"web_ui", OPT_BOOL, O(web_ui), "true", 0, 0, NULL, "serve the web console (chat, server, jobs) at /"},
 };
 #undef O
 #define N_OPTS (sizeof opts / sizeof opts[0])

@@ -31,6 +31,7 @@ typedef struct sd_conf {
     double drain_timeout;   /* grace period on SIGTERM, seconds */
     char *log_level;
     int log_priority_prefix; /* bool */
+    int web_ui;              /* bool: serve the web console at / */
 } sd_conf;
 
 /* Fills every option with its default (strings malloc'd). */

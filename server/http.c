@@ -10,6 +10,7 @@
 
 #include "server/http_impl.h"
 #include "server/log.h"
+#include "server/web.h"
 
 double sd_http__now(void)
 {
@@ -194,6 +195,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = c;
         int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
         int is_post = !strcmp(method, "POST");
+        if (c->route == SD_ROUTE_OTHER && sd_web_handle(h, conn, c, &ret))
+            return ret; /* the web console's assets and /info */
         if (c->route == SD_ROUTE_OTHER) {
             sd_api_fail(&e, 404, NULL, "not_found", "no route for %s %s", method, url);
             return sd_http__send_error(conn, c, &e);

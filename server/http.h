@@ -23,6 +23,7 @@ typedef struct sd_http_opts {
     int max_connections;
     int max_body_bytes;
     double request_timeout; /* idle seconds */
+    int web_ui;             /* serve the web console at / (server/web.c) */
 } sd_http_opts;
 
 /* What generation requests are served from, published once the model is loaded. The

@@ -368,7 +368,8 @@ static int start(srv *s, sd_diag *d)
                        .threads = s->conf->http_threads,
                        .max_connections = s->conf->max_connections,
                        .max_body_bytes = s->conf->max_body_bytes,
-                       .request_timeout = s->conf->request_timeout};
+                       .request_timeout = s->conf->request_timeout,
+                       .web_ui = s->conf->web_ui};
     if ((rc = sd_http_start(&s->http, &ho, s->metrics, s->auth, d)) < 0)
         return rc;
     sd_log_info(NULL, "listening on http://%s:%d (API keys: %d); loading %s", s->conf->host, s->conf->port,

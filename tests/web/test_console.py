@@ -1,0 +1,242 @@
+"""The web console in a headless Chromium (Selenium): a streamed chat reply equal to the API's
+own answer, stop freeing the server's sequence, the server page's live numbers, the 401
+message and the API key, and a prune job run from the Jobs page. Skips without chromium."""
+import json
+import threading
+import time
+
+import pytest
+
+from web_helpers import browser, metric, screenshot, srv
+
+
+
+def wait(cond, timeout=60, what="condition", interval=0.1):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = srv.Server(tmp_path_factory.mktemp("web"))
+    try:
+        yield s.wait_ready()
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def page(server):
+    d = browser()
+    try:
+        d.get(server.url + "/")
+        wait(lambda: d.find_element("id", "chat-model").text not in ("…", ""), 20, "the model name")
+        yield d
+        errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == [], errors  # no CSP violation, no script error
+    finally:
+        d.quit()
+
+
+def set_field(d, id_, value):
+    el = d.find_element("id", id_)
+    if el.get_attribute("type") == "checkbox":
+        if el.is_selected() != bool(value):
+            el.click()
+        return
+    el.clear()
+    el.send_keys(str(value))
+
+
+# Records every length the last reply's text takes, as the DOM changes.
+OBSERVE = """
+window.__lens = [];
+new MutationObserver(() => {
+  const t = [...document.querySelectorAll('.msg .text')].pop();
+  if (t) window.__lens.push(t.textContent.length);
+}).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true});
+"""
+
+
+def send(d, text):
+    box = d.find_element("id", "prompt")
+    box.send_keys(text)
+    d.find_element("id", "send").click()
+
+
+def last_reply(d):
+    return d.find_elements("css selector", ".msg.assistant, .msg.completion")[-1]
+
+
+def test_chat_streams_the_models_reply(server, page):
+    d = page
+    set_field(d, "p-temperature", 0)
+    set_field(d, "p-max-tokens", 48)
+    set_field(d, "p-system", "You are terse.")
+    d.execute_script(OBSERVE)
+    send(d, "Tell me a story about a cat.")
+    wait(lambda: "tokens" in last_reply(d).find_element("css selector", ".stats").text, 60, "the reply's stats")
+    reply = last_reply(d)
+    text = reply.find_element("css selector", ".text").get_attribute("textContent")
+    # The reference: the same conversation through the API, without streaming.
+    status, _, body = server.post("/v1/chat/completions", {
+        "messages": [{"role": "system", "content": "You are terse."},
+                     {"role": "user", "content": "Tell me a story about a cat."}],
+        "temperature": 0, "max_tokens": 48})
+    assert status == 200
+    ref = json.loads(body)
+    assert text == ref["choices"][0]["message"]["content"]
+    stats = reply.find_element("css selector", ".stats").text
+    assert f"{ref['usage']['completion_tokens']} tokens" in stats and "TTFT" in stats
+    lens = d.execute_script("return window.__lens")
+    assert len({n for n in lens if 0 < n < len(text)}) >= 1, lens  # text grew in steps
+    assert d.find_element("id", "chat-error").is_displayed() is False
+    # The second turn carries the first: its reply is what the API gives for the 3-message history.
+    send(d, "And then?")
+    wait(lambda: len(d.find_elements("css selector", ".msg.assistant .stats")) == 2 and
+         "tokens" in last_reply(d).find_element("css selector", ".stats").text, 60, "the second reply")
+    status, _, body = server.post("/v1/chat/completions", {
+        "messages": [{"role": "system", "content": "You are terse."},
+                     {"role": "user", "content": "Tell me a story about a cat."},
+                     {"role": "assistant", "content": text},
+                     {"role": "user", "content": "And then?"}],
+        "temperature": 0, "max_tokens": 48})
+    assert last_reply(d).find_element("css selector", ".text").get_attribute("textContent") == \
+        json.loads(body)["choices"][0]["message"]["content"]
+    screenshot(d, "chat")
+
+
+def test_raw_completion_mode(server, page):
+    d = page
+    from selenium.webdriver.support.ui import Select
+    Select(d.find_element("id", "p-mode")).select_by_value("completion")
+    assert not d.find_element("id", "p-system").is_displayed()
+    set_field(d, "p-temperature", 0)
+    set_field(d, "p-max-tokens", 24)
+    send(d, "Once upon a time")
+    wait(lambda: "tokens" in last_reply(d).find_element("css selector", ".stats").text, 60, "the completion")
+    status, _, body = server.post("/v1/completions", {"prompt": "Once upon a time", "temperature": 0,
+                                                      "max_tokens": 24})
+    assert last_reply(d).find_element("css selector", ".text").get_attribute("textContent") == \
+        json.loads(body)["choices"][0]["text"]
+
+
+def test_stop_frees_the_sequence(server, page):
+    d = page
+    set_field(d, "p-max-tokens", 1500)
+    set_field(d, "p-ignore-eos", True)
+    gen0 = metric(server, "sparsed_generation_tokens_total")
+    send(d, "Count to a thousand.")
+    wait(lambda: last_reply(d).find_element("css selector", ".text").get_attribute("textContent"), 60,
+         "the first tokens")
+    assert metric(server, "sparsed_num_requests_running") == 1
+    assert d.find_element("id", "send").get_attribute("disabled")
+    d.find_element("id", "stop").click()
+    wait(lambda: "stopped" in last_reply(d).find_element("css selector", ".stats").text, 20, "the stopped mark")
+    wait(lambda: metric(server, "sparsed_num_requests_running") == 0, 20, "running sequences back to 0")
+    assert metric(server, "sparsed_num_requests_waiting") == 0
+    # The generation ended early, not by running to max_tokens.
+    time.sleep(0.5)
+    assert metric(server, "sparsed_generation_tokens_total") - gen0 < 1500
+    assert not d.find_element("id", "send").get_attribute("disabled")
+    assert d.find_element("id", "stop").get_attribute("disabled")
+
+
+def traffic(server, stop, n_tokens=200):
+    while not stop.is_set():
+        server.post("/v1/completions", {"prompt": "Hello", "max_tokens": n_tokens, "ignore_eos": True,
+                                        "temperature": 0.8})
+
+
+def test_server_page_shows_throughput(server, page):
+    d = page
+    d.get(server.url + "/#server")
+    wait(lambda: d.find_element("id", "i-model").text not in ("…", ""), 20, "the model facts")
+    stop = threading.Event()
+    t = threading.Thread(target=traffic, args=(server, stop))
+    t.start()
+    try:
+        tps = wait(lambda: _num(d.find_element("id", "s-tps").text), 30, "non-zero generation tokens/s")
+        wait(lambda: "/" in d.find_element("id", "s-seqs").text, 10, "sequences")
+        time.sleep(4.5)  # a few more samples for the charts
+    finally:
+        stop.set()
+        t.join()
+    assert tps > 0
+    info = json.loads(server.get("/info")[2])
+    assert d.find_element("id", "i-model").text == info["model"]
+    assert d.find_element("id", "i-ckpt").text.startswith(info["checkpoint"])
+    assert d.find_element("id", "i-tp").text == "1"
+    assert int(d.find_element("id", "s-gen").text) > 0
+    # The charts drew something: non-blank pixels on the throughput canvas.
+    painted = d.execute_script("""
+        const c = document.getElementById('c-tps'), g = c.getContext('2d');
+        const px = g.getImageData(0, 0, c.width, c.height).data;
+        let n = 0; for (let i = 3; i < px.length; i += 4) if (px[i]) n++; return n;""")
+    assert painted > 100
+    screenshot(d, "server")
+
+
+def _num(s):
+    try:
+        v = float(s)
+    except ValueError:
+        return None
+    return v if v > 0 else None
+
+
+def test_api_key_401_then_key(start_server):
+    s = start_server(args=["--api-key", "k-web"])
+    d = browser()
+    try:
+        d.get(s.url + "/")
+        banner = wait(lambda: d.find_element("id", "banner").is_displayed() and d.find_element("id", "banner"),
+                      20, "the 401 banner")
+        assert "401" in banner.text and "API key" in banner.text
+        assert d.find_element("id", "page-chat").is_displayed()  # the page itself is there
+        screenshot(d, "unauthorized")
+        set_field(d, "api-key", "k-web")
+        d.find_element("id", "key-save").click()
+        wait(lambda: not d.find_element("id", "banner").is_displayed(), 20, "the banner to go")
+        assert d.find_element("id", "chat-model").text == json.loads(
+            s.get("/info", headers={"Authorization": "Bearer k-web"})[2])["model"]
+        assert d.execute_script("return sessionStorage.getItem('sparsed.apiKey')") == "k-web"
+        assert d.execute_script("return localStorage.length") == 0
+        set_field(d, "p-max-tokens", 8)
+        send(d, "Hi")
+        wait(lambda: "tokens" in last_reply(d).find_element("css selector", ".stats").text, 60, "a reply")
+        assert not d.find_element("id", "chat-error").is_displayed()
+        # A wrong key: the chat error says 401 plainly.
+        set_field(d, "api-key", "wrong")
+        d.find_element("id", "key-save").click()
+        send(d, "Hi")
+        err = wait(lambda: d.find_element("id", "chat-error").is_displayed() and d.find_element("id", "chat-error"),
+                   20, "the chat error")
+        assert "401" in err.text
+    finally:
+        d.quit()
+
+
+def test_phone_layout(server):
+    d = browser(phone=True)
+    try:
+        d.get(server.url + "/")
+        wait(lambda: d.find_element("id", "chat-model").text not in ("…", ""), 20, "the model name")
+        assert d.execute_script("return window.innerWidth") == 390
+        width = d.execute_script("return document.documentElement.scrollWidth")
+        assert width <= 390  # no horizontal scrolling
+        # One column: the parameters sit above the conversation, not beside it.
+        params = d.find_element("css selector", ".params").rect
+        conv = d.find_element("css selector", ".conversation").rect
+        assert conv["y"] >= params["y"] + params["height"] - 1
+        screenshot(d, "chat-phone")
+    finally:
+        d.quit()
+
+
+start_server = srv.start_server
