@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <uv.h>
 
 #include "engine/backend.h"
@@ -157,6 +158,8 @@ static void load_done(uv_work_t *w, int status)
     s->loading = 0;
     if (s->load_rc < 0) {
         sd_log_error(NULL, "loading %s failed: %s", s->conf->model, sd_diag_str(&s->load_diag, s->load_rc));
+        sd_notify_sendf(s->notify, "STATUS=loading %s failed: %s", s->conf->model,
+                        sd_diag_str(&s->load_diag, s->load_rc));
         s->exit_code = 1;
         stop_loop(s);
         return;
@@ -243,7 +246,20 @@ static int conf_differs_beyond_reloadable(const sd_conf *a, const sd_conf *b)
            a->drain_timeout != b->drain_timeout || strcmp(a->served_model_name, b->served_model_name);
 }
 
+static void reload_config(srv *s);
+
+/* systemd sees RELOADING=1 ... READY=1 around a reload, as with Type=notify-reload. */
 static void reload(srv *s)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    sd_notify_sendf(s->notify, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading configuration",
+                    (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000u);
+    reload_config(s);
+    sd_notify_sendf(s->notify, "READY=1\nSTATUS=%s", s->loading ? "loading model" : "serving");
+}
+
+static void reload_config(srv *s)
 {
     sd_conf nc;
     sd_diag d = {0};
@@ -379,6 +395,7 @@ static int start(srv *s, sd_diag *d)
     if ((rc = init_handles(s)) < 0)
         return sd_diag_set(d, rc, "cannot install signal handlers");
     sd_http_set_waker(s->http, wake_http, s);
+    sd_notify_sendf(s->notify, "STATUS=loading model %s", s->conf->model);
     s->load_work.data = s;
     s->loading = 1;
     if ((rc = uv_queue_work(&s->loop, &s->load_work, load_work, load_done)) < 0)
