@@ -131,7 +131,31 @@ def chat_template_seeds():
         + "\0" + msgs)
 
 
+def http_seeds():
+    """Raw HTTP/1.1 requests for fuzz_http (the client half-closes after sending them)."""
+    def post(path, body, extra=""):
+        b = json.dumps(body)
+        return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{extra}"
+                f"Content-Length: {len(b.encode())}\r\n\r\n{b}")
+    put("http", "get-health", "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    put("http", "get-models", "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\n\r\n")
+    put("http", "get-metrics-http10", "GET /metrics HTTP/1.0\r\n\r\n")
+    put("http", "completion", post("/v1/completions", {"prompt": "def", "max_tokens": 3}))
+    put("http", "completion-stream", post("/v1/completions", {"prompt": [1, 2], "max_tokens": 2, "stream": True,
+                                                               "stream_options": {"include_usage": True},
+                                                               "logprobs": 1}))
+    put("http", "chat-stream", post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                                                              "max_tokens": 2, "stream": True}))
+    put("http", "chunked", "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "5\r\n{\"pro\r\nf\r\nmpt\": \"a\", \"n\"\r\n6\r\n: 2}  \r\n0\r\n\r\n")
+    put("http", "pipelined", "GET /ready HTTP/1.1\r\nHost: x\r\n\r\n" + post("/v1/completions", {"prompt": "x",
+                                                                                                "max_tokens": 1}))
+    put("http", "bad-method", "DELETE /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n")
+    put("http", "too-long", post("/v1/completions", {"prompt": "x " * 40, "max_tokens": 1}))
+
+
 if __name__ == "__main__":
+    http_seeds()
     api_seeds()
     safetensors_seeds()
     config_seeds()

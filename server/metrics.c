@@ -31,10 +31,12 @@ struct sd_metrics {
     uint64_t requests[SD_ROUTE_COUNT][N_STATUS];
     uint64_t prompt_tokens, generation_tokens;
     hist ttft, itl, e2e;
+    char *(*extra)(void *); /* sd_metrics_set_extra */
+    void *extra_ud;
 };
 
 static const char *const route_names[SD_ROUTE_COUNT] = {
-    "other", "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/ready", "/metrics"};
+    "other", "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/ready", "/metrics", "/admin"};
 
 static void hist_setup(hist *h, const char *name, const char *help, const double *b, int n)
 {
@@ -126,7 +128,7 @@ static void bprintf(buf *b, const char *fmt, ...)
     for (;;) {
         va_list ap;
         va_start(ap, fmt);
-        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->cap - b->len, fmt, ap); /* NULL+0 is UB */
         va_end(ap);
         if (n < 0) {
             b->oom = 1;
@@ -203,6 +205,12 @@ static void render_gauges(buf *b, const sd_engine_stats *st, int ready)
             (unsigned long long)st->preemptions);
 }
 
+void sd_metrics_set_extra(sd_metrics *m, char *(*fn)(void *ud), void *ud)
+{
+    m->extra = fn;
+    m->extra_ud = ud;
+}
+
 char *sd_metrics_render(sd_metrics *m, const sd_engine_stats *st, int ready, size_t *ret_len)
 {
     buf b = {0};
@@ -213,6 +221,10 @@ char *sd_metrics_render(sd_metrics *m, const sd_engine_stats *st, int ready, siz
     render_hist(&b, &m->e2e);
     pthread_mutex_unlock(&m->mu);
     render_gauges(&b, st, ready);
+    char *extra = m->extra ? m->extra(m->extra_ud) : NULL;
+    if (extra)
+        bprintf(&b, "%s", extra);
+    free(extra);
     if (b.oom || !b.p) {
         free(b.p);
         return NULL;
