@@ -36,6 +36,15 @@ int sd__nm_cache_lookup(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
 int sd__nm_tc_supported(const sd_nm_spmv_args *a, int dense);
 int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_t s);
 
+/* The row-per-lane N:M kernels for B <= 4 (nm_spmv_rows.cu), chosen by rows_per_warp ==
+ * SD_NM_RW_ROWS (2-stage copy pipeline) or SD_NM_RW_ROWS3 (3 stages): whether they take this
+ * problem (N:M, B <= 4, cols % 128 == 0, mask 16-byte aligned; bf16 output only when x fits
+ * without split-K), and the launcher (split is raised to the smallest that fits shared memory). */
+#define SD_NM_RW_ROWS 32
+#define SD_NM_RW_ROWS3 48
+int sd__nm_rows_supported(const sd_nm_spmv_args *a, int rw);
+int sd__nm_rows_launch(const sd_nm_spmv_args *a, int rw, int split, cudaStream_t s);
+
 /* Launches with an explicit config (rows_per_warp, split taken from a as given, both > 0). */
 int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, int split, cudaStream_t s);
 

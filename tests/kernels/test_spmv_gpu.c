@@ -198,6 +198,105 @@ static void test_gpu_dense_gemv(void)
     check_kind(1, 0, 0, 6);
 }
 
+/* The row-per-lane kernels (rows_per_warp 32 / 48, B <= 4, cols % 128 == 0): shapes with a
+ * partial row group, fewer tiles than warps, tiles not divisible by the warps, x too large for
+ * one block (split forced), explicit split-K, every B, fp32/bf16 output, accumulate. */
+#define RW_ROWS 32
+#define RW_ROWS3 48
+static void check_rows(int n, int m, uint64_t seed)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
+    static const shp shapes[] = {{1, 128}, {40, 640}, {33, 1152}, {257, 4096}, {61, 14336}, {9, 57344}};
+    double worst = 0;
+    for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
+        for (int B = 1; B <= 4; B++) {
+            prob p;
+            REQUIRE(prob_init(&p, 0, n, m, shapes[si].rows, shapes[si].cols, B, seed + 100 * si + B) == 0);
+            const int cfg[][4] = {{RW_ROWS, 1, 0, 0},  {RW_ROWS3, 1, 0, 1}, {RW_ROWS, 3, 0, 1},
+                                  {RW_ROWS3, 2, 0, 0}, {RW_ROWS, 1, 1, 0},  {RW_ROWS3, 1, 1, 1}};
+            for (int c = 0; c < 6; c++) {
+                sd_nm_spmv_args a = prob_args(&p, cfg[c][2], cfg[c][3], cfg[c][0], cfg[c][1]);
+                double e = run_check(&p, &a, seed + c);
+                CHECK_MSG(e >= 0 && e < 1e-3,
+                          "rows %d:%d %lldx%lld B=%d rw=%d split=%d bf16=%d acc=%d: rel L2 %g (%s)", n, m,
+                          (long long)shapes[si].rows, (long long)shapes[si].cols, B, cfg[c][0], cfg[c][1],
+                          cfg[c][2], cfg[c][3], e, cudaGetErrorString(rc_cu));
+                worst = e > worst ? e : worst;
+            }
+            prob_free(&p);
+        }
+    fprintf(stderr, "  rows %d:%d worst rel L2 %.3g\n", n, m, worst);
+}
+
+static void test_gpu_rows_2_4(void)
+{
+    check_rows(2, 4, 11);
+}
+static void test_gpu_rows_16_32(void)
+{
+    check_rows(16, 32, 12);
+}
+static void test_gpu_rows_4_8_8_16(void)
+{
+    check_rows(4, 8, 13);
+    check_rows(8, 16, 14);
+}
+
+/* Asking for the row kernels where they do not apply (cols % 128 != 0, a mask pointer that is
+ * not 16-byte aligned, B > 4, unstructured) falls back to a kernel that does, with the same result. */
+static void test_gpu_rows_fallback(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
+    prob p;
+    REQUIRE(prob_init(&p, 0, 2, 4, 70, 544, 2, 21) == 0); /* cols % 128 != 0 */
+    sd_nm_spmv_args a = prob_args(&p, 0, 0, RW_ROWS, 1);
+    double e = run_check(&p, &a, 1);
+    CHECK_MSG(e >= 0 && e < 1e-3, "cols 544: rel L2 %g", e);
+    prob_free(&p);
+    REQUIRE(prob_init(&p, 0, 8, 16, 70, 1024, 6, 22) == 0); /* B > 4 */
+    a = prob_args(&p, 0, 1, RW_ROWS3, 1);
+    e = run_check(&p, &a, 2);
+    CHECK_MSG(e >= 0 && e < 1e-3, "B=6: rel L2 %g", e);
+    prob_free(&p);
+    REQUIRE(prob_init(&p, 0, 0, 0, 70, 1024, 1, 23) == 0); /* unstructured */
+    a = prob_args(&p, 0, 0, RW_ROWS, 1);
+    e = run_check(&p, &a, 3);
+    CHECK_MSG(e >= 0 && e < 1e-3, "unstructured: rel L2 %g", e);
+    prob_free(&p);
+    /* mask 4 bytes past a 16-byte boundary: a copy of the mask, shifted */
+    REQUIRE(prob_init(&p, 0, 4, 8, 70, 1024, 1, 24) == 0);
+    uint32_t *shifted = NULL;
+    REQUIRE(CU(cudaMalloc((void **)&shifted, (size_t)(70 * 1024 / 32) * 4 + 16)));
+    REQUIRE(CU(cudaMemcpy(shifted + 1, p.mask, (size_t)(70 * 1024 / 32) * 4, cudaMemcpyHostToDevice)));
+    a = prob_args(&p, 0, 0, RW_ROWS, 1);
+    a.mask = shifted + 1;
+    e = run_check(&p, &a, 4);
+    CHECK_MSG(e >= 0 && e < 1e-3, "unaligned mask: rel L2 %g", e);
+    cudaFree(shifted);
+    prob_free(&p);
+}
+
+/* Corrupt masks (all bits set, none set) give wrong numbers, never a fault. */
+static void test_gpu_rows_corrupt_mask(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
+    prob p;
+    REQUIRE(prob_init(&p, 0, 2, 4, 64, 1024, 4, 31) == 0);
+    for (int fill = 0; fill < 2; fill++) {
+        REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(64 * 1024 / 32) * 4)));
+        for (int rw = RW_ROWS; rw <= RW_ROWS3; rw += RW_ROWS3 - RW_ROWS) {
+            sd_nm_spmv_args a = prob_args(&p, 0, 0, rw, 1);
+            CHECK(sd_nm_spmv_launch(&a, 0) == 0);
+            CHECK_MSG(CU(cudaDeviceSynchronize()), "mask fill %d rw %d: %s", fill, rw,
+                      cudaGetErrorString(rc_cu));
+        }
+    }
+    prob_free(&p);
+}
+
 /* Bad arguments are refused before any launch. */
 static void test_gpu_bad_args(void)
 {
@@ -240,7 +339,8 @@ static void test_gpu_autotune(void)
         CHECK_MSG(sd_nm_autotune(ctx, &a, 1, dense, 0, &d) == 0, "autotune: %s", d.msg);
         int rw = 0, split = 0;
         sd_nm_config(&a, dense, &rw, &split);
-        CHECK(((rw >= 1 && rw <= 4) || rw == 16) && split >= 1);
+        CHECK(((rw >= 1 && rw <= 4) || rw == 16 || (!dense && (rw == RW_ROWS || rw == RW_ROWS3))) &&
+              split >= 1);
         double e = run_check(&p, &a, 5);
         CHECK_MSG(e >= 0 && e < 1e-3, "after autotune (rw=%d split=%d): rel L2 %g", rw, split, e);
         prob_free(&p);
@@ -263,6 +363,11 @@ int main(void)
     RUN(test_gpu_16_32);
     RUN(test_gpu_unstructured);
     RUN(test_gpu_dense_gemv);
+    RUN(test_gpu_rows_2_4);
+    RUN(test_gpu_rows_16_32);
+    RUN(test_gpu_rows_4_8_8_16);
+    RUN(test_gpu_rows_fallback);
+    RUN(test_gpu_rows_corrupt_mask);
     RUN(test_gpu_bad_args);
     RUN(test_gpu_autotune);
 #else
