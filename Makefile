@@ -45,7 +45,7 @@ TEST_BINS = $(TEST_SRCS:%.c=$(BUILD)/%)
 
 MODEL   ?= models/tiny
 
-.PHONY: all deps test test-c test-asan test-py run asan format clean bench-kernels
+.PHONY: all deps deps-build test test-c test-asan test-py run asan format clean bench-kernels
 all: $(BIN) $(TEST_BINS)
 
 $(BUILD)/%.o: %.c
@@ -75,7 +75,10 @@ $(BUILD)/tests/%: tests/%.c tests/harness.h $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
 
 deps:
-	@tools/deps.sh
+	@tools/deps.sh test
+
+deps-build:
+	@tools/deps.sh build
 
 test: deps
 	$(MAKE) all
@@ -90,7 +93,8 @@ asan test-asan:
 	$(MAKE) BUILD=build-asan CUDA=0 OPT="-O1 -g -fno-omit-frame-pointer" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
 
-run: all
+run: deps-build
+	$(MAKE) $(BIN)
 	$(BIN) serve --model $(MODEL)
 
 bench-kernels: all
