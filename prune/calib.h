@@ -64,6 +64,10 @@ typedef struct sd_calib_gen_opts {
     sd_sampling sampling;   /* temperature 0 = greedy; seed + prompt index seeds each sequence */
     int32_t parallel;       /* sequences decoded together (default 16) */
     int stop_at_eos;        /* stop a sequence at an EOS token (kept as its last token) */
+    /* Live capture: if set, called before every forward with the prompt length of each of its
+     * sequences (forward order), so a capture hook on the backend can keep decode rows only. */
+    void (*begin)(void *ud, const int32_t *prefill_len, int n);
+    void *begin_ud;
 } sd_calib_gen_opts;
 
 void sd_calib_gen_opts_default(sd_calib_gen_opts *o);
@@ -82,6 +86,8 @@ int sd_calib_generate(sd_backend *b, const sd_model *m, const sd_calib_set *prom
  * set's indices of the batch's sequences (ids[k] is forward sequence k, so a capture hook can
  * map seq -> prefill_len); logits() (if want_logits) gets a row for every token of those
  * sequences (chunk by chunk for long ones, with the chunk's first position). */
+#define SD_CALIB_REPLAY_MAX_SEQS 1024 /* sequences per replay forward at most */
+
 typedef struct sd_calib_replay_cb {
     void (*begin)(void *ud, const int32_t *ids, int n);
     int (*logits)(void *ud, const int32_t *ids, const int32_t *first_pos, const int32_t *n_rows, int n,

@@ -69,6 +69,8 @@ static int slot_start(gen_ctx *g, gen_slot *s, const sd_calib_seq *p, int64_t id
     s->prompt_len = s->n;
     sd_rng_seed(&s->rng, g->o->sampling.seed + (uint64_t)idx);
     sd_batch_seq q = {.pos = 0, .n_tokens = s->n, .tokens = s->tokens, .block_table = s->blocks};
+    if (g->o->begin)
+        g->o->begin(g->o->begin_ud, &s->prompt_len, 1);
     int rc = sd_backend_forward(g->b, &q, 1, g->logits, d);
     if (rc != 0)
         return rc;
@@ -81,17 +83,20 @@ static int slot_start(gen_ctx *g, gen_slot *s, const sd_calib_seq *p, int64_t id
 static int decode_step(gen_ctx *g, sd_diag *d)
 {
     int nb = 0;
-    int32_t ids[256];
+    int32_t ids[256], prefill[256];
     for (int32_t i = 0; i < g->nslots; i++) {
         gen_slot *s = &g->slots[i];
         if (!s->active)
             continue;
         g->batch[nb] = (sd_batch_seq){
             .pos = s->n - 1, .n_tokens = 1, .tokens = s->tokens + s->n - 1, .block_table = s->blocks};
+        prefill[nb] = s->prompt_len;
         ids[nb++] = i;
     }
     if (nb == 0)
         return 0;
+    if (g->o->begin)
+        g->o->begin(g->o->begin_ud, prefill, nb);
     int rc = sd_backend_forward(g->b, g->batch, nb, g->logits, d);
     if (rc != 0)
         return rc;
@@ -280,7 +285,7 @@ int sd_calib_replay(sd_backend *b, const sd_calib_set *s, const sd_calib_replay_
         } else {
             int nb = 0;
             int32_t tokens = 0, blocks = 0;
-            while (i < s->n && tokens + s->seqs[i].n <= T &&
+            while (i < s->n && nb < SD_CALIB_REPLAY_MAX_SEQS && tokens + s->seqs[i].n <= T &&
                    blocks + (s->seqs[i].n + bs - 1) / bs <= b->kv_blocks) {
                 const sd_calib_seq *e = &s->seqs[i];
                 r.batch[nb] = (sd_batch_seq){.pos = 0,

@@ -303,6 +303,9 @@ int sd_ckptw_commit(sd_ckptw *w, json_t *provenance, sd_diag *d)
     free(txt);
     if (rc != 0)
         return rc;
+    /* mkdtemp made it 0700; a checkpoint is read by the serving user too */
+    if (chmod(w->tmp, 0755) != 0)
+        return sd_diag_set(d, SD_EIO, "chmod %s: %s", w->tmp, strerror(errno));
     if (fsync_dir(w->tmp) != 0)
         return sd_diag_set(d, SD_EIO, "fsync %s: %s", w->tmp, strerror(errno));
     if (rename(w->tmp, w->out) != 0)

@@ -17,7 +17,7 @@ struct sd_hess {
     int64_t staged; /* rows waiting in xt */
     float *xt;      /* [cols, HESS_CHUNK] staged rows, transposed */
     float *tmp;     /* [cols, cols] one chunk's X^T X (full mode) */
-    double *acc;    /* [cols, cols] (full) or [cols] (diag_only) */
+    double *acc;    /* [cols, cols] upper triangle used (full) or [cols] (diag_only) */
 };
 
 int sd_hess_init(sd_hess **ret, int64_t cols, int diag_only, sd_diag *d)
@@ -61,8 +61,12 @@ int64_t sd_hess_cols(const sd_hess *h)
     return h->cols;
 }
 
-/* acc += Xt Xt^T over the staged rows: row i of Xt is column i of the staged X, so the matmul
- * "tokens" are the columns and its "weights" are the same rows. */
+/* Upper-triangle row blocks per fold: H is symmetric, so only blocks on or right of the
+ * diagonal are multiplied (about half the work). */
+#define HESS_TRI 128
+
+/* acc += Xt Xt^T over the staged rows (upper triangle): row i of Xt is column i of the staged
+ * X, so the matmul "tokens" are columns i0.. and its "weights" the rows from i0 on. */
 static void fold(sd_hess *h, sd_cpu_pool *pool)
 {
     if (h->staged == 0)
@@ -71,9 +75,14 @@ static void fold(sd_hess *h, sd_cpu_pool *pool)
     if (k < HESS_CHUNK) /* the unused tail of each row must not add stale values */
         for (int64_t i = 0; i < c; i++)
             memset(h->xt + i * HESS_CHUNK + k, 0, (size_t)(HESS_CHUNK - k) * sizeof(float));
-    sd_cpu_matmul(pool, h->xt, HESS_CHUNK, (int)c, h->xt, c, HESS_CHUNK, NULL, h->tmp, c);
-    for (int64_t i = 0; i < c * c; i++)
-        h->acc[i] += h->tmp[i];
+    for (int64_t i0 = 0; i0 < c; i0 += HESS_TRI) {
+        int T = (int)(c - i0 < HESS_TRI ? c - i0 : HESS_TRI);
+        const float *blk = h->xt + i0 * HESS_CHUNK;
+        sd_cpu_matmul(pool, blk, HESS_CHUNK, T, blk, c - i0, HESS_CHUNK, NULL, h->tmp + i0 * c + i0, c);
+        for (int64_t i = i0; i < i0 + T; i++)
+            for (int64_t j = i; j < c; j++)
+                h->acc[i * c + j] += h->tmp[i * c + j];
+    }
     h->staged = 0;
 }
 
@@ -105,8 +114,15 @@ int sd_hess_finish(sd_hess *h, sd_cpu_pool *pool, double **ret, sd_diag *d)
     if (!out)
         return sd_diag_set(d, SD_ENOMEM, "hessian: out of memory");
     double scale = h->n > 0 ? 2.0 / (double)h->n : 0;
-    for (size_t i = 0; i < na; i++)
-        out[i] = h->acc[i] * scale;
+    int64_t c = h->cols;
+    if (h->diag_only) {
+        for (size_t i = 0; i < na; i++)
+            out[i] = h->acc[i] * scale;
+    } else {
+        for (int64_t i = 0; i < c; i++)
+            for (int64_t j = i; j < c; j++)
+                out[i * c + j] = out[j * c + i] = h->acc[i * c + j] * scale;
+    }
     *ret = out;
     return 0;
 }

@@ -119,6 +119,8 @@ static int check_spec(const sd_prune_spec *s, sd__job *j, sd_diag *d)
     return rc;
 }
 
+static int hess_layer_init(sd__job *j, int32_t l);
+
 static int load_calib(sd__job *j)
 {
     const sd_prune_spec *s = j->spec;
@@ -141,8 +143,25 @@ static int load_calib(sd__job *j)
     go.sampling.top_k = s->top_k;
     go.sampling.top_p = s->top_p;
     go.sampling.seed = s->seed;
-    set_phase(j, 0.02, 0.35);
+    set_phase(j, 0.02, 0.45);
+    /* one-shot: the decode-step rows are captured live as the dense model generates (the
+     * replay identity makes this equal to a replay of the finished sequences, minus each
+     * sequence's last token, which is never fed); sequential mode replays per layer */
+    sd__cap cap = {.j = j, .lo = 0, .hi = j->cfg->n_layers - 1};
+    if (s->mode == SD_PRUNE_ONESHOT) {
+        for (int32_t l = 0; l < j->cfg->n_layers && rc == 0; l++)
+            rc = hess_layer_init(j, l);
+        if (rc != 0) {
+            sd_calib_set_clear(&prompts);
+            return rc;
+        }
+        go.begin = sd__prune_cap_begin_live;
+        go.begin_ud = &cap;
+        sd_backend_cpu_set_capture(j->backend, sd__prune_cap_hook, &cap, -1);
+        j->live = 1;
+    }
     rc = sd_calib_generate(j->backend, j->model, &prompts, &go, gen_tick, j, j->cancel, &j->calib, j->d);
+    sd_backend_cpu_set_capture(j->backend, NULL, NULL, -1);
     memcpy(j->calib.input_sha, prompts.input_sha, sizeof prompts.input_sha);
     sd_calib_set_clear(&prompts);
     return rc;
@@ -175,17 +194,27 @@ static int hess_layer_init(sd__job *j, int32_t l)
     return 0;
 }
 
+/* Rows that entered the Hessians (every site sees the same rows). */
+static int64_t rows_captured(const sd__job *j)
+{
+    for (int s = 0; s < SD_CAP_N; s++)
+        if (j->hess[0][s])
+            return sd_hess_rows(j->hess[0][s]);
+    return 0;
+}
+
 static int run_layers(sd__job *j)
 {
     int32_t L = j->cfg->n_layers;
     int rc = 0;
     int need_data = j->spec->solver != SD_SOLVER_MAGNITUDE;
     if (j->spec->mode == SD_PRUNE_ONESHOT || !need_data) {
-        for (int32_t l = 0; l < L && rc == 0 && need_data; l++)
+        for (int32_t l = 0; l < L && rc == 0 && need_data && !j->live; l++)
             rc = hess_layer_init(j, l);
         set_phase(j, 0.35, 0.6);
-        if (rc == 0 && need_data)
+        if (rc == 0 && need_data && !j->live)
             rc = sd__prune_capture(j, 0, L - 1);
+        j->rows = need_data ? rows_captured(j) : 0;
         for (int32_t l = 0; l < L && rc == 0; l++) {
             set_phase(j, 0.6 + 0.35 * l / L, 0.6 + 0.35 * (l + 1) / L);
             rc = sd__prune_layer(j, l);
@@ -196,6 +225,8 @@ static int run_layers(sd__job *j)
         double lo = 0.35 + 0.6 * l / L, hi = 0.35 + 0.6 * (l + 1) / L;
         set_phase(j, lo, lo + 0.6 * (hi - lo));
         if ((rc = hess_layer_init(j, l)) == 0 && (rc = sd__prune_capture(j, l, l)) == 0) {
+            if (l == 0)
+                j->rows = rows_captured(j);
             set_phase(j, lo + 0.6 * (hi - lo), hi);
             rc = sd__prune_layer(j, l);
         }
@@ -215,9 +246,9 @@ static json_t *provenance(const sd__job *j, const char *dense_sha)
         "{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:s, s:s, s:f, s:i, s:s}", "dense_checkpoint", s->model_dir,
         "dense_sha256", dense_sha, "solver", sd_prune_solver_name(s->solver), "pattern", j->pattern,
         "calibration", s->solver == SD_SOLVER_MAGNITUDE ? "none" : sd_calib_source_name(s->source),
-        "calibration_tokens", (json_int_t)j->calib.kept, "calibration_tokens_budget",
-        (json_int_t)s->tokens_budget, "calibration_sequences", j->calib.n, "input", s->input ? s->input : "",
-        "input_sha256", j->calib.input_sha, "damping", s->damping, "block_size", s->block_size, "mode",
+        "calibration_tokens", (json_int_t)j->rows, "calibration_tokens_budget", (json_int_t)s->tokens_budget,
+        "calibration_sequences", j->calib.n, "input", s->input ? s->input : "", "input_sha256",
+        j->calib.input_sha, "damping", s->damping, "block_size", s->block_size, "mode",
         s->mode == SD_PRUNE_ONESHOT ? "oneshot" : "sequential");
     if (!p)
         return NULL;
@@ -340,7 +371,7 @@ int sd_prune_run(const sd_prune_spec *spec, sd_prune_progress_fn progress, void 
     if (rc == 0) {
         sd__prune_report(&j, SD_PH_DONE, -1, j.calib.kept, spec->tokens_budget, 1, NULL);
         if (result)
-            *result = (sd_prune_result){.calib_tokens = j.calib.kept,
+            *result = (sd_prune_result){.calib_tokens = j.rows,
                                         .calib_seqs = j.calib.n,
                                         .seconds = elapsed(&j.t0),
                                         .total_loss = j.total_loss,

@@ -39,7 +39,23 @@ typedef struct sd__job {
     double frac_lo, frac_hi; /* the current phase's share of the progress bar */
     double total_loss;
     int32_t linears;
+    int live;     /* one-shot decode: Hessians were filled during generation, no replay */
+    int64_t rows; /* calibration rows that entered the Hessians */
 } sd__job;
+
+/* Capture state: the layers to collect and the prompt length of each sequence of the forward
+ * in flight (replay: from the set; live generation: from the generator). */
+#define SD__CAP_MAX_SEQS SD_CALIB_REPLAY_MAX_SEQS /* >= generation slots (256) too */
+typedef struct sd__cap {
+    sd__job *j;
+    int32_t lo, hi;
+    int32_t prefill[SD__CAP_MAX_SEQS];
+} sd__cap;
+
+/* The backend hook and the generator's begin callback for live capture (one-shot decode). */
+int sd__prune_cap_hook(void *ud, int32_t layer, sd_capture_site site, const float *x, int64_t cols, int T,
+                       const int32_t *pos, const int32_t *seq);
+void sd__prune_cap_begin_live(void *ud, const int32_t *prefill_len, int n);
 
 /* Progress report at fraction frac_lo + f * (frac_hi - frac_lo) of the job. */
 void sd__prune_report(sd__job *j, sd_prune_phase ph, int32_t layer, int64_t tokens, int64_t target, double f,

@@ -13,23 +13,25 @@
 
 /* ---- capture ------------------------------------------------------------------------------ */
 
-typedef struct cap_ctx {
-    sd__job *j;
-    int32_t lo, hi;
-    const int32_t *ids; /* set index of each forward sequence */
-    int rc;
-} cap_ctx;
-
 static void cap_begin(void *ud, const int32_t *ids, int n)
 {
-    ((cap_ctx *)ud)->ids = ids;
+    sd__cap *c = ud;
+    for (int k = 0; k < n && k < SD__CAP_MAX_SEQS; k++)
+        c->prefill[k] = c->j->calib.seqs[ids[k]].prefill_len;
+}
+
+void sd__prune_cap_begin_live(void *ud, const int32_t *prefill_len, int n)
+{
+    sd__cap *c = ud;
+    for (int k = 0; k < n && k < SD__CAP_MAX_SEQS; k++)
+        c->prefill[k] = prefill_len[k];
 }
 
 /* The hook: rows at positions >= their sequence's prefill_len, in contiguous runs. */
-static int cap_hook(void *ud, int32_t layer, sd_capture_site site, const float *x, int64_t cols, int T,
-                    const int32_t *pos, const int32_t *seq)
+int sd__prune_cap_hook(void *ud, int32_t layer, sd_capture_site site, const float *x, int64_t cols, int T,
+                       const int32_t *pos, const int32_t *seq)
 {
-    cap_ctx *c = ud;
+    sd__cap *c = ud;
     sd__job *j = c->j;
     if (j->cancel && *j->cancel)
         return SD_ECANCEL;
@@ -37,12 +39,12 @@ static int cap_hook(void *ud, int32_t layer, sd_capture_site site, const float *
         return 0;
     sd_hess *h = j->hess[layer][site];
     for (int t = 0; t < T;) {
-        if (pos[t] < j->calib.seqs[c->ids[seq[t]]].prefill_len) {
+        if (pos[t] < c->prefill[seq[t]]) {
             t++;
             continue;
         }
         int t1 = t + 1;
-        while (t1 < T && pos[t1] >= j->calib.seqs[c->ids[seq[t1]]].prefill_len)
+        while (t1 < T && pos[t1] >= c->prefill[seq[t1]])
             t1++;
         int rc = sd_hess_add(h, j->pool, x + (int64_t)t * cols, cols, t1 - t, j->d);
         if (rc != 0)
@@ -54,15 +56,15 @@ static int cap_hook(void *ud, int32_t layer, sd_capture_site site, const float *
 
 static void cap_tick(void *ud, int64_t done, int64_t total)
 {
-    cap_ctx *c = ud;
+    sd__cap *c = ud;
     sd__prune_report(c->j, SD_PH_CAPTURE, c->hi, done, total, total ? (double)done / (double)total : 1, NULL);
 }
 
 int sd__prune_capture(sd__job *j, int32_t lo, int32_t hi)
 {
-    cap_ctx c = {.j = j, .lo = lo, .hi = hi};
+    sd__cap c = {.j = j, .lo = lo, .hi = hi};
     sd_calib_replay_cb cb = {.begin = cap_begin, .ud = &c};
-    sd_backend_cpu_set_capture(j->backend, cap_hook, &c, hi);
+    sd_backend_cpu_set_capture(j->backend, sd__prune_cap_hook, &c, hi);
     int rc = sd_calib_replay(j->backend, &j->calib, &cb, 0, cap_tick, &c, j->cancel, j->d);
     sd_backend_cpu_set_capture(j->backend, NULL, NULL, -1);
     if (rc == SD_ECANCEL)
