@@ -241,6 +241,8 @@ function initChat() {
     $("messages-empty").hidden = false;
     show($("chat-error"), "");
   });
+  // Phones: the parameters start folded so the conversation is in view.
+  if (window.matchMedia("(max-width: 720px)").matches) $("params-box").open = false;
   const syncMode = () => { $("p-system-label").hidden = $("p-mode").value !== "chat"; };
   $("p-mode").addEventListener("change", syncMode);
   syncMode();
@@ -423,7 +425,7 @@ const server = {
     this.push("itl95", ms(quantile(wi, 0.95)));
     $("s-tps").textContent = tps === null ? "–" : tps.toFixed(1);
     $("s-seqs").textContent = `${running} / ${waiting}`;
-    $("s-kv").textContent = kv.toFixed(1) + " %";
+    $("s-kv").textContent = kv.toFixed(kv < 10 ? 2 : 1) + " %";
     $("s-gen").textContent = String(gen);
     this.draw();
   },
@@ -503,12 +505,14 @@ const jobs = {
     prog.value = j.state === "succeeded" ? 1 : Number(j.progress) || 0;
     prog.setAttribute("aria-label", `job ${j.id} progress`);
     const detail = [];
-    if (j.layer !== undefined && j.n_layers) detail.push(`layer ${j.layer}/${j.n_layers}`);
-    if (j.tokens_collected) detail.push(`${j.tokens_collected} tokens`);
+    if (j.layer && j.n_layers) detail.push(`layer ${j.layer}/${j.n_layers}`);
+    const toks = j.tokens ?? j.tokens_collected;
+    if (toks) detail.push(`${toks}${j.tokens_target ? "/" + j.tokens_target : ""} tokens`);
     if (j.eta_seconds !== undefined && j.eta_seconds !== null && !TERMINAL.includes(j.state)) detail.push(`ETA ${fmtDuration(j.eta_seconds)}`);
     detail.push(`${Math.round(prog.value * 100)} %`);
     const pc = cell(prog, document.createElement("br"), span("sub", detail.join(" · ")));
     if (j.error) pc.append(document.createElement("br"), span("sub state failed", j.error));
+    if (j.activated) pc.append(document.createElement("br"), span("sub state succeeded", "activated"));
     cell(span("sub", j.output || spec.output || ""));
     const acts = cell();
     if (!TERMINAL.includes(j.state)) acts.append(this.button("Cancel", () => this.cancel(j.id)));

@@ -2,6 +2,7 @@
 own answer, stop freeing the server's sequence, the server page's live numbers, the 401
 message and the API key, and a prune job run from the Jobs page. Skips without chromium."""
 import json
+import os
 import threading
 import time
 
@@ -35,7 +36,7 @@ def page(server):
     d = browser()
     try:
         d.get(server.url + "/")
-        wait(lambda: d.find_element("id", "chat-model").text not in ("…", ""), 20, "the model name")
+        wait(lambda: d.find_element("id", "chat-model").get_attribute("textContent") not in ("…", ""), 20, "the model name")
         yield d
         errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
         assert errors == [], errors  # no CSP violation, no script error
@@ -158,15 +159,18 @@ def test_server_page_shows_throughput(server, page):
     d.get(server.url + "/#server")
     wait(lambda: d.find_element("id", "i-model").text not in ("…", ""), 20, "the model facts")
     stop = threading.Event()
-    t = threading.Thread(target=traffic, args=(server, stop))
-    t.start()
+    # Two clients; a screenshot run lets the charts fill for longer.
+    threads = [threading.Thread(target=traffic, args=(server, stop, n)) for n in (200, 60)]
+    for t in threads:
+        t.start()
     try:
         tps = wait(lambda: _num(d.find_element("id", "s-tps").text), 30, "non-zero generation tokens/s")
         wait(lambda: "/" in d.find_element("id", "s-seqs").text, 10, "sequences")
-        time.sleep(4.5)  # a few more samples for the charts
+        time.sleep(30 if os.environ.get("SD_WEB_SCREENSHOTS") else 4.5)  # more samples for the charts
     finally:
         stop.set()
-        t.join()
+        for t in threads:
+            t.join()
     assert tps > 0
     info = json.loads(server.get("/info")[2])
     assert d.find_element("id", "i-model").text == info["model"]
@@ -222,11 +226,71 @@ def test_api_key_401_then_key(start_server):
         d.quit()
 
 
+def admin_server(start_server, tmp_path, token):
+    """A daemon with the admin API on, or a skip when this tree's daemon has none yet."""
+    try:
+        return start_server(config={"admin_token": token, "state_dir": str(tmp_path / "state")})
+    except RuntimeError as e:
+        if 'unknown key "admin_token"' in str(e):
+            pytest.skip("the admin API (admin_token) is not in this tree yet")
+        raise
+
+
+def job_row(d, state=None):
+    rows = d.find_elements("css selector", "#jobs-body tr[data-id]")
+    return next((r for r in rows if state is None or r.get_attribute("data-state") == state), None)
+
+
+def test_jobs_page_runs_a_prune_job(start_server, tmp_path):
+    s = admin_server(start_server, tmp_path, "adm-web")
+    out = tmp_path / "pruned-2of4"
+    d = browser()
+    try:
+        d.get(s.url + "/#jobs")
+        wait(lambda: d.find_element("id", "jobs-error").is_displayed(), 20, "the token prompt")
+        set_field(d, "admin-token", "wrong")
+        d.find_element("css selector", "#admin-form button").click()
+        wait(lambda: "401" in d.find_element("id", "jobs-error").text, 20, "the 401 message")
+        set_field(d, "admin-token", "adm-web")
+        d.find_element("css selector", "#admin-form button").click()
+        wait(lambda: not d.find_element("id", "jobs-error").is_displayed(), 20, "the job list")
+        set_field(d, "j-budget", 64)
+        set_field(d, "j-output", str(out))
+        d.find_element("id", "j-start").click()
+        row = wait(lambda: job_row(d), 20, "the job's row")
+        job_id = row.get_attribute("data-id")
+        status, _, body = s.get(f"/admin/v1/jobs/{job_id}", headers={"Authorization": "Bearer adm-web"})
+        spec = json.loads(body)["spec"]
+        assert (spec["pattern"], spec["solver"], spec["source"], spec["tokens_budget"]) == ("2:4", "sparsegpt",
+                                                                                            "decode", 64)
+        assert spec["prompts"] == ["The capital of France is", "Once upon a time"]
+        row = wait(lambda: job_row(d, "succeeded") or _failed(d), 240, "the job to succeed", interval=0.5)
+        assert row.get_attribute("data-state") == "succeeded", row.text
+        assert out.is_dir()
+        screenshot(d, "jobs")
+        row.find_element("xpath", ".//button[text()='Activate']").click()
+        wait(lambda: json.loads(s.get("/admin/v1/model", headers={"Authorization": "Bearer adm-web"})[2])
+             .get("path", "").rstrip("/") == str(out), 120, "the swap to the pruned checkpoint", interval=0.5)
+        info = json.loads(s.get("/info")[2])
+        assert (info["checkpoint"], info["sparsity"]) == ("bitmask", "2:4")
+        assert not d.find_element("id", "jobs-error").is_displayed()
+        assert d.execute_script("return sessionStorage.getItem('sparsed.adminToken')") == "adm-web"
+    finally:
+        d.quit()
+
+
+def _failed(d):
+    r = job_row(d, "failed") or job_row(d, "cancelled")
+    if r:
+        raise AssertionError("the job did not succeed: " + r.text)
+    return None
+
+
 def test_phone_layout(server):
     d = browser(phone=True)
     try:
         d.get(server.url + "/")
-        wait(lambda: d.find_element("id", "chat-model").text not in ("…", ""), 20, "the model name")
+        wait(lambda: d.find_element("id", "chat-model").get_attribute("textContent") not in ("…", ""), 20, "the model name")
         assert d.execute_script("return window.innerWidth") == 390
         width = d.execute_script("return document.documentElement.scrollWidth")
         assert width <= 390  # no horizontal scrolling
@@ -234,6 +298,9 @@ def test_phone_layout(server):
         params = d.find_element("css selector", ".params").rect
         conv = d.find_element("css selector", ".conversation").rect
         assert conv["y"] >= params["y"] + params["height"] - 1
+        send(d, "Hello there")
+        wait(lambda: "tokens" in last_reply(d).find_element("css selector", ".stats").text, 60, "a reply")
+        assert d.execute_script("return document.documentElement.scrollWidth") <= 390
         screenshot(d, "chat-phone")
     finally:
         d.quit()
