@@ -58,6 +58,13 @@ static const opt opts[] = {
     {"log_priority_prefix", OPT_BOOL, O(log_priority_prefix), "false", 0, 0, NULL,
      "prefix log lines with <N> syslog priorities for journald (reloadable)"},
     {"web_ui", OPT_BOOL, O(web_ui), "true", 0, 0, NULL, "serve the web console (chat, server, jobs) at /"},
+    {"admin_token", OPT_STR, O(admin_token), "", 0, 0, NULL,
+     "bearer token of the admin API /admin/v1 (none and no token file => admin API off)"},
+    {"admin_token_file", OPT_STR, O(admin_token_file), "", 0, 0, NULL,
+     "file whose first non-comment line is the admin token"},
+    {"state_dir", OPT_STR, O(state_dir), "state", 0, 0, NULL, "directory of admin job records (<dir>/jobs)"},
+    {"job_memory_budget", OPT_INT, O(job_memory_budget), "0", 0, 1 << 30, NULL,
+     "MiB a prune job may be estimated to need; larger jobs get 400 (0 => no limit)"},
 };
 #undef O
 #define N_OPTS (sizeof opts / sizeof opts[0])
@@ -347,6 +354,9 @@ int sd_conf_validate(const sd_conf *c, sd_diag *d)
         return sd_diag_set(d, SD_EINVAL, "model: must name a model directory");
     if (!*c->host)
         return sd_diag_set(d, SD_EINVAL, "host: must not be empty");
+    for (int i = 0; i < c->n_api_keys && *c->admin_token; i++)
+        if (!strcmp(c->api_keys[i], c->admin_token))
+            return sd_diag_set(d, SD_EINVAL, "admin_token: must differ from every API key");
     if (c->max_model_len && c->max_batch_tokens < 1)
         return sd_diag_set(d, SD_EINVAL, "max_batch_tokens: must be >= 1");
     return 0;
@@ -398,8 +408,9 @@ void sd_conf_print(const sd_conf *c, FILE *f)
         const opt *op = &opts[i];
         json_t *v = NULL;
         switch (op->type) {
-        case OPT_STR:
-            v = json_string(*str_at(cc, op));
+        case OPT_STR: /* the admin token is a secret */
+            v = json_string(strcmp(op->key, "admin_token") || !**str_at(cc, op) ? *str_at(cc, op)
+                                                                                : "<redacted>");
             break;
         case OPT_INT:
             v = json_integer(*int_at(cc, op));

@@ -70,6 +70,8 @@ static sd_metrics_route route_of(const char *url)
                   {"/health", SD_ROUTE_HEALTH},
                   {"/ready", SD_ROUTE_READY},
                   {"/metrics", SD_ROUTE_METRICS}};
+    if (!strncmp(url, "/admin/", 7) || !strcmp(url, "/admin"))
+        return SD_ROUTE_ADMIN;
     size_t n = strlen(url);
     while (n > 1 && url[n - 1] == '/') /* tolerate a trailing slash */
         n--;
@@ -118,7 +120,9 @@ static enum MHD_Result handle_get(sd_http *h, struct MHD_Connection *conn, sd_ht
             sd_api_fail(&e, 503, NULL, "model_loading", "the model is still loading");
             return sd_http__send_error(conn, c, &e);
         }
+        pthread_rwlock_rdlock(&h->engine_lock); /* a hot swap may replace h->model */
         char *s = sd_api_models(h->model.name, h->started, h->model.max_model_len);
+        pthread_rwlock_unlock(&h->engine_lock);
         return sd_http__send(conn, c, 200, "application/json", s, s ? strlen(s) : 0);
     }
     default:
@@ -197,10 +201,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         int is_post = !strcmp(method, "POST");
         if (c->route == SD_ROUTE_OTHER && sd_web_handle(h, conn, c, &ret))
             return ret; /* the web console's assets and /info */
-        if (c->route == SD_ROUTE_OTHER) {
+        if (c->route == SD_ROUTE_OTHER || (c->route == SD_ROUTE_ADMIN && !h->admin)) {
             sd_api_fail(&e, 404, NULL, "not_found", "no route for %s %s", method, url);
             return sd_http__send_error(conn, c, &e);
         }
+        if (c->route == SD_ROUTE_ADMIN)
+            return MHD_YES; /* any method; answered once the body is in */
         if (is_gen_route(c->route) ? !is_post : !is_get) {
             sd_api_fail(&e, 405, NULL, "method_not_allowed", "%s is not allowed on %s", method, url);
             return sd_http__send_error(conn, c, &e);
@@ -228,6 +234,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         sd_api_fail(&e, 413, NULL, "request_too_large", "the request body exceeds %d bytes",
                     h->o.max_body_bytes);
         return sd_http__send_error(conn, c, &e);
+    }
+    if (c->route == SD_ROUTE_ADMIN) {
+        char *out = NULL;
+        int st = h->admin(h->admin_ud, c->method, c->url,
+                          MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"), c->body,
+                          c->len, c->rid, &out);
+        return sd_http__send(conn, c, st, "application/json", out, out ? strlen(out) : 0);
     }
     return sd_http__gen_handle(h, conn, c);
 }
@@ -336,16 +349,54 @@ void sd_http_free(sd_http *h)
         return;
     sd_http_stop(h);
     sd_http_resume_pending(h); /* drops references still queued (no resume: MHD is gone) */
+    sd_http__slot_put(h->cur); /* its model is told it is released */
     pthread_mutex_destroy(&h->wake_mu);
     pthread_rwlock_destroy(&h->engine_lock);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }
 
+sd_http__slot *sd_http__slot_get(sd_http *h)
+{
+    pthread_rwlock_rdlock(&h->engine_lock);
+    sd_http__slot *s = h->cur;
+    if (s)
+        atomic_fetch_add(&s->refs, 1);
+    pthread_rwlock_unlock(&h->engine_lock);
+    return s;
+}
+
+void sd_http__slot_put(sd_http__slot *s)
+{
+    if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
+        return;
+    if (s->m.released)
+        s->m.released(s->m.released_ud);
+    free(s);
+}
+
 void sd_http_set_model(sd_http *h, const sd_http_model *m)
 {
+    sd_http__slot *s = calloc(1, sizeof *s);
+    if (s) {
+        s->m = *m;
+        atomic_init(&s->refs, 1); /* h->cur's */
+    } else {
+        sd_log_error(NULL, "out of memory publishing model %s", m->name);
+    }
+    pthread_rwlock_wrlock(&h->engine_lock);
+    sd_http__slot *old = h->cur;
+    h->cur = s;
     h->model = *m;
-    atomic_store_explicit(&h->ready, 1, memory_order_release);
+    pthread_rwlock_unlock(&h->engine_lock);
+    sd_http__slot_put(old); /* freed once its last request is done */
+    atomic_store_explicit(&h->ready, s != NULL, memory_order_release);
+}
+
+void sd_http_set_admin(sd_http *h, sd_http_admin_fn fn, void *ud)
+{
+    h->admin = fn;
+    h->admin_ud = ud;
 }
 
 void sd_http_set_waker(sd_http *h, void (*wake)(void *), void *ud)

@@ -35,6 +35,11 @@ typedef struct sd_http_model {
     const void *chat_template;
     const char *name; /* served model id */
     int32_t max_model_len;
+    /* Called once (from any thread, must not block) when this model has been replaced by a
+     * later sd_http_set_model, or the server freed, and no request uses it any more: its
+     * owner may then free it. NULL: not told. */
+    void (*released)(void *ud);
+    void *released_ud;
 } sd_http_model;
 
 /* Starts listening. /health answers at once; /ready and /v1 answer 503 until
@@ -52,8 +57,16 @@ void sd_http_free(sd_http *h);
  * without it, events resume connections directly. */
 void sd_http_set_waker(sd_http *h, void (*wake)(void *), void *ud);
 void sd_http_resume_pending(sd_http *h);
-/* Publishes the model: readiness turns true. `m` is copied. */
+/* Publishes the model: readiness turns true. `m` is copied. A later call replaces it (hot
+ * swap): requests prepared from then on use the new model, those already prepared finish on
+ * the one they started with, whose `released` hook runs once the last of them is done. */
 void sd_http_set_model(sd_http *h, const sd_http_model *m);
+/* Routes every request under /admin/ to `fn` (server/admin.h's sd_admin_handle): method, path,
+ * Authorization header and body in; status and a malloc'd JSON body out. Without it /admin/
+ * answers 404. Set before requests arrive. */
+typedef int (*sd_http_admin_fn)(void *ud, const char *method, const char *path, const char *authz,
+                                const char *body, size_t len, const char *rid, char **ret_body);
+void sd_http_set_admin(sd_http *h, sd_http_admin_fn fn, void *ud);
 /* Draining: readiness false, new /v1 requests get 503; in-flight ones continue. `on_idle`
  * is called (from any thread) each time the in-flight count drops to zero while draining. */
 void sd_http_set_draining(sd_http *h, void (*on_idle)(void *), void *ud);

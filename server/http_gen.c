@@ -35,6 +35,7 @@ static void gen_free(sd_http__gen *g)
     free(g->ch);
     free(g->out);
     sd_api_req_free(&g->req);
+    sd_http__slot_put(g->slot); /* may free a replaced model: after its last request */
     pthread_mutex_destroy(&g->mu);
     free(g);
 }
@@ -433,8 +434,8 @@ void sd_http__gen_cancel(sd_http *h, sd_http__gen *g)
     pthread_mutex_unlock(&g->mu);
     /* Outside g->mu: the engine may deliver events (which take g->mu) while we wait. */
     pthread_rwlock_rdlock(&h->engine_lock);
-    for (int i = 0; i < n && !h->engine_gone; i++)
-        sd_engine_cancel(h->model.engine, ids[i]);
+    for (int i = 0; i < n && !h->engine_gone; i++) /* n > 0 => g->slot is set */
+        sd_engine_cancel(g->slot->m.engine, ids[i]);
     pthread_rwlock_unlock(&h->engine_lock);
     free(ids);
 }

@@ -12,12 +12,22 @@
 
 typedef struct sd_http__gen sd_http__gen;
 
+/* A published model and the requests using it (hot swap): h->cur holds one reference while it
+ * is current, each generation one from its preparation to its end. */
+typedef struct sd_http__slot {
+    sd_http_model m;
+    atomic_int refs;
+} sd_http__slot;
+
 struct sd_http {
     struct MHD_Daemon *mhd;
     sd_http_opts o;
     sd_metrics *metrics;
     sd_auth *auth;
-    sd_http_model model; /* valid once `ready` is set (release/acquire) */
+    sd_http_model model; /* the current model: valid once `ready` is set; read under engine_lock */
+    sd_http__slot *cur;  /* its slot; swapped under engine_lock (write) */
+    sd_http_admin_fn admin;
+    void *admin_ud;
     /* Read-held around every engine call from HTTP threads; write-held to detach the engine
      * at shutdown, after which `engine_gone` makes those calls no-ops. */
     pthread_rwlock_t engine_lock;
@@ -80,6 +90,7 @@ struct sd_http__gen {
     size_t out_len, out_cap, out_off;
     int role_sent, done_sent;
     const char *rid;
+    sd_http__slot *slot; /* the model this request runs on (a reference) */
 };
 
 /* Per-connection request state (MHD's con_cls). */
@@ -97,6 +108,10 @@ typedef struct sd_http__conn {
 } sd_http__conn;
 
 double sd_http__now(void);
+/* The current model with a reference taken (NULL before the first sd_http_set_model), and
+ * the release of such a reference (NULL is a no-op). */
+sd_http__slot *sd_http__slot_get(sd_http *h);
+void sd_http__slot_put(sd_http__slot *s);
 /* Queues a JSON/text response; returns MHD_YES/NO. Records the status in c. */
 enum MHD_Result sd_http__send(struct MHD_Connection *conn, sd_http__conn *c, int status, const char *ctype,
                               char *body_owned, size_t len);

@@ -33,7 +33,7 @@ int sd_http__status_of(int code)
 static int render_chat(sd_http *h, sd_http__gen *g, char **ret, size_t *ret_len, sd_api_err *e)
 {
 #ifdef SD_HAVE_CHAT_TEMPLATE
-    const sd_chat_template *ct = h->model.chat_template;
+    const sd_chat_template *ct = g->slot->m.chat_template;
     if (!ct)
         return sd_api_fail(e, 400, "messages", "no_chat_template", "the model has no chat template");
     json_t *msgs = NULL, *extra = json_object();
@@ -58,14 +58,14 @@ static int render_chat(sd_http *h, sd_http__gen *g, char **ret, size_t *ret_len,
 /* Tokenizes every prompt (or the rendered chat) into g->pids/plen. */
 static int tokenize(sd_http *h, sd_http__gen *g, sd_api_err *e)
 {
-    const sd_tokenizer *tok = sd_model_tokenizer(h->model.model);
+    const sd_tokenizer *tok = sd_model_tokenizer(g->slot->m.model);
     int np = g->req.kind == SD_API_CHAT ? 1 : g->req.n_prompts;
     g->pids = calloc((size_t)np, sizeof *g->pids);
     g->plen = calloc((size_t)np, sizeof *g->plen);
     if (!g->pids || !g->plen)
         return sd_api_fail(e, 500, NULL, NULL, "out of memory");
     g->n_pids = np;
-    int32_t vocab = sd_model_cfg(h->model.model)->vocab;
+    int32_t vocab = sd_model_cfg(g->slot->m.model)->vocab;
     for (int i = 0; i < np; i++) {
         sd_api_prompt *p = g->req.kind == SD_API_CHAT ? NULL : &g->req.prompts[i];
         if (p && p->ids) {
@@ -114,7 +114,7 @@ static int echo_text(sd_http *h, sd_http__gen *g, int i, gen_choice *c)
     sd_api_prompt *p = &g->req.prompts[i];
     if (p->text)
         return sd_http__text_append(c, p->text, strlen(p->text));
-    const sd_tokenizer *tok = sd_model_tokenizer(h->model.model);
+    const sd_tokenizer *tok = sd_model_tokenizer(g->slot->m.model);
     char *s = NULL;
     size_t n = 0;
     if (!tok || sd_tok_decode(tok, p->ids, p->n_ids, 0, &s, &n, NULL) < 0)
@@ -126,16 +126,16 @@ static int echo_text(sd_http *h, sd_http__gen *g, int i, gen_choice *c)
 
 static int max_tokens_for(sd_http *h, sd_http__gen *g, int i, int32_t *ret, sd_api_err *e)
 {
-    int64_t room = (int64_t)h->model.max_model_len - g->plen[i];
+    int64_t room = (int64_t)g->slot->m.max_model_len - g->plen[i];
     int32_t mt = g->req.max_tokens;
     if (mt < 0 && g->req.kind == SD_API_CHAT)
         mt = room > 0 ? (int32_t)room : 1;
-    if ((int64_t)g->plen[i] + mt > h->model.max_model_len)
+    if ((int64_t)g->plen[i] + mt > g->slot->m.max_model_len)
         return sd_api_fail(
             e, 400, g->req.kind == SD_API_CHAT ? "messages" : "prompt", "context_length_exceeded",
             "This model's maximum context length is %d tokens. However, you requested %lld tokens "
             "(%d in the prompt, %d for the completion). Please reduce the prompt or max_tokens.",
-            (int)h->model.max_model_len, (long long)g->plen[i] + mt, (int)g->plen[i], (int)mt);
+            (int)g->slot->m.max_model_len, (long long)g->plen[i] + mt, (int)g->plen[i], (int)mt);
     *ret = mt;
     return 0;
 }
@@ -189,7 +189,7 @@ static int submit_all(sd_http *h, sd_http__gen *g, sd_api_err *e)
         uint64_t id = 0;
         pthread_rwlock_rdlock(&h->engine_lock);
         int rc = h->engine_gone ? sd_diag_set(&d, SD_ECANCEL, "the server is shutting down")
-                                : sd_engine_submit(h->model.engine, &p, sd_http__on_event, c, &id, &d);
+                                : sd_engine_submit(g->slot->m.engine, &p, sd_http__on_event, c, &id, &d);
         pthread_rwlock_unlock(&h->engine_lock);
         pthread_mutex_lock(&g->mu);
         if (rc < 0) {
@@ -223,17 +223,17 @@ static int setup_choices(sd_http *h, sd_http__gen *g, sd_http__conn *c, sd_api_e
     g->meta = (sd_api_meta){.kind = g->req.kind,
                             .id = g->id,
                             .created = (int64_t)time(NULL),
-                            .model = h->model.name,
+                            .model = g->slot->m.name,
                             .logprobs = g->req.logprobs,
-                            .tok = sd_model_tokenizer(h->model.model)};
+                            .tok = sd_model_tokenizer(g->slot->m.model)};
     return 0;
 }
 
 /* ---- responses ---- */
 
-static int check_model(sd_http *h, const sd_api_req *r, sd_api_err *e)
+static int check_model(const sd_http_model *m, const sd_api_req *r, sd_api_err *e)
 {
-    if (!r->model || !strcmp(r->model, h->model.name) || !strcmp(r->model, sd_model_name(h->model.model)))
+    if (!r->model || !strcmp(r->model, m->name) || !strcmp(r->model, sd_model_name(m->model)))
         return 0;
     return sd_api_fail(e, 404, "model", "model_not_found", "The model '%s' does not exist", r->model);
 }
@@ -241,8 +241,11 @@ static int check_model(sd_http *h, const sd_api_req *r, sd_api_err *e)
 int sd_http__gen_prepare(sd_http *h, sd_http__gen *g, sd_http__conn *c, sd_api_err *e)
 {
     sd_api_kind kind = c->route == SD_ROUTE_CHAT ? SD_API_CHAT : SD_API_COMPLETION;
+    /* The request runs on the model current now, to its end, even if a swap comes meanwhile. */
+    if (!g->slot && !(g->slot = sd_http__slot_get(h)))
+        return sd_api_fail(e, 503, NULL, "model_loading", "the model is still loading");
     if (sd_api_parse(&g->req, kind, c->body ? c->body : "", c->len, e) < 0 ||
-        check_model(h, &g->req, e) < 0 || tokenize(h, g, e) < 0 || setup_choices(h, g, c, e) < 0)
+        check_model(&g->slot->m, &g->req, e) < 0 || tokenize(h, g, e) < 0 || setup_choices(h, g, c, e) < 0)
         return -1;
     return submit_all(h, g, e);
 }

@@ -19,6 +19,7 @@ typedef enum sd_metrics_route {
     SD_ROUTE_HEALTH,
     SD_ROUTE_READY,
     SD_ROUTE_METRICS,
+    SD_ROUTE_ADMIN, /* /admin/... (server/admin.c) */
     SD_ROUTE_COUNT
 } sd_metrics_route;
 
@@ -30,6 +31,11 @@ void sd_metrics_tokens(sd_metrics *m, uint64_t prompt, uint64_t generated);
 void sd_metrics_ttft(sd_metrics *m, double seconds);
 void sd_metrics_itl(sd_metrics *m, double seconds);
 void sd_metrics_e2e(sd_metrics *m, double seconds);
+
+/* Adds text owned by another module (the admin API's job and model gauges) to every render:
+ * fn returns a malloc'd string (or NULL) and runs on the rendering thread. Set it before
+ * the server starts answering; ud outlives the metrics. */
+void sd_metrics_set_extra(sd_metrics *m, char *(*fn)(void *ud), void *ud);
 
 /* Renders everything; `st` (engine gauges) may be NULL before the model is loaded.
  * Returns a malloc'd NUL-terminated text or NULL on allocation failure. */

@@ -11,22 +11,19 @@
 #include "engine/backend.h"
 #include "engine/engine.h"
 #include "engine/model.h"
+#include "server/admin.h"
+#include "server/admin_models.h"
 #include "server/auth.h"
 #include "server/http.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/notify.h"
 
-#if __has_include("engine/chat_template.h")
-#include "engine/chat_template.h"
-#define SD_HAVE_CHAT_TEMPLATE 1
-#endif
-
 typedef struct srv {
     uv_loop_t loop;
     uv_signal_t sig_term, sig_int, sig_hup;
     uv_timer_t reap_timer, drain_timer, watchdog_timer;
-    uv_async_t idle_async, wake_async;
+    uv_async_t idle_async, wake_async, models_async;
     uv_work_t load_work;
     const sd_conf *conf;
     int argc;
@@ -37,12 +34,10 @@ typedef struct srv {
     sd_auth *auth;
     sd_http *http;
     sd_notifier *notify;
-    /* filled by the load worker */
-    sd_model *model;
-    sd_backend *backend;
-    sd_engine *engine;
-    void *chat; /* sd_chat_template * */
-    char *served_name;
+    sd_admin_models *models; /* the model in service and replaced ones still finishing */
+    sd_jobs *jobs;           /* NULL when the admin API is off */
+    sd_admin *admin;
+    sd_admin_inst *inst; /* filled by the load worker */
     sd_diag load_diag;
     int load_rc, loading, draining, exit_code, stopping;
 } srv;
@@ -102,52 +97,8 @@ static void apply_logging(const sd_conf *c)
 static void load_work(uv_work_t *w)
 {
     srv *s = w->data;
-    const sd_conf *c = s->conf;
-    sd_diag *d = &s->load_diag;
-    int rc = sd_model_open(&s->model, c->model, d);
-    if (rc < 0)
-        goto out;
-    sd_backend_opts bo;
-    sd_backend_opts_default(&bo);
-    bo.n_threads = c->threads;
-    bo.block_size = c->block_size;
-    bo.kv_blocks = c->kv_blocks;
-    bo.max_batch_tokens = c->max_batch_tokens;
-    bo.device = c->device;
-    if (!strcmp(c->backend, "cpu"))
-        rc = sd_backend_cpu_init(&s->backend, s->model, &bo, d);
-    else
-#if SD_HAVE_CUDA
-        rc = sd_backend_cuda_init(&s->backend, s->model, &bo, d);
-#else
-        rc = sd_diag_set(d, SD_ENOTSUP, "backend 'cuda': this build has no CUDA support");
-#endif
-    if (rc < 0)
-        goto out;
-    sd_engine_opts eo;
-    sd_engine_opts_default(&eo);
-    eo.max_seqs = c->max_seqs;
-    eo.max_batch_tokens = c->max_batch_tokens;
-    eo.max_waiting = c->max_queue;
-    eo.max_model_len = c->max_model_len;
-    if ((rc = sd_engine_init(&s->engine, s->model, s->backend, &eo, d)) < 0)
-        goto out;
-#ifdef SD_HAVE_CHAT_TEMPLATE
-    /* Loaded from tokenizer_config.json so the template sees the special tokens (bos_token...)
-     * exactly as transformers passes them. */
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", c->model);
-    sd_chat_template *ct = NULL;
-    sd_diag td = {0};
-    int trc = sd_chat_template_load(&ct, path, &td);
-    if (trc < 0 && trc != SD_ENOTFOUND) /* completions still work; chat answers 400 */
-        sd_log_warn(NULL, "chat template of %s unusable: %s", c->model, sd_diag_str(&td, trc));
-    else if (trc < 0)
-        sd_log_info(NULL, "%s has no chat template: /v1/chat/completions will answer 400", c->model);
-    s->chat = ct;
-#endif
-out:
-    s->load_rc = rc;
+    s->load_rc =
+        sd_admin_models_load(s->models, s->conf->model, s->conf->served_model_name, &s->inst, &s->load_diag);
 }
 
 static void stop_loop(srv *s);
@@ -164,20 +115,13 @@ static void load_done(uv_work_t *w, int status)
         stop_loop(s);
         return;
     }
-    const sd_model_config *cfg = sd_model_cfg(s->model);
-    int32_t mml = s->conf->max_model_len > 0 ? s->conf->max_model_len : cfg->max_pos;
-    s->served_name =
-        strdup(*s->conf->served_model_name ? s->conf->served_model_name : sd_model_name(s->model));
-    sd_http_model hm = {.model = s->model,
-                        .engine = s->engine,
-                        .chat_template = s->chat,
-                        .name = s->served_name ? s->served_name : "model",
-                        .max_model_len = mml};
-    sd_http_set_model(s->http, &hm);
+    sd_http_model hm;
+    sd_admin_models_publish(s->models, s->inst, &hm);
+    const sd_model_config *cfg = sd_model_cfg(hm.model);
     sd_log_info(NULL,
                 "model %s loaded (%s, %d layers, vocab %d, sparsity %s, backend %s, max_model_len %d); ready",
-                hm.name, cfg->arch_name, cfg->n_layers, cfg->vocab, sd_model_sparsity(s->model),
-                s->conf->backend, mml);
+                hm.name, cfg->arch_name, cfg->n_layers, cfg->vocab, sd_model_sparsity(hm.model),
+                s->conf->backend, (int)hm.max_model_len);
     sd_notify_sendf(s->notify, "READY=1\nSTATUS=serving %s", hm.name);
     if (s->draining) /* a signal came during the load */
         stop_loop(s);
@@ -314,6 +258,26 @@ static void on_wake_async(uv_async_t *a)
     sd_http_resume_pending(s->http);
 }
 
+/* A replaced model's last request has finished (any thread): free it on the loop thread. */
+static void wake_models(void *ud)
+{
+    srv *s = ud;
+    uv_async_send(&s->models_async);
+}
+
+static void on_models_async(uv_async_t *a)
+{
+    srv *s = a->data;
+    sd_admin_models_reap(s->models);
+}
+
+/* Job worker thread: a job with "activate" finished; swap to its output. */
+static int activate_model(void *ud, const char *dir, sd_diag *d)
+{
+    srv *s = ud;
+    return sd_admin_models_swap(s->models, dir, NULL, NULL, d);
+}
+
 static void on_reap(uv_timer_t *t)
 {
     srv *s = t->data;
@@ -359,6 +323,8 @@ static int init_handles(srv *s)
     s->idle_async.data = s;
     uv_async_init(&s->loop, &s->wake_async, on_wake_async);
     s->wake_async.data = s;
+    uv_async_init(&s->loop, &s->models_async, on_models_async);
+    s->models_async.data = s;
     return 0;
 }
 
@@ -368,6 +334,38 @@ static void close_walk(uv_handle_t *h, void *arg)
 {
     if (!uv_is_closing(h))
         uv_close(h, close_cb);
+}
+
+/* The admin API (server/admin.c): on when a token is configured; its jobs need state_dir. */
+static int start_admin(srv *s, sd_diag *d)
+{
+    const sd_conf *c = s->conf;
+    char **fk = NULL;
+    int nf = 0, rc = 0;
+    if (!*c->admin_token && *c->admin_token_file &&
+        (rc = sd_conf_read_key_file(c->admin_token_file, &fk, &nf, d)) < 0)
+        return sd_diag_wrap(d, rc, "admin_token_file");
+    const char *token = *c->admin_token ? c->admin_token : nf > 0 ? fk[0] : NULL;
+    if (token) {
+        sd_jobs_opts jo = {.state_dir = c->state_dir,
+                           .memory_budget = (int64_t)c->job_memory_budget << 20,
+                           .activate = activate_model,
+                           .activate_ud = s};
+        rc = sd_jobs_init(&s->jobs, &jo, d);
+    }
+    sd_admin_opts ao = {.token = token, .jobs = s->jobs, .models = s->models};
+    if (rc == 0)
+        rc = sd_admin_init(&s->admin, &ao);
+    sd_conf_free_keys(fk, nf);
+    if (rc < 0)
+        return rc;
+    sd_http_set_admin(s->http, sd_admin_handle, s->admin);
+    sd_metrics_set_extra(s->metrics, sd_admin_metrics, s->admin);
+    if (token)
+        sd_log_info(NULL, "admin API on /admin/v1 (job records in %s/jobs)", c->state_dir);
+    else
+        sd_log_info(NULL, "admin API off (no admin_token)");
+    return 0;
 }
 
 static int start(srv *s, sd_diag *d)
@@ -395,6 +393,9 @@ static int start(srv *s, sd_diag *d)
     if ((rc = init_handles(s)) < 0)
         return sd_diag_set(d, rc, "cannot install signal handlers");
     sd_http_set_waker(s->http, wake_http, s);
+    if ((rc = sd_admin_models_init(&s->models, s->conf, s->http, wake_models, s)) < 0 ||
+        (rc = start_admin(s, d)) < 0)
+        return rc;
     sd_notify_sendf(s->notify, "STATUS=loading model %s", s->conf->model);
     s->load_work.data = s;
     s->loading = 1;
@@ -408,18 +409,16 @@ static void teardown(srv *s, int loop_ok)
     /* Order: detach the engine from the HTTP threads, stop it (its last events resume and
      * release the generations while MHD still runs), stop HTTP (closing every connection),
      * then free what they pointed at. */
+    sd_jobs_free(s->jobs); /* first: its worker may be swapping models */
     if (s->http)
         sd_http_detach_engine(s->http);
-    sd_engine_free(s->engine);
+    sd_admin_models_stop(s->models);
     if (s->http) /* the loop no longer runs: resume what the last events queued, here */
         sd_http_resume_pending(s->http);
     sd_http_stop(s->http);
-#ifdef SD_HAVE_CHAT_TEMPLATE
-    sd_chat_template_free(s->chat);
-#endif
-    sd_backend_free(s->backend);
-    sd_model_free(s->model);
     sd_http_free(s->http);
+    sd_admin_free(s->admin);
+    sd_admin_models_free(s->models); /* after sd_http_free, which releases the current model */
     if (loop_ok) {
         uv_walk(&s->loop, close_walk, NULL);
         uv_run(&s->loop, UV_RUN_DEFAULT);
@@ -429,7 +428,6 @@ static void teardown(srv *s, int loop_ok)
     sd_auth_free(s->auth);
     sd_metrics_free(s->metrics);
     sd_conf_free(&s->live);
-    free(s->served_name);
 }
 
 int sd_srv_run(const sd_conf *c, int argc, char **argv, const char *default_conf)

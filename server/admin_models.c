@@ -1,0 +1,352 @@
+/* admin_models: model instances — load beside the one in service, publish (hot swap), reap
+ * replaced ones once their last request is done; the model's info and metrics. */
+#include "server/admin_models.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/backend.h"
+#include "engine/chat_template.h"
+#include "engine/engine.h"
+#include "engine/model.h"
+#include "server/log.h"
+
+struct sd_admin_inst {
+    sd_admin_models *mm;
+    sd_model *model;
+    sd_backend *backend;
+    sd_engine *engine;
+    sd_chat_template *chat; /* NULL: chat requests get 400 */
+    char *dir, *name;
+    int32_t max_model_len;
+    double loaded_at;    /* unix seconds */
+    atomic_int released; /* replaced and no request uses it: may be reaped */
+    sd_admin_inst *next; /* mm->retired */
+};
+
+struct sd_admin_models {
+    const sd_conf *c;
+    sd_http *h;
+    void (*wake)(void *);
+    void *wake_ud;
+    pthread_mutex_t swap_mu; /* one load + publish at a time */
+    pthread_mutex_t mu;      /* guards cur, retired, swaps */
+    sd_admin_inst *cur;
+    sd_admin_inst *retired; /* replaced, possibly still finishing requests */
+    long long swaps;
+};
+
+int sd_admin_models_init(sd_admin_models **ret, const sd_conf *c, sd_http *h, void (*wake)(void *),
+                         void *wake_ud)
+{
+    sd_admin_models *mm = calloc(1, sizeof *mm);
+    if (!mm)
+        return SD_ENOMEM;
+    mm->c = c;
+    mm->h = h;
+    mm->wake = wake;
+    mm->wake_ud = wake_ud;
+    pthread_mutex_init(&mm->swap_mu, NULL);
+    pthread_mutex_init(&mm->mu, NULL);
+    *ret = mm;
+    return 0;
+}
+
+/* Frees what an instance holds; its engine first (it runs on the backend and model). */
+static void inst_free(sd_admin_inst *in)
+{
+    if (!in)
+        return;
+    sd_engine_free(in->engine);
+    sd_chat_template_free(in->chat);
+    sd_backend_free(in->backend);
+    sd_model_free(in->model);
+    free(in->dir);
+    free(in->name);
+    free(in);
+}
+
+void sd_admin_models_discard(sd_admin_inst *inst)
+{
+    inst_free(inst);
+}
+
+static int init_backend(const sd_conf *c, sd_admin_inst *in, sd_diag *d)
+{
+    sd_backend_opts bo;
+    sd_backend_opts_default(&bo);
+    bo.n_threads = c->threads;
+    bo.block_size = c->block_size;
+    bo.kv_blocks = c->kv_blocks;
+    bo.max_batch_tokens = c->max_batch_tokens;
+    bo.device = c->device;
+    if (!strcmp(c->backend, "cpu"))
+        return sd_backend_cpu_init(&in->backend, in->model, &bo, d);
+#if SD_HAVE_CUDA
+    return sd_backend_cuda_init(&in->backend, in->model, &bo, d);
+#else
+    return sd_diag_set(d, SD_ENOTSUP, "backend 'cuda': this build has no CUDA support");
+#endif
+}
+
+/* The chat template from tokenizer_config.json, so that it sees the special tokens exactly as
+ * transformers passes them. A missing or unusable one is not fatal: chat answers 400. */
+static void load_chat(sd_admin_inst *in)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", in->dir);
+    sd_diag td = {0};
+    int rc = sd_chat_template_load(&in->chat, path, &td);
+    if (rc < 0 && rc != SD_ENOTFOUND)
+        sd_log_warn(NULL, "chat template of %s unusable: %s", in->dir, sd_diag_str(&td, rc));
+    else if (rc < 0)
+        sd_log_info(NULL, "%s has no chat template: /v1/chat/completions will answer 400", in->dir);
+}
+
+int sd_admin_models_load(sd_admin_models *mm, const char *dir, const char *name, sd_admin_inst **ret,
+                         sd_diag *d)
+{
+    const sd_conf *c = mm->c;
+    sd_admin_inst *in = calloc(1, sizeof *in);
+    if (!in || !(in->dir = strdup(dir))) {
+        free(in);
+        return SD_ENOMEM;
+    }
+    in->mm = mm;
+    int rc = sd_model_open(&in->model, dir, d);
+    if (rc == 0)
+        rc = init_backend(c, in, d);
+    if (rc == 0) {
+        sd_engine_opts eo;
+        sd_engine_opts_default(&eo);
+        eo.max_seqs = c->max_seqs;
+        eo.max_batch_tokens = c->max_batch_tokens;
+        eo.max_waiting = c->max_queue;
+        eo.max_model_len = c->max_model_len;
+        rc = sd_engine_init(&in->engine, in->model, in->backend, &eo, d);
+    }
+    if (rc == 0 && !(in->name = strdup(name && *name ? name : sd_model_name(in->model))))
+        rc = SD_ENOMEM;
+    if (rc < 0) {
+        inst_free(in);
+        return rc;
+    }
+    load_chat(in);
+    const sd_model_config *cfg = sd_model_cfg(in->model);
+    in->max_model_len = c->max_model_len > 0 ? c->max_model_len : cfg->max_pos;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    in->loaded_at = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    *ret = in;
+    return 0;
+}
+
+/* The HTTP layer is done with a replaced instance (any thread, possibly its engine's own):
+ * flag it and let the loop thread free it. */
+static void on_released(void *ud)
+{
+    sd_admin_inst *in = ud;
+    atomic_store(&in->released, 1);
+    if (in->mm->wake)
+        in->mm->wake(in->mm->wake_ud);
+}
+
+void sd_admin_models_publish(sd_admin_models *mm, sd_admin_inst *in, sd_http_model *ret_hm)
+{
+    sd_http_model hm = {.model = in->model,
+                        .engine = in->engine,
+                        .chat_template = in->chat,
+                        .name = in->name,
+                        .max_model_len = in->max_model_len,
+                        .released = on_released,
+                        .released_ud = in};
+    pthread_mutex_lock(&mm->mu);
+    sd_admin_inst *prev = mm->cur;
+    mm->cur = in;
+    if (prev) {
+        prev->next = mm->retired;
+        mm->retired = prev;
+        mm->swaps++;
+    }
+    pthread_mutex_unlock(&mm->mu);
+    sd_http_set_model(mm->h, &hm); /* prev is released when its last request is done */
+    if (ret_hm)
+        *ret_hm = hm;
+}
+
+void sd_admin_models_reap(sd_admin_models *mm)
+{
+    sd_admin_inst *done = NULL;
+    pthread_mutex_lock(&mm->mu);
+    for (sd_admin_inst **pp = &mm->retired; *pp;) {
+        sd_admin_inst *in = *pp;
+        if (atomic_load(&in->released)) {
+            *pp = in->next;
+            in->next = done;
+            done = in;
+        } else {
+            pp = &in->next;
+        }
+    }
+    pthread_mutex_unlock(&mm->mu);
+    while (done) {
+        sd_admin_inst *n = done->next;
+        sd_log_info(NULL, "admin: freed the replaced model %s (%s): its last request has finished",
+                    done->name, done->dir);
+        inst_free(done);
+        done = n;
+    }
+}
+
+static json_t *inst_info(const sd_admin_models *mm, const sd_admin_inst *in)
+{
+    const sd_model_config *cfg = sd_model_cfg(in->model);
+    return json_pack("{s:s, s:s, s:s, s:s, s:f, s:s, s:i, s:i, s:s}", "object", "admin.model", "path",
+                     in->dir, "name", in->name, "sparsity", sd_model_sparsity(in->model), "loaded_at",
+                     in->loaded_at, "architecture", cfg->arch_name, "n_layers", cfg->n_layers,
+                     "max_model_len", in->max_model_len, "backend", mm->c->backend);
+}
+
+json_t *sd_admin_models_info(sd_admin_models *mm)
+{
+    pthread_mutex_lock(&mm->mu);
+    json_t *o = mm->cur ? inst_info(mm, mm->cur) : NULL;
+    if (o) {
+        int n = 0;
+        for (sd_admin_inst *in = mm->retired; in; in = in->next)
+            n++;
+        json_object_set_new(o, "swaps", json_integer(mm->swaps));
+        json_object_set_new(o, "replaced_still_serving", json_integer(n));
+    }
+    pthread_mutex_unlock(&mm->mu);
+    return o;
+}
+
+char *sd_admin_models_dir(sd_admin_models *mm)
+{
+    pthread_mutex_lock(&mm->mu);
+    char *s = mm->cur ? strdup(mm->cur->dir) : NULL;
+    pthread_mutex_unlock(&mm->mu);
+    return s;
+}
+
+int sd_admin_models_swap(sd_admin_models *mm, const char *dir, const char *name, json_t **ret_info,
+                         sd_diag *d)
+{
+    pthread_mutex_lock(&mm->swap_mu);
+    json_t *prev = sd_admin_models_info(mm);
+    sd_admin_inst *in = NULL;
+    int rc = prev ? sd_admin_models_load(mm, dir, name, &in, d)
+                  : sd_diag_set(d, SD_ENOTSUP, "the first model is still loading");
+    if (rc < 0) {
+        pthread_mutex_unlock(&mm->swap_mu);
+        json_decref(prev);
+        sd_log_error(NULL, "admin: loading %s failed; %s", dir, sd_diag_str(d, rc));
+        return rc;
+    }
+    sd_admin_models_publish(mm, in, NULL);
+    json_t *info = sd_admin_models_info(mm);
+    pthread_mutex_unlock(&mm->swap_mu);
+    sd_log_info(NULL,
+                "admin: now serving %s from %s (sparsity %s); the previous model %s finishes its "
+                "requests, then is freed",
+                in->name, dir, sd_model_sparsity(in->model),
+                json_string_value(json_object_get(prev, "name")));
+    if (info) {
+        /* Both instances are in memory during the swap: nothing had to drain first. */
+        json_object_set_new(info, "previous", prev);
+        json_object_set_new(info, "drained", json_false());
+        prev = NULL;
+    }
+    json_decref(prev);
+    if (ret_info)
+        *ret_info = info;
+    else
+        json_decref(info);
+    return 0;
+}
+
+/* Appends s to a Prometheus label value with \, " and newlines escaped. */
+static void label(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            fputc('\\', f);
+        if (*s == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+char *sd_admin_models_metrics(sd_admin_models *mm)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    if (!f)
+        return NULL;
+    pthread_mutex_lock(&mm->mu);
+    int n = 0;
+    for (sd_admin_inst *in = mm->retired; in; in = in->next)
+        n++;
+    if (mm->cur) {
+        fprintf(f, "# HELP sparsed_model_info The model in service (labels); always 1.\n"
+                   "# TYPE sparsed_model_info gauge\nsparsed_model_info{name=\"");
+        label(f, mm->cur->name);
+        fprintf(f, "\",path=\"");
+        label(f, mm->cur->dir);
+        fprintf(f, "\",sparsity=\"%s\"} 1\n", sd_model_sparsity(mm->cur->model));
+        fprintf(f,
+                "# HELP sparsed_model_loaded_timestamp_seconds When the model in service was loaded.\n"
+                "# TYPE sparsed_model_loaded_timestamp_seconds gauge\n"
+                "sparsed_model_loaded_timestamp_seconds %.3f\n",
+                mm->cur->loaded_at);
+    }
+    fprintf(f,
+            "# HELP sparsed_model_swaps_total Hot swaps done since start-up.\n"
+            "# TYPE sparsed_model_swaps_total counter\nsparsed_model_swaps_total %lld\n"
+            "# HELP sparsed_model_replaced_instances Replaced models still finishing their requests.\n"
+            "# TYPE sparsed_model_replaced_instances gauge\nsparsed_model_replaced_instances %d\n",
+            mm->swaps, n);
+    pthread_mutex_unlock(&mm->mu);
+    if (fclose(f) != 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+void sd_admin_models_stop(sd_admin_models *mm)
+{
+    if (!mm)
+        return;
+    pthread_mutex_lock(&mm->mu);
+    sd_admin_inst *all[2] = {mm->cur, mm->retired};
+    pthread_mutex_unlock(&mm->mu);
+    for (int k = 0; k < 2; k++)
+        for (sd_admin_inst *in = all[k]; in; in = k ? in->next : NULL) {
+            sd_engine_free(in->engine);
+            in->engine = NULL;
+        }
+}
+
+void sd_admin_models_free(sd_admin_models *mm)
+{
+    if (!mm)
+        return;
+    sd_admin_models_stop(mm);
+    inst_free(mm->cur);
+    while (mm->retired) {
+        sd_admin_inst *n = mm->retired->next;
+        inst_free(mm->retired);
+        mm->retired = n;
+    }
+    pthread_mutex_destroy(&mm->mu);
+    pthread_mutex_destroy(&mm->swap_mu);
+    free(mm);
+}
