@@ -77,6 +77,7 @@ async function loadInfo() {
     info = null;
     $("chat-model").textContent = "unavailable";
     show($("banner"), e.message);
+    if (e.status === 503 || e.status === undefined) setTimeout(loadInfo, 2000); // loading, or unreachable
   }
   return info;
 }
