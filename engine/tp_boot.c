@@ -215,7 +215,7 @@ static int take_hello(int fd, int world, uint64_t hash, const int *fds, int64_t 
     /* A hello must arrive promptly once connected; a silent peer is dropped. */
     int64_t dl = now_ms() + 2000 < deadline ? now_ms() + 2000 : deadline;
     if (io_full(fd, h, sizeof h, 0, dl, "reading a hello", &d)) {
-        snprintf(why, cap, "%s", d.msg);
+        snprintf(why, cap, "%.200s", d.msg);
         return SD_EIO;
     }
     int rank = (int)get_u32(h + 8), w = (int)get_u32(h + 12);
