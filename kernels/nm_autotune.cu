@@ -117,13 +117,17 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
     }
     int best_rw = 0, best_split = 0, rc = 0;
     float best = 1e30f;
-    const int rws[] = {1, 2, 4, SD_NM_RW_TC, SD_NM_RW_ROWS, SD_NM_RW_ROWS3}, splits[] = {1, 2, 3, 4, 6, 8};
+    const int rws[] = {
+        1, 2, 4, SD_NM_RW_TC, SD_NM_RW_ROWS, SD_NM_RW_ROWS3, SD_NM_RW_ROWS_SK, SD_NM_RW_ROWS_SK3};
+    const int splits[] = {1, 2, 3, 4, 6, 8};
     for (int rw : rws)
         for (int split : splits) {
-            const int rows_kernel = rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3;
+            const int rows_kernel = rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK ||
+                                    rw == SD_NM_RW_ROWS_SK3;
+            const int stream_k = rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3; // split unused
             if ((unstructured && (rw != 1 || split != 1)) || (split > 1 && a->y_bf16) ||
                 (rw == SD_NM_RW_TC && !sd__nm_tc_supported(a, dense)) ||
-                (rows_kernel && (dense || !sd__nm_rows_supported(a, rw))) ||
+                (rows_kernel && (dense || !sd__nm_rows_supported(a, rw))) || (stream_k && split > 1) ||
                 (split > 1 && units / split < 32))
                 continue;
             float ms;

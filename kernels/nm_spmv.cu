@@ -423,7 +423,9 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     const int unstructured = !dense && a->n == 0;
     if (unstructured)
         rw = 1, split = 1; // the running value offset starts at column 0
-    if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_TC && rw != SD_NM_RW_ROWS && rw != SD_NM_RW_ROWS3)
+    const int rows_kernel =
+        rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
+    if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_TC && !rows_kernel)
         return SD_EINVAL;
     if (split < 1 || (split > 1 && a->y_bf16))
         return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
@@ -432,7 +434,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
             return sd__nm_tc_launch(a, dense, split, s);
         rw = 4; // a hint, not a contract: the gather kernels take every shape
     }
-    if (rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3) {
+    if (rows_kernel) {
         if (!dense && sd__nm_rows_supported(a, rw))
             return sd__nm_rows_launch(a, rw, split, s);
         rw = 2; // likewise a hint

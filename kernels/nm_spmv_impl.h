@@ -37,11 +37,15 @@ int sd__nm_tc_supported(const sd_nm_spmv_args *a, int dense);
 int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_t s);
 
 /* The row-per-lane N:M kernels for B <= 4 (nm_spmv_rows.cu), chosen by rows_per_warp ==
- * SD_NM_RW_ROWS (2-stage copy pipeline) or SD_NM_RW_ROWS3 (3 stages): whether they take this
- * problem (N:M, B <= 4, cols % 128 == 0, mask 16-byte aligned; bf16 output only when x fits
- * without split-K), and the launcher (split is raised to the smallest that fits shared memory). */
+ * SD_NM_RW_ROWS (2-stage copy pipeline) or SD_NM_RW_ROWS3 (3 stages), or their stream-K twins
+ * SD_NM_RW_ROWS_SK / SD_NM_RW_ROWS_SK3 (persistent grid, split ignored, fp32 output only): whether
+ * they take this problem (N:M, B <= 4, cols % 128 == 0, mask 16-byte aligned; bf16 output only
+ * when x fits without split-K), and the launcher (split is raised to the smallest that fits
+ * shared memory). */
 #define SD_NM_RW_ROWS 32
 #define SD_NM_RW_ROWS3 48
+#define SD_NM_RW_ROWS_SK 64
+#define SD_NM_RW_ROWS_SK3 96
 int sd__nm_rows_supported(const sd_nm_spmv_args *a, int rw);
 int sd__nm_rows_launch(const sd_nm_spmv_args *a, int rw, int split, cudaStream_t s);
 

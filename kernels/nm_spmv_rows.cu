@@ -177,20 +177,33 @@ __device__ __forceinline__ void compute_tile(const char *st, const uint32_t *xs,
 template <int BT> __device__ void stage_x(uint32_t *xs, const RParams &p, int64_t ws, int ncols, int plane)
 {
     const int64_t c0 = ws * 32;
-    for (int i = threadIdx.x; i < ncols / 2; i += kThreads) {
-        uint32_t v[BT];
+    // U column pairs per thread and batch, all loads issued before any store: x comes from L2,
+    // and one round trip per pair would cost microseconds on the wide shapes.
+    constexpr int U = 8 / BT;
+    for (int i0 = threadIdx.x; i0 < ncols / 2; i0 += U * kThreads) {
+        uint32_t v[U][BT];
 #pragma unroll
-        for (int b = 0; b < BT; b++)
-            v[b] =
-                b < p.B ? __ldg(reinterpret_cast<const uint32_t *>(p.x + (int64_t)b * p.ldx + c0) + i) : 0u;
-        if constexpr (BT == 1) {
-            xs[2 * i] = v[0] << 16;
-            xs[2 * i + 1] = v[0] & 0xffff0000u;
-        } else {
+        for (int k = 0; k < U; k++)
 #pragma unroll
-            for (int h = 0; h < BT / 2; h++) { // columns 2i, 2i+1 of vectors (2h, 2h+1)
-                xs[h * plane + 2 * i] = __byte_perm(v[2 * h], v[2 * h + 1], 0x5410);
-                xs[h * plane + 2 * i + 1] = __byte_perm(v[2 * h], v[2 * h + 1], 0x7632);
+            for (int b = 0; b < BT; b++) {
+                const int i = i0 + k * kThreads;
+                v[k][b] = b < p.B && i < ncols / 2
+                              ? __ldg(reinterpret_cast<const uint32_t *>(p.x + (int64_t)b * p.ldx + c0) + i)
+                              : 0u;
+            }
+#pragma unroll
+        for (int k = 0; k < U; k++) {
+            const int i = i0 + k * kThreads;
+            if (i >= ncols / 2)
+                break;
+            if constexpr (BT == 1) {
+                *reinterpret_cast<uint2 *>(xs + 2 * i) = make_uint2(v[k][0] << 16, v[k][0] & 0xffff0000u);
+            } else {
+#pragma unroll
+                for (int h = 0; h < BT / 2; h++) // columns 2i, 2i+1 of vectors (2h, 2h+1)
+                    *reinterpret_cast<uint2 *>(xs + h * plane + 2 * i) =
+                        make_uint2(__byte_perm(v[k][2 * h], v[k][2 * h + 1], 0x5410),
+                                   __byte_perm(v[k][2 * h], v[k][2 * h + 1], 0x7632));
             }
         }
     }
@@ -266,6 +279,72 @@ template <int BT, int S> __global__ void __launch_bounds__(kThreads) rows_kernel
     }
 }
 
+// Stream-K twin: a persistent grid; the (row group, tile) space, group-major, is cut into equal
+// contiguous shares, one per warp, so every warp (and SM) ends at the same time whatever the
+// number of row groups. A lane owns one row, so a warp needs no reduction: it adds its partial
+// sums to y atomically whenever its share leaves a row group (y zeroed first unless accumulating).
+// Every block stages the whole of x. fp32 output only.
+template <int BT, int S> __global__ void __launch_bounds__(kThreads) rows_sk_kernel(RParams p)
+{
+    extern __shared__ float4 smem4[];
+    char *smem = reinterpret_cast<char *>(smem4);
+    uint32_t *xs = reinterpret_cast<uint32_t *>(smem + red_bytes<BT>()); // red: only a guard here
+    const int plane = (int)(p.cols);
+    char *mine = smem + red_bytes<BT>() + (size_t)plane * x_col_bytes<BT>() +
+                 (size_t)(threadIdx.x >> 5) * S * kStageBytes;
+    const uint32_t mine_s = (uint32_t)__cvta_generic_to_shared(mine);
+    const int lane = threadIdx.x & 31;
+    const int64_t tpr = (p.cols >> 5) / kT, total = (p.rows + 31) / 32 * tpr;
+    const int64_t nw = (int64_t)gridDim.x * kWarps, gw = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
+    const int64_t ib = gw * total / nw, n = (gw + 1) * total / nw - ib;
+
+    // Two cursors walk the share as (row group, tile in row): one for the copies, S-1 tiles
+    // ahead, one for the compute; a 64-bit division only at the start.
+    int64_t src_g = ib / tpr, src_t = ib - src_g * tpr;
+    CopySrc src = copy_src(p, src_g * 32, lane);
+    int64_t issued = 0;
+    auto issue_next = [&](int stage) {
+        issue_tile(src, mine_s + stage * kStageBytes, src_t * kT, lane);
+        if (++src_t == tpr) {
+            src_t = 0, src_g++;
+            src = copy_src(p, src_g * 32, lane);
+        }
+        issued++;
+    };
+#pragma unroll
+    for (int s = 0; s < S - 1; s++) {
+        if (s < n)
+            issue_next(s);
+        cp_async_commit();
+    }
+    stage_x<BT>(xs, p, 0, (int)p.cols, plane);
+    __syncthreads();
+
+    float acc[BT] = {};
+    int64_t cur_g = ib / tpr, cur_t = ib - cur_g * tpr;
+    int stage = 0; // stage of tile i; tile i + S - 1 goes to the stage before it
+    for (int64_t i = 0; i < n; i++) {
+        if (issued < n)
+            issue_next(stage == 0 ? S - 1 : stage - 1);
+        cp_async_commit();
+        cp_async_wait<S - 1>();
+        __syncwarp();
+        compute_tile<BT>(mine + stage * kStageBytes, xs, (int)cur_t * kT * 32, plane, lane, acc);
+        __syncwarp();
+        stage = stage == S - 1 ? 0 : stage + 1;
+        if (++cur_t == tpr || i == n - 1) { // the share leaves row group cur_g: flush its sums
+            const int64_t row = cur_g * 32 + lane;
+#pragma unroll
+            for (int b = 0; b < BT; b++) {
+                if (b < p.B && row < p.rows)
+                    atomicAdd(static_cast<float *>(p.y) + (int64_t)b * p.ldy + row, acc[b]);
+                acc[b] = 0.0f;
+            }
+            cur_t = 0, cur_g++;
+        }
+    }
+}
+
 typedef void (*kernel_fn)(RParams);
 
 int bt_of(int B)
@@ -296,6 +375,15 @@ int min_split(const sd_nm_spmv_args *a, int stages)
     return 0;
 }
 
+kernel_fn pick_sk(int BT, int stages)
+{
+    if (BT == 1)
+        return stages == 2 ? rows_sk_kernel<1, 2> : rows_sk_kernel<1, 3>;
+    if (BT == 2)
+        return stages == 2 ? rows_sk_kernel<2, 2> : rows_sk_kernel<2, 3>;
+    return stages == 2 ? rows_sk_kernel<4, 2> : rows_sk_kernel<4, 3>;
+}
+
 kernel_fn pick(int BT, int stages)
 {
     if (BT == 1)
@@ -307,7 +395,43 @@ kernel_fn pick(int BT, int stages)
 
 int stages_of(int rw)
 {
-    return rw == SD_NM_RW_ROWS3 ? 3 : 2;
+    return rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK3 ? 3 : 2;
+}
+
+int is_sk(int rw)
+{
+    return rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
+}
+
+// Stream-K: x whole in every block, a persistent grid of as many blocks as fit on the SMs.
+int sk_launch(const sd_nm_spmv_args *a, int rw, cudaStream_t s)
+{
+    const int BT = bt_of(a->B), stages = stages_of(rw);
+    RParams p;
+    p.values = a->values, p.mask = a->mask, p.x = a->x, p.y = a->y;
+    p.rows = a->rows, p.cols = a->cols, p.ldx = a->ldx, p.ldy = a->ldy;
+    p.words_per_split = a->cols / 32;
+    p.B = a->B, p.y_bf16 = 0, p.accumulate = a->accumulate, p.atomic = 1;
+    kernel_fn k = pick_sk(BT, stages);
+    const size_t smem = smem_bytes(BT, stages, a->cols / 32);
+    int dev = 0, n_sm = 0, per_sm = 0;
+    if (cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+            cudaSuccess ||
+        cudaFuncSetAttribute((const void *)k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             cudaSharedmemCarveoutMaxShared) != cudaSuccess ||
+        cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, smem) != cudaSuccess ||
+        per_sm < 1)
+        return SD_ECUDA;
+    if (!a->accumulate &&
+        cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
+        return SD_ECUDA;
+    const int64_t tiles = (a->rows + 31) / 32 * (a->cols / 128);
+    int64_t blocks = (int64_t)n_sm * per_sm;
+    blocks = blocks < (tiles + kWarps - 1) / kWarps ? blocks : (tiles + kWarps - 1) / kWarps;
+    k<<<(unsigned)blocks, kThreads, smem, s>>>(p);
+    return cudaGetLastError() == cudaSuccess ? 0 : SD_ECUDA;
 }
 
 } // namespace
@@ -318,6 +442,8 @@ extern "C" int sd__nm_rows_supported(const sd_nm_spmv_args *a, int rw)
         ((uintptr_t)a->values & 15) != 0)
         return 0;
     const int ms = min_split(a, stages_of(rw));
+    if (is_sk(rw)) // the whole of x in one block, fp32 output (atomics)
+        return ms == 1 && !a->y_bf16;
     return ms == 1 || (ms > 1 && !a->y_bf16);
 }
 
@@ -325,6 +451,8 @@ extern "C" int sd__nm_rows_launch(const sd_nm_spmv_args *a, int rw, int split, c
 {
     if (!sd__nm_rows_supported(a, rw))
         return SD_EINVAL;
+    if (is_sk(rw))
+        return sk_launch(a, rw, s);
     const int stages = stages_of(rw), BT = bt_of(a->B);
     const int ms = min_split(a, stages);
     split = split < ms ? ms : split;

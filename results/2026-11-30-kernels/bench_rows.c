@@ -20,6 +20,8 @@
 #define RW_TC 16
 #define RW_ROWS 32
 #define RW_ROWS3 48
+#define RW_SK 64
+#define RW_SK3 96
 
 #define CU(call)                                                                                             \
     do {                                                                                                     \
@@ -114,8 +116,8 @@ static double best_of(job *j, const int *rws, int nrw, int *ret_rw, int *ret_spl
     double best = 1e30;
     for (int r = 0; r < nrw; r++)
         for (int s = 0; s < 6; s++) {
-            if (j->a[0].cols / 32 / splits[s] < 32 && splits[s] > 1)
-                continue;
+            if (splits[s] > 1 && (j->a[0].cols / 32 / splits[s] < 32 || rws[r] >= RW_SK))
+                continue; /* the stream-K kernels ignore split */
             set_cfg(j, rws[r], splits[s]);
             double us = quick(j);
             fprintf(log, "  %s rw=%d split=%d quick %.2f us\n", tag, rws[r], splits[s], us);
@@ -171,8 +173,8 @@ static int one(void)
     if (sd_bench_fill_bf16(v, r * c / 2, 1, st) || sd_bench_fill_bf16(x, c, 2, st) ||
         sd_bench_fill_nm_mask(m, r * c / 32, 4, 3, st))
         return 1;
-    const int rws[] = {2, RW_ROWS, RW_ROWS3};
-    for (int k = 0; k < 3; k++)
+    const int rws[] = {2, RW_ROWS, RW_ROWS3, RW_SK};
+    for (int k = 0; k < 4; k++)
         for (int i = 0; i < 2; i++) {
             sd_nm_spmv_args a = {0};
             a.n = 2, a.m = 4, a.rows = r, a.cols = c, a.B = 1, a.values = v, a.mask = m, a.x = x, a.ldx = c;
@@ -205,7 +207,7 @@ int main(int argc, char **argv)
         int64_t rows, cols;
     } shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
     const int pats[4][2] = {{2, 4}, {4, 8}, {8, 16}, {16, 32}}, Bs[3] = {1, 2, 4};
-    const int old_rws[] = {1, 2, 4, RW_TC}, new_rws[] = {RW_ROWS, RW_ROWS3};
+    const int old_rws[] = {1, 2, 4, RW_TC}, new_rws[] = {RW_ROWS, RW_ROWS3, RW_SK, RW_SK3};
     FILE *fs[2] = {stdout, md};
     for (int k = 0; k < 2; k++) {
         fprintf(fs[k], "# bench_rows: old vs row-per-lane SpMV, Llama-3.1-8B shapes\n\n");
@@ -266,7 +268,7 @@ int main(int argc, char **argv)
                 int orw = 0, osp = 0, nrw = 0, nsp = 0;
                 fprintf(log, "%s %d:%d B=%d\n", shapes[si].name, pats[pi][0], pats[pi][1], B);
                 double to = best_of(&j, old_rws, 4, &orw, &osp, log, "old");
-                double tn = best_of(&j, new_rws, 2, &nrw, &nsp, log, "new");
+                double tn = best_of(&j, new_rws, 4, &nrw, &nsp, log, "new");
                 double bytes = (double)r * c * 1.125 + B * c * 2.0 + B * r * 4.0;
                 double gbytes = (double)r * c * 2.0 + B * c * 2.0 + B * r * 4.0;
                 for (int k = 0; k < 2; k++)

@@ -198,24 +198,30 @@ static void test_gpu_dense_gemv(void)
     check_kind(1, 0, 0, 6);
 }
 
-/* The row-per-lane kernels (rows_per_warp 32 / 48, B <= 4, cols % 128 == 0): shapes with a
- * partial row group, fewer tiles than warps, tiles not divisible by the warps, x too large for
- * one block (split forced), explicit split-K, every B, fp32/bf16 output, accumulate. */
+/* The row-per-lane kernels (rows_per_warp 32 / 48, stream-K twins 64 / 96; B <= 4, cols % 128
+ * == 0; the values mirror kernels/nm_spmv_impl.h): shapes with a partial row group, fewer tiles
+ * than warps, tiles not divisible by the warps, stream-K shares that cross row groups (3000 x
+ * 4096, 700 x 14336), x too large for one block (split forced; stream-K falls back), explicit
+ * split-K, every B, fp32/bf16 output (stream-K: falls back), accumulate. */
 #define RW_ROWS 32
 #define RW_ROWS3 48
+#define RW_SK 64
+#define RW_SK3 96
 static void check_rows(int n, int m, uint64_t seed)
 {
     if (!have_gpu())
         SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
-    static const shp shapes[] = {{1, 128}, {40, 640}, {33, 1152}, {257, 4096}, {61, 14336}, {9, 57344}};
+    static const shp shapes[] = {{1, 128},    {40, 640},  {33, 1152},   {257, 4096},
+                                 {61, 14336}, {9, 57344}, {3000, 4096}, {700, 14336}};
     double worst = 0;
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
         for (int B = 1; B <= 4; B++) {
             prob p;
             REQUIRE(prob_init(&p, 0, n, m, shapes[si].rows, shapes[si].cols, B, seed + 100 * si + B) == 0);
             const int cfg[][4] = {{RW_ROWS, 1, 0, 0},  {RW_ROWS3, 1, 0, 1}, {RW_ROWS, 3, 0, 1},
-                                  {RW_ROWS3, 2, 0, 0}, {RW_ROWS, 1, 1, 0},  {RW_ROWS3, 1, 1, 1}};
-            for (int c = 0; c < 6; c++) {
+                                  {RW_ROWS3, 2, 0, 0}, {RW_ROWS, 1, 1, 0},  {RW_ROWS3, 1, 1, 1},
+                                  {RW_SK, 1, 0, 0},    {RW_SK3, 1, 0, 1},   {RW_SK, 1, 1, 0}};
+            for (int c = 0; c < 9; c++) {
                 sd_nm_spmv_args a = prob_args(&p, cfg[c][2], cfg[c][3], cfg[c][0], cfg[c][1]);
                 double e = run_check(&p, &a, seed + c);
                 CHECK_MSG(e >= 0 && e < 1e-3,
@@ -287,7 +293,9 @@ static void test_gpu_rows_corrupt_mask(void)
     REQUIRE(prob_init(&p, 0, 2, 4, 64, 1024, 4, 31) == 0);
     for (int fill = 0; fill < 2; fill++) {
         REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(64 * 1024 / 32) * 4)));
-        for (int rw = RW_ROWS; rw <= RW_ROWS3; rw += RW_ROWS3 - RW_ROWS) {
+        const int rws[] = {RW_ROWS, RW_ROWS3, RW_SK, RW_SK3};
+        for (int k = 0; k < 4; k++) {
+            const int rw = rws[k];
             sd_nm_spmv_args a = prob_args(&p, 0, 0, rw, 1);
             CHECK(sd_nm_spmv_launch(&a, 0) == 0);
             CHECK_MSG(CU(cudaDeviceSynchronize()), "mask fill %d rw %d: %s", fill, rw,
@@ -339,7 +347,8 @@ static void test_gpu_autotune(void)
         CHECK_MSG(sd_nm_autotune(ctx, &a, 1, dense, 0, &d) == 0, "autotune: %s", d.msg);
         int rw = 0, split = 0;
         sd_nm_config(&a, dense, &rw, &split);
-        CHECK(((rw >= 1 && rw <= 4) || rw == 16 || (!dense && (rw == RW_ROWS || rw == RW_ROWS3))) &&
+        CHECK(((rw >= 1 && rw <= 4) || rw == 16 ||
+               (!dense && (rw == RW_ROWS || rw == RW_ROWS3 || rw == RW_SK || rw == RW_SK3))) &&
               split >= 1);
         double e = run_check(&p, &a, 5);
         CHECK_MSG(e >= 0 && e < 1e-3, "after autotune (rw=%d split=%d): rel L2 %g", rw, split, e);
