@@ -477,9 +477,26 @@ const jobs = {
     }
   },
 
+  shown: new Map(), // id -> {key, tr}: rows are rebuilt only when their job changed
+
   render(list) {
     const body = $("jobs-body");
+    const order = [...list].reverse();
+    const ids = order.map((j) => j.id).join(",");
+    if (ids && ids === [...this.shown.keys()].join(",")) {
+      // Same jobs in the same order: replace only the rows that changed, so a focused button
+      // elsewhere in the table keeps its focus.
+      for (const j of order) {
+        const key = JSON.stringify(j), old = this.shown.get(j.id);
+        if (old.key === key) continue;
+        const tr = this.row(j);
+        old.tr.replaceWith(tr);
+        this.shown.set(j.id, { key, tr });
+      }
+      return;
+    }
     body.replaceChildren();
+    this.shown = new Map();
     if (!list.length) {
       const tr = body.insertRow();
       const td = tr.insertCell();
@@ -488,7 +505,11 @@ const jobs = {
       td.textContent = "No jobs.";
       return;
     }
-    for (const j of [...list].reverse()) body.append(this.row(j));
+    for (const j of order) {
+      const tr = this.row(j);
+      body.append(tr);
+      this.shown.set(j.id, { key: JSON.stringify(j), tr });
+    }
   },
 
   row(j) {
@@ -516,15 +537,16 @@ const jobs = {
     if (j.activated) pc.append(document.createElement("br"), span("sub state succeeded", "activated"));
     cell(span("sub", j.output || spec.output || ""));
     const acts = cell();
-    if (!TERMINAL.includes(j.state)) acts.append(this.button("Cancel", () => this.cancel(j.id)));
+    if (!TERMINAL.includes(j.state)) acts.append(this.button("Cancel", "cancel", () => this.cancel(j.id)));
     if (j.state === "succeeded" && (j.output || spec.output))
-      acts.append(this.button("Activate", () => this.activate(j.output || spec.output)));
+      acts.append(this.button("Activate", "activate", () => this.activate(j.output || spec.output)));
     return tr;
   },
 
-  button(label, fn) {
+  button(label, cls, fn) {
     const b = document.createElement("button");
     b.type = "button";
+    b.className = cls;
     b.textContent = label;
     b.addEventListener("click", fn);
     return b;
