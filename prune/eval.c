@@ -171,7 +171,7 @@ int sd_eval_run(const sd_eval_spec *spec, sd_eval_progress_fn progress, void *ud
         if (rc == 0)
             rc = perplexity(&a, &text, &res->ppl, &res->ppl_tokens, progress, ud, "perplexity", cancel, d);
         int64_t cnt = 0;
-        if (rc == 0 && r.m)
+        if (rc == 0 && r.m && spec->ref_ppl)
             rc = perplexity(&r, &text, &res->ref_ppl, &cnt, progress, ud, "perplexity (ref)", cancel, d);
     }
     if (rc == 0 && spec->prompts && r.m) {

@@ -21,12 +21,13 @@ typedef struct sd_eval_spec {
     const char *prompts;   /* prompts for the decode-distribution metrics, or NULL */
     int32_t gen_tokens;    /* continuation length per prompt (default 128) */
     int threads;           /* 0 = online cores */
+    int ref_ppl;           /* also the reference's perplexity on the text */
 } sd_eval_spec;
 
 void sd_eval_spec_default(sd_eval_spec *s);
 
 typedef struct sd_eval_result {
-    double ppl, ref_ppl; /* exp(mean NLL) on the text; ref_ppl 0 without a reference */
+    double ppl, ref_ppl; /* exp(mean NLL) on the text; ref_ppl 0 unless ref_ppl is set */
     int64_t ppl_tokens;  /* predicted tokens */
     double kl;           /* mean KL(ref || model) in nats per generated token */
     double agree;        /* fraction of generated positions where the arg-maxes agree */

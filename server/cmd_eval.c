@@ -18,6 +18,7 @@ static void usage(FILE *f)
                "  --prompts FILE     with --ref: the reference generates --gen-tokens (default 128)\n"
                "                     greedy tokens per prompt; reports KL(ref || model) per token\n"
                "                     and the fraction of positions whose arg-maxes agree\n"
+               "  --ref-ppl           also the reference's perplexity on --text\n"
                "  --threads N\n"
                "prints one JSON object: ppl, ref_ppl, ppl_tokens, kl, agree, kl_tokens\n");
 }
@@ -37,6 +38,10 @@ int sd_cmd_eval(int argc, char **argv)
         if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
             usage(stdout);
             return 0;
+        }
+        if (!strcmp(k, "--ref-ppl")) {
+            s.ref_ppl = 1;
+            continue;
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "sparsed eval: %s needs a value\n", k);

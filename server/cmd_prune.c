@@ -178,10 +178,11 @@ static int parse_args(int argc, char **argv, prune_args *a)
         if (parse_opt(a, k, argv[++i]) != 0)
             return -1;
     }
-    /* the source follows the input flag given, unless --source says otherwise */
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--source"))
-            break;
+    /* without --source, the input flag given names the source */
+    int explicit_source = 0;
+    for (int i = 1; i < argc; i++)
+        explicit_source |= !strcmp(argv[i], "--source");
+    for (int i = 1; i < argc && !explicit_source; i++) {
         if (!strcmp(argv[i], "--text"))
             a->s.source = SD_CALIB_TEXT;
         else if (!strcmp(argv[i], "--tokens"))
