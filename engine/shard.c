@@ -51,6 +51,15 @@ int sd_shard_plan_init(sd_shard_plan *ret, const sd_model_config *cfg, int ranks
     return 0;
 }
 
+void sd_shard_local_config(const sd_shard_plan *p, const sd_model_config *full, sd_model_config *out)
+{
+    *out = *full;
+    out->n_heads = p->n_q_heads;
+    out->n_kv_heads = p->n_kv_heads;
+    out->intermediate = p->n_inter;
+    out->vocab = p->vocab_pad;
+}
+
 void sd_shard_linear_free(sd_shard_linear *s)
 {
     if (!s)

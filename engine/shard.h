@@ -37,6 +37,10 @@ typedef struct sd_shard_plan {
  * n_kv_heads >= ranks (else ranks % n_kv_heads), intermediate % ranks. */
 int sd_shard_plan_init(sd_shard_plan *ret, const sd_model_config *cfg, int ranks, int rank, sd_diag *d);
 
+/* The config one rank computes with: full's with n_heads, n_kv_heads, intermediate and vocab
+ * replaced by the rank's counts (vocab by vocab_pad). hidden, head_dim and the rest stay. */
+void sd_shard_local_config(const sd_shard_plan *p, const sd_model_config *full, sd_model_config *out);
+
 /* Which role a tensor has, hence how it is split. */
 typedef enum sd_shard_role {
     SD_SHARD_Q = 0,   /* rows: this rank's query heads */

@@ -252,6 +252,12 @@ static void missing_ranks(const int *fds, int world, char *buf, size_t cap)
 int sd_tp_boot_serve(sd_tp_listener *l, int world, uint64_t cfg_hash, const uint8_t id[SD_TP_ID_BYTES],
                      int timeout_ms, sd_diag *d)
 {
+    return sd_tp_boot_serve_keep(l, world, cfg_hash, id, timeout_ms, NULL, d);
+}
+
+int sd_tp_boot_serve_keep(sd_tp_listener *l, int world, uint64_t cfg_hash, const uint8_t id[SD_TP_ID_BYTES],
+                          int timeout_ms, int *fds_out, sd_diag *d)
+{
     if (world < 1 || world > MAX_WORLD)
         return sd_diag_set(d, SD_EINVAL, "tensor parallel: world size %d is not 1..%d", world, MAX_WORLD);
     int *fds = malloc(sizeof *fds * (size_t)world);
@@ -293,7 +299,13 @@ int sd_tp_boot_serve(sd_tp_listener *l, int world, uint64_t cfg_hash, const uint
                      : send_reply(fds[r], 0, id, "", dl, d);
         if (src && !rc)
             rc = sd_diag_wrap(d, src, "rank %d", r);
-        close(fds[r]);
+    }
+    for (int r = 0; r < world; r++) {
+        if (fds_out && !rc) {
+            fds_out[r] = fds[r];
+        } else if (fds[r] >= 0) {
+            close(fds[r]);
+        }
     }
     free(fds);
     return rc;
@@ -322,6 +334,12 @@ static int try_connect(const struct addrinfo *ai, int64_t deadline)
 int sd_tp_boot_join(const char *addr, int rank, int world, uint64_t cfg_hash, uint8_t id_out[SD_TP_ID_BYTES],
                     int timeout_ms, sd_diag *d)
 {
+    return sd_tp_boot_join_keep(addr, rank, world, cfg_hash, id_out, timeout_ms, NULL, d);
+}
+
+int sd_tp_boot_join_keep(const char *addr, int rank, int world, uint64_t cfg_hash,
+                         uint8_t id_out[SD_TP_ID_BYTES], int timeout_ms, int *fd_out, sd_diag *d)
+{
     if (rank < 1 || rank >= world)
         return sd_diag_set(d, SD_EINVAL, "tensor parallel: rank %d of %d cannot join (rank 0 serves)", rank,
                            world);
@@ -349,17 +367,22 @@ int sd_tp_boot_join(const char *addr, int rank, int world, uint64_t cfg_hash, ui
     rc = io_full(fd, h, sizeof h, 1, deadline, "sending the hello to rank 0", d);
     if (!rc)
         rc = io_full(fd, r, sizeof r, 0, deadline, "waiting for rank 0 to send the group id", d);
-    close(fd);
+    if (rc || !fd_out)
+        close(fd);
     if (rc)
         return rc;
     int status = (int)get_u32(r + 4);
     r[REPLY_BYTES - 1] = 0;
+    if ((get_u32(r) != TP_MAGIC || status) && fd_out)
+        close(fd);
     if (get_u32(r) != TP_MAGIC)
         return sd_diag_set(d, SD_EIO, "tensor parallel: %s did not answer as a sparsed rank 0", addr);
     if (status)
         return sd_diag_set(d, status < 0 ? status : SD_EIO, "tensor parallel: rank 0 refused rank %d: %s",
                            rank, (const char *)r + 8 + SD_TP_ID_BYTES);
     memcpy(id_out, r + 8, SD_TP_ID_BYTES);
+    if (fd_out)
+        *fd_out = fd;
     return 0;
 }
 
@@ -386,4 +409,15 @@ uint64_t sd_tp_config_hash(const sd_model_config *cfg, int world, const char *ex
     if (extra)
         h = fnv(h, extra, strlen(extra));
     return h;
+}
+
+int sd_tp_chan_send(int fd, const void *buf, size_t n, int timeout_ms, sd_diag *d)
+{
+    return io_full(fd, (void *)buf, n, 1, now_ms() + timeout_ms, "sending a step plan", d);
+}
+
+int sd_tp_chan_recv(int fd, void *buf, size_t n, int timeout_ms, sd_diag *d)
+{
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX / 2 : now_ms() + timeout_ms;
+    return io_full(fd, buf, n, 0, deadline, "receiving a step plan", d);
 }

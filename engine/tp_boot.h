@@ -10,6 +10,7 @@
 #ifndef SD_TP_BOOT_H
 #define SD_TP_BOOT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "diag.h"
@@ -41,6 +42,20 @@ void sd_tp_boot_close(sd_tp_listener *l);
  * connection; the code and message of rank 0 when refused. */
 int sd_tp_boot_join(const char *addr, int rank, int world, uint64_t cfg_hash, uint8_t id_out[SD_TP_ID_BYTES],
                     int timeout_ms, sd_diag *d);
+
+/* The same, keeping each connection open afterwards as the group's control channel (the
+ * step plans of the multi-process mode): fds_out [world] gets the socket of each rank 1..N-1
+ * (fds_out[0] = -1) on success; fd_out the joiner's socket. The caller closes them. */
+int sd_tp_boot_serve_keep(sd_tp_listener *l, int world, uint64_t cfg_hash, const uint8_t id[SD_TP_ID_BYTES],
+                          int timeout_ms, int *fds_out, sd_diag *d);
+int sd_tp_boot_join_keep(const char *addr, int rank, int world, uint64_t cfg_hash,
+                         uint8_t id_out[SD_TP_ID_BYTES], int timeout_ms, int *fd_out, sd_diag *d);
+
+/* Exactly n bytes over a kept connection, within timeout_ms (< 0 for recv: no deadline — a
+ * follower waits for the next step as long as rank 0 lives; its death closes the socket).
+ * SD_EIO naming a closed connection or a timeout. */
+int sd_tp_chan_send(int fd, const void *buf, size_t n, int timeout_ms, sd_diag *d);
+int sd_tp_chan_recv(int fd, void *buf, size_t n, int timeout_ms, sd_diag *d);
 
 /* A hash of everything the ranks must agree on: the model's shapes and the world size,
  * plus `extra` (e.g. the checkpoint's sparsity) when non-NULL. FNV-1a, stable across builds. */

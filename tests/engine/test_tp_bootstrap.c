@@ -224,6 +224,62 @@ static void test_refused_world_and_duplicate(void)
     sd_tp_boot_close(l);
 }
 
+/* The kept connections carry messages both ways; a follower waiting without a deadline sees
+ * rank 0 close its end as an error (never a hang). */
+static void test_channel(void)
+{
+    sd_tp_listener *l = NULL;
+    char addr[64];
+    REQUIRE(listen_local(&l, addr, sizeof addr) == 0);
+    int world = 3;
+    child c[3];
+    for (int r = 1; r < world; r++) {
+        int p[2];
+        REQUIRE(pipe(p) == 0);
+        fflush(stderr);
+        c[r].pid = fork();
+        if (c[r].pid == 0) {
+            close(p[0]);
+            child_report rep = {0};
+            sd_diag d = {0};
+            int fd = -1;
+            uint8_t msg[64];
+            rep.rc = sd_tp_boot_join_keep(addr, r, world, 5, rep.id, 10000, &fd, &d);
+            if (!rep.rc)
+                rep.rc = sd_tp_chan_recv(fd, msg, sizeof msg, 10000, &d);
+            if (!rep.rc)
+                rep.rc = sd_tp_chan_send(fd, msg, sizeof msg, 10000, &d);
+            /* rank 0 closes after the echo: the wait without deadline must end with an error */
+            int last = rep.rc ? rep.rc : sd_tp_chan_recv(fd, msg, 1, -1, &d);
+            rep.rc = rep.rc ? rep.rc : (last == SD_EIO && strstr(d.msg, "closed") ? 0 : 99);
+            memcpy(rep.msg, d.msg, sizeof rep.msg);
+            _exit(write(p[1], &rep, sizeof rep) == (ssize_t)sizeof rep ? 0 : 1);
+        }
+        close(p[1]);
+        c[r].fd = p[0];
+    }
+    uint8_t id[SD_TP_ID_BYTES], msg[64], back[64];
+    random_id(id);
+    memcpy(msg, id, sizeof msg);
+    int fds[3] = {7, 7, 7};
+    sd_diag d = {0};
+    REQUIRE(sd_tp_boot_serve_keep(l, world, 5, id, 10000, fds, &d) == 0);
+    CHECK(fds[0] == -1 && fds[1] >= 0 && fds[2] >= 0);
+    for (int r = 1; r < world; r++) {
+        CHECK_MSG(sd_tp_chan_send(fds[r], msg, sizeof msg, 5000, &d) == 0, "%s", d.msg);
+        CHECK_MSG(sd_tp_chan_recv(fds[r], back, sizeof back, 5000, &d) == 0, "%s", d.msg);
+        CHECK(memcmp(back, msg, sizeof msg) == 0);
+        close(fds[r]);
+    }
+    for (int r = 1; r < world; r++) {
+        child_report rep;
+        CHECK(collect(c[r], &rep) == 0);
+        CHECK_MSG(rep.rc == 0, "rank %d: rc %d %s", r, rep.rc, rep.msg);
+        CHECK(memcmp(rep.id, id, SD_TP_ID_BYTES) == 0);
+    }
+    sd_tp_boot_close(l);
+}
+
 static void test_timeouts(void)
 {
     sd_tp_listener *l = NULL;
@@ -279,6 +335,7 @@ int main(void)
     RUN(test_join_before_listen);
     RUN(test_refused_hash);
     RUN(test_refused_world_and_duplicate);
+    RUN(test_channel);
     RUN(test_timeouts);
     RUN(test_bad_args);
     RUN(test_config_hash);
