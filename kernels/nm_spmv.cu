@@ -478,7 +478,14 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
             split = split > 0 ? split : csplit;
         }
     }
-    if (rw <= 0) // batches go to the tensor cores, single vectors to the gather kernel
+    // Single vectors go to the word-per-lane gather kernel, B = 2..4 to the row-per-lane one
+    // (1.05-1.6x the tensor-core kernel on the 8B shapes, kernels/NOTES.md v4), larger batches
+    // to the tensor cores.
+    if (rw <= 0 && !dense && a->B >= 2 && a->B <= 4 && sd__nm_rows_supported(a, SD_NM_RW_ROWS)) {
+        rw = SD_NM_RW_ROWS;
+        split = split > 0 ? split : 1; // one block per 32 rows already fills the GPU
+    }
+    if (rw <= 0)
         rw = a->B >= 2 && sd__nm_tc_supported(a, dense) ? SD_NM_RW_TC : 2;
     if (split <= 0) {
         // Fill the GPU: at least ~2 blocks per SM, else split K (fp32 output only).
