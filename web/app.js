@@ -124,14 +124,24 @@ function addMessage(role, text) {
   return div;
 }
 
-// Reads an SSE body and calls onData(json) per "data:" event until [DONE].
+// Reads an SSE body and calls onData(json) per "data:" event until [DONE]. An error thrown by
+// onData (an error event) or a bad chunk cancels the stream before it propagates.
 async function readSSE(resp, onData) {
   const reader = resp.body.getReader();
+  try {
+    await readEvents(reader, onData);
+  } catch (e) {
+    reader.cancel().catch(() => {});
+    throw e;
+  }
+}
+
+async function readEvents(reader, onData) {
   const dec = new TextDecoder();
   let buf = "";
   for (;;) {
     const { value, done } = await reader.read();
-    if (done) break;
+    if (done) return;
     buf += dec.decode(value, { stream: true });
     let cut;
     while ((cut = buf.search(/\r?\n\r?\n/)) >= 0) {

@@ -226,6 +226,38 @@ def test_api_key_401_then_key(start_server):
         d.quit()
 
 
+def histogram_quantile(q, buckets):
+    """Prometheus' histogram_quantile over cumulative [(le, count)] (the reference)."""
+    total = buckets[-1][1]
+    if total == 0:
+        return None
+    rank, prev_le, prev_c = q * total, 0.0, 0
+    for le, c in buckets:
+        if c >= rank:
+            if le == float("inf"):
+                return prev_le
+            return prev_le + (le - prev_le) * ((rank - prev_c) / (c - prev_c) if c > prev_c else 1)
+        prev_le, prev_c = le, c
+    return prev_le
+
+
+def test_page_percentiles_follow_prometheus(server, page):
+    for _ in range(3):
+        server.post("/v1/completions", {"prompt": "Hi", "max_tokens": 16, "temperature": 0.7})
+    text = server.get("/metrics")[2].decode()
+    for name in ("sparsed_time_to_first_token_seconds", "sparsed_inter_token_latency_seconds"):
+        bk = []
+        for line in text.splitlines():
+            if line.startswith(name + '_bucket{le="'):
+                le = line.split('"')[1]
+                bk.append((float("inf") if le == "+Inf" else float(le), float(line.split()[-1])))
+        assert bk and bk[-1][1] > 0
+        for q in (0.5, 0.9, 0.95, 0.99):
+            got = page.execute_script("return quantile(buckets(parseMetrics(arguments[0]), arguments[1]), "
+                                      "arguments[2])", text, name, q)
+            assert got == pytest.approx(histogram_quantile(q, bk), rel=1e-9, abs=1e-12), (name, q)
+
+
 def admin_server(start_server, tmp_path, token):
     """A daemon with the admin API on, or a skip when this tree's daemon has none yet."""
     try:
@@ -295,6 +327,31 @@ def test_jobs_page_runs_a_prune_job(start_server, tmp_path):
         assert (info["checkpoint"], info["sparsity"]) == ("bitmask", "2:4")
         assert not d.find_element("id", "jobs-error").is_displayed()
         assert d.execute_script("return sessionStorage.getItem('sparsed.adminToken')") == "adm-web"
+    finally:
+        d.quit()
+
+
+def test_jobs_page_cancels_a_job(start_server, tmp_path):
+    s = admin_server(start_server, tmp_path, "adm-web")
+    out = tmp_path / "never"
+    d = browser()
+    try:
+        d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {
+            "source": "sessionStorage.setItem('sparsed.adminToken', 'adm-web')"})
+        d.get(s.url + "/#jobs")
+        # A budget far beyond what two short prompts yield quickly: the job is still running.
+        set_field(d, "j-budget", 100000)
+        set_field(d, "j-prompts", "Tell me everything\nOnce upon a time")
+        set_field(d, "j-output", str(out))
+        d.find_element("id", "j-start").click()
+        wait(lambda: (jobs_shown(d) or [{}])[0].get("state") == "running", 60, "the job to run")
+        click_when_fresh(d, "#jobs-body tr[data-id] button.cancel")
+        job = wait(lambda: (jobs_shown(d)[0]["state"] in ("cancelled", "failed", "succeeded")) and jobs_shown(d)[0],
+                   120, "the job to stop", interval=0.2)
+        assert job["state"] == "cancelled", job["text"]
+        assert not out.exists()
+        assert not d.find_elements("css selector", "#jobs-body button.cancel")
+        assert s.get("/ready")[0] == 200
     finally:
         d.quit()
 
