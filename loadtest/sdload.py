@@ -378,6 +378,7 @@ def main(argv=None):
     if args.dataset == "file" and not args.prompts_file:
         sys.exit("sdload: --dataset file needs --prompts-file")
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    machine = machine_info()  # before the run: the commit checked out when it started
     runs = asyncio.run(main_async(args))
     print()
     table(runs)
@@ -386,7 +387,7 @@ def main(argv=None):
         print(f"saturation: output throughput reaches 95% of its maximum at load {sat}")
     if args.result_json:
         out = {"command": " ".join([os.path.basename(sys.argv[0])] + (argv if argv is not None else sys.argv[1:])),
-               "started": started, "machine": machine_info(), "args": vars(args), "saturation_load": sat,
+               "started": started, "machine": machine, "args": vars(args), "saturation_load": sat,
                "runs": runs}
         with open(args.result_json, "w") as f:
             json.dump(out, f, indent=1, default=str)

@@ -150,7 +150,7 @@ def plot(runs, path, xkey="load"):
     except ImportError:
         print("sdload: matplotlib is not installed; skipping the plot (pip install matplotlib)")
         return False
-    xs = [r["load_value"] for r in runs]
+    xs = list(range(len(runs)))  # evenly spaced levels: sweeps are usually geometric
     labels = [r["load"] for r in runs]
     fig, axes = plt.subplots(1, 4, figsize=(18, 4))
     for ax, key, name in zip(axes, ("ttft_ms", "tpot_ms", "e2el_ms"), ("TTFT", "TPOT", "E2E latency")):

@@ -1,7 +1,7 @@
 # lib.sh: shared by the scenario scripts. Starts `sparsed serve` on the bundled model (or uses
 # $SD_URL when set: any OpenAI-compatible server), runs sdload, and reads /metrics and /proc.
 #   SPARSED_BIN (default build/sparsed)  MODEL (models/tiny)  PORT (18080)  OUT (results dir)
-#   SERVE_ARGS  extra flags for `sparsed serve`
+#   SERVE_ARGS  extra flags for `sparsed serve`;  CONFIG  a config file (default: built-in defaults)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
@@ -21,7 +21,10 @@ start_server() {
         return
     fi
     URL="http://127.0.0.1:$PORT"
-    "$SPARSED_BIN" serve --model "$MODEL" --host 127.0.0.1 --port "$PORT" --log-level warn ${SERVE_ARGS:-} "$@" \
+    # Built-in defaults unless CONFIG names a file: results must not depend on config/sparsed.json.
+    local config=${CONFIG:-$OUT/defaults.json}
+    [[ -n ${CONFIG:-} ]] || echo '{}' >"$config"
+    "$SPARSED_BIN" serve --config "$config" --model "$MODEL" --host 127.0.0.1 --port "$PORT" --log-level warn ${SERVE_ARGS:-} "$@" \
         >"$OUT/server.log" 2>&1 &
     SRV_PID=$!
     trap stop_server EXIT
