@@ -112,7 +112,10 @@ int sd_admin_models_load(sd_admin_models *mm, const char *dir, const char *name,
 {
     const sd_conf *c = mm->c;
     sd_admin_inst *in = calloc(1, sizeof *in);
-    if (!in || !(in->dir = strdup(dir))) {
+    /* absolute, so that the admin API and job defaults do not depend on the working directory */
+    char *abs = realpath(dir, NULL);
+    if (!in || !(in->dir = abs ? abs : strdup(dir))) {
+        free(abs);
         free(in);
         return SD_ENOMEM;
     }

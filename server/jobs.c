@@ -236,6 +236,7 @@ static void load_record(sd_jobs *j, const char *name)
         if (!strcmp(st, state_names[s]))
             jb->state = (job_state)s;
     int interrupted = jb->state == JS_QUEUED || jb->state == JS_RUNNING;
+    const char *was = state_names[jb->state]; /* st dies with the record's old "state" */
     if (interrupted) {
         const char *out = json_string_value(json_object_get(rec, "output"));
         if (out)
@@ -247,7 +248,7 @@ static void load_record(sd_jobs *j, const char *name)
     list_insert_sorted(j, jb);
     if (interrupted) {
         sd_log_warn(NULL, "admin: job %s was %s when the previous process ended: marked failed (interrupted)",
-                    jb->id, st);
+                    jb->id, was);
         persist(j, jb);
     }
 }

@@ -160,3 +160,22 @@ def test_failed_swap_keeps_the_model(server, tmp_path):
     st, info = admin(server, "GET", "/model")
     assert st == 200 and info["name"] == before[0] and info["sparsity"] == "dense"
     assert completion(server)[0] == 200
+
+
+def test_job_memory_budget(tmp_path):
+    s = start(tmp_path, args=["--job-memory-budget", "1"])  # MiB: less than any model needs
+    try:
+        spec = {"prompts": ["def f(x):"], "tokens_budget": 16, "output": str(tmp_path / "o")}
+        st, b = admin(s, "POST", "/jobs", spec)
+        err = check_error(st, b, 400, "model")
+        assert "job_memory_budget" in err["message"] and "sequential" in err["message"]
+        assert admin(s, "GET", "/jobs")[1]["data"] == []
+    finally:
+        s.stop()
+    s = start(tmp_path, args=["--job-memory-budget", "100000"])
+    try:
+        st, b = admin(s, "POST", "/jobs", {**spec, "tokens_budget": 100000, "max_new_tokens": 512})
+        assert st == 202 and b["memory_estimate_bytes"] > 1 << 20
+        assert admin(s, "DELETE", f"/jobs/{b['id']}")[0] == 200
+    finally:
+        s.stop()
