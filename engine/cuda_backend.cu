@@ -11,6 +11,7 @@
 #include "engine/cuda_impl.cuh"
 #include "engine/model.h"
 #include "engine/synthetic.h"
+#include "engine/tp_impl.cuh"
 
 #define SD_CU_MAX_SEQS 256 /* sequences in one forward call */
 #define SD_CU_N_BUCKETS 9  /* graph buckets 1, 2, 4 ... 256 */
@@ -43,6 +44,8 @@ typedef struct sd_cuda_backend {
     int use_graphs;
     cudaGraphExec_t graphs[SD_CU_N_BUCKETS];
     int64_t replays;
+    sd_tp_rank tp;   /* tensor-parallel membership; tp.comm NULL on a single GPU */
+    float *gathered; /* TP: [ranks, rows, vocab_pad] every rank's logits (all-gather) */
 } sd_cuda_backend;
 
 /* Offsets into the meta buffer for one step. */
@@ -118,6 +121,8 @@ static int alloc_activations(sd_cuda_backend *b, sd_diag *d)
     SD_TRY(alloc_dev((void **)&b->part_ml, b->parts_rows * nh * 2 * 4, d));
     SD_TRY(alloc_dev((void **)&b->lm_in, T * H * 2, d));
     SD_TRY(alloc_dev((void **)&b->logits, T * (size_t)c->vocab * 4, d));
+    if (b->tp.comm)
+        SD_TRY(alloc_dev((void **)&b->gathered, T * (size_t)c->vocab * 4 * b->tp.plan.ranks, d));
     SD_TRY(alloc_dev((void **)&b->d_meta, b->meta_cap * 4, d));
     SD_CU(d, cudaMallocHost((void **)&b->h_meta, b->meta_cap * 4));
     SD_TRY(alloc_dev((void **)&b->inv_freq, hd / 2 * 4, d));
@@ -166,7 +171,7 @@ static int alloc_kv(sd_cuda_backend *b, const sd_backend_opts *o, sd_diag *d)
 /* Everything but the weights, which `load` puts in place. */
 static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_backend_opts *opts,
                        int (*load)(sd_cuda_backend *b, const void *arg, sd_diag *d), const void *arg,
-                       sd_diag *d)
+                       const sd_tp_rank *tp, sd_diag *d)
 {
     sd_backend_opts o;
     if (opts)
@@ -186,7 +191,9 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     if (!b)
         return sd_diag_set(d, SD_ENOMEM, "cuda backend");
     b->base.vt = &cuda_vtbl;
-    b->base.vocab = cfg->vocab;
+    b->base.vocab = tp ? tp->plan.vocab_total : cfg->vocab; /* cfg is the rank's share under TP */
+    if (tp)
+        b->tp = *tp;
     b->base.block_size = o.block_size > 0 ? o.block_size : 16;
     b->tmax = o.max_batch_tokens > 0 ? o.max_batch_tokens : 2048;
     b->base.max_batch_tokens = b->tmax;
@@ -230,7 +237,7 @@ static int load_model(sd_cuda_backend *b, const void *arg, sd_diag *d)
 
 int sd_backend_cuda_init(sd_backend **ret, const sd_model *m, const sd_backend_opts *o, sd_diag *d)
 {
-    return cuda_create(ret, sd_model_cfg(m), o, load_model, m, d);
+    return cuda_create(ret, sd_model_cfg(m), o, load_model, m, NULL, d);
 }
 
 typedef struct synth_arg {
@@ -241,7 +248,41 @@ typedef struct synth_arg {
 static int load_synth(sd_cuda_backend *b, const void *arg, sd_diag *d)
 {
     const synth_arg *a = (const synth_arg *)arg;
-    return sd__cu_weights_synthetic(&b->w, &b->cfg, a->n, a->m, a->seed, b->st, d);
+    SD_TRY(sd__cu_weights_synthetic(&b->w, &b->cfg, a->n, a->m, a->seed, b->st, d));
+    if (!b->tp.comm)
+        return 0;
+    return sd__cu_weights_synthetic_embed(&b->w, &b->tp.plan, b->cfg.hidden, a->seed, b->st, d);
+}
+
+static int load_model_shard(sd_cuda_backend *b, const void *arg, sd_diag *d)
+{
+    return sd__cu_weights_upload_shard(&b->w, (const sd_model *)arg, &b->tp.plan, d);
+}
+
+int sd__cu_backend_init_rank(sd_backend **ret, const sd_model *m, const sd_model_config *synth_cfg,
+                             const char *pattern, uint64_t seed, const sd_backend_opts *o,
+                             const sd_tp_rank *tp, sd_diag *d)
+{
+    sd_model_config lc;
+    sd_shard_local_config(&tp->plan, m ? sd_model_cfg(m) : synth_cfg, &lc);
+    if (m)
+        return cuda_create(ret, &lc, o, load_model_shard, m, tp, d);
+    synth_arg a = {0, 0, seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(tp->plan.rank + 1))};
+    if (sd_synth_pattern_parse(pattern, &a.n, &a.m))
+        return sd_diag_set(d, SD_EINVAL, "synthetic weights: pattern '%s' (dense or N:M with 2N = M, M | 32)",
+                           pattern ? pattern : "(null)");
+    lc.tie_embeddings = 0; /* the rank's lm_head rows are its own; the embedding is made whole after */
+    return cuda_create(ret, &lc, o, load_synth, &a, tp, d);
+}
+
+void sd__cu_backend_abort(sd_backend *base)
+{
+    sd__tp_abort(&((sd_cuda_backend *)base)->tp);
+}
+
+int sd__cu_backend_aborted(const sd_backend *base)
+{
+    return ((const sd_cuda_backend *)base)->tp.aborted;
 }
 
 int sd_backend_cuda_init_synthetic(sd_backend **ret, const sd_model_config *cfg, const char *pattern,
@@ -251,7 +292,7 @@ int sd_backend_cuda_init_synthetic(sd_backend **ret, const sd_model_config *cfg,
     if (sd_synth_pattern_parse(pattern, &a.n, &a.m))
         return sd_diag_set(d, SD_EINVAL, "synthetic weights: pattern '%s' (dense or N:M with 2N = M, M | 32)",
                            pattern ? pattern : "(null)");
-    return cuda_create(ret, cfg, o, load_synth, &a, d);
+    return cuda_create(ret, cfg, o, load_synth, &a, NULL, d);
 }
 
 static void cuda_free(sd_backend *base)
@@ -265,8 +306,8 @@ static void cuda_free(sd_backend *base)
             cudaGraphExecDestroy(b->graphs[i]);
     sd__cu_mm_free(&b->mm);
     sd__cu_weights_free(&b->w);
-    void *bufs[] = {b->x,     b->act,    b->mmo,    b->q,        b->part_acc, b->part_ml,
-                    b->lm_in, b->logits, b->d_meta, b->inv_freq, b->k_cache,  b->v_cache};
+    void *bufs[] = {b->x,      b->act,    b->mmo,      b->q,       b->part_acc, b->part_ml, b->lm_in,
+                    b->logits, b->d_meta, b->inv_freq, b->k_cache, b->v_cache,  b->gathered};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cudaFree(bufs[i]);
     cudaFreeHost(b->h_meta);
@@ -325,10 +366,12 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
                           b->act};
     SD_TRY(sd__cu_attention(&aa, st, d));
     SD_TRY(sd__cu_linear(&b->mm, &L->o, b->act, b->mmo, s->T, st, d));
+    SD_TRY(sd__tp_allreduce_sum(&b->tp, b->mmo, (size_t)s->T * c->hidden, st, d)); /* TP: partial sums */
     SD_TRY(sd__cu_add_rmsnorm(b->x, b->mmo, L->mlp_norm, b->act, s->T, c->hidden, c->rms_eps, st, d));
     SD_TRY(sd__cu_linear(&b->mm, &L->gate_up, b->act, b->mmo, s->T, st, d));
     SD_TRY(sd__cu_swiglu(b->mmo, b->act, s->T, c->intermediate, st, d));
-    return sd__cu_linear(&b->mm, &L->down, b->act, b->mmo, s->T, st, d);
+    SD_TRY(sd__cu_linear(&b->mm, &L->down, b->act, b->mmo, s->T, st, d));
+    return sd__tp_allreduce_sum(&b->tp, b->mmo, (size_t)s->T * c->hidden, st, d);
 }
 
 static int enqueue_step(sd_cuda_backend *b, const step_shape *s, sd_diag *d)
@@ -340,7 +383,8 @@ static int enqueue_step(sd_cuda_backend *b, const step_shape *s, sd_diag *d)
     const float *resid = c->n_layers ? b->mmo : NULL;
     SD_TRY(sd__cu_add_rmsnorm(b->x, resid, b->w.final_norm, b->act, s->T, c->hidden, c->rms_eps, b->st, d));
     SD_TRY(sd__cu_gather_rows(b->act, s->rows, b->lm_in, s->R, c->hidden, b->st, d));
-    return sd__cu_linear(&b->mm, &b->w.lm_head, b->lm_in, b->logits, s->R, b->st, d);
+    SD_TRY(sd__cu_linear(&b->mm, &b->w.lm_head, b->lm_in, b->logits, s->R, b->st, d));
+    return sd__tp_allgather(&b->tp, b->logits, b->gathered, (size_t)s->R * c->vocab, b->st, d);
 }
 
 /* ---- forward ---- */
@@ -368,7 +412,7 @@ static int check_batch(const sd_cuda_backend *b, const sd_batch_seq *seqs, int n
                 return sd_diag_set(d, SD_EINVAL, "cuda forward: sequence %d: block %d out of the pool (%d)",
                                    i, q->block_table[k], b->base.kv_blocks);
         for (int k = 0; k < q->n_tokens; k++)
-            if (q->tokens[k] < 0 || q->tokens[k] >= b->cfg.vocab)
+            if (q->tokens[k] < 0 || q->tokens[k] >= b->base.vocab)
                 return sd_diag_set(d, SD_EINVAL, "cuda forward: sequence %d: token %d out of the vocabulary",
                                    i, q->tokens[k]);
         t += q->n_tokens;
@@ -443,7 +487,7 @@ static int decode_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag 
         return 0;
     }
     SD_TRY(enqueue_step(b, s, d)); /* this step's results, and any lazy init outside the capture */
-    SD_CU(d, cudaStreamSynchronize(b->st));
+    SD_TRY(sd__tp_sync(&b->tp, b->st, d));
     cudaGraph_t g = NULL;
     SD_CU(d, cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
     int rc = enqueue_step(b, s, d);
@@ -455,6 +499,23 @@ static int decode_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag 
     if (rc)
         return rc;
     SD_CU(d, e);
+    return 0;
+}
+
+/* TP: logits [R, vocab] from gathered [ranks, rows, vocab_pad] (rows >= R when padded):
+ * rank k's real vocabulary columns land at k * vocab_pad, padding columns dropped. */
+static int copy_gathered(sd_cuda_backend *b, int rows, int R, float *logits, sd_diag *d)
+{
+    const sd_shard_plan *p = &b->tp.plan;
+    for (int k = 0; k < p->ranks; k++) {
+        int64_t v0 = (int64_t)k * p->vocab_pad, nv = p->vocab_total - v0;
+        nv = nv < 0 ? 0 : nv > p->vocab_pad ? p->vocab_pad : nv;
+        if (nv)
+            SD_CU(d,
+                  cudaMemcpy2DAsync(logits + v0, (size_t)p->vocab_total * 4,
+                                    b->gathered + (size_t)k * rows * p->vocab_pad, (size_t)p->vocab_pad * 4,
+                                    (size_t)nv * 4, (size_t)R, cudaMemcpyDeviceToHost, b->st));
+    }
     return 0;
 }
 
@@ -473,11 +534,12 @@ static int cuda_forward(sd_backend *base, const sd_batch_seq *seqs, int n_seqs, 
         fill_meta(b, seqs, n_seqs, T, R, n_seqs, &s);
     SD_CU(d, cudaMemcpyAsync(b->d_meta, b->h_meta, meta_len(b, &s) * 4, cudaMemcpyHostToDevice, b->st));
     SD_TRY(graph ? decode_graph(b, &s, k, d) : enqueue_step(b, &s, d));
-    if (logits)
+    if (logits && b->tp.comm)
+        SD_TRY(copy_gathered(b, s.R, R, logits, d));
+    else if (logits)
         SD_CU(d, cudaMemcpyAsync(logits, b->logits, (size_t)R * b->cfg.vocab * 4, cudaMemcpyDeviceToHost,
                                  b->st));
-    SD_CU(d, cudaStreamSynchronize(b->st));
-    return 0;
+    return sd__tp_sync(&b->tp, b->st, d);
 }
 
 /* ---- hooks and numbers for tests and benchmarks ---- */

@@ -77,6 +77,13 @@ int sd__cu_weights_upload(sd_cu_weights *w, const sd_model *m, sd_diag *d);
 int sd__cu_weights_synthetic(sd_cu_weights *w, const sd_model_config *cfg, int pattern_n, int pattern_m,
                              uint64_t seed, cudaStream_t st, sd_diag *d);
 void sd__cu_weights_free(sd_cu_weights *w);
+/* Tensor parallel (engine/shard.h): this rank's slices, fused as above; the embedding whole
+ * (padded to ranks * vocab_pad rows), lm_head by vocabulary (tied: rows of that embedding). */
+typedef struct sd_shard_plan sd_shard_plan;
+int sd__cu_weights_upload_shard(sd_cu_weights *w, const sd_model *m, const sd_shard_plan *p, sd_diag *d);
+/* Replaces a synthetic rank's embedding by a full one of ranks * vocab_pad rows. */
+int sd__cu_weights_synthetic_embed(sd_cu_weights *w, const sd_shard_plan *p, int64_t hidden, uint64_t seed,
+                                   cudaStream_t st, sd_diag *d);
 
 /* ---- kernels (cuda_ops.cu); every launcher checks the launch and returns 0 / SD_ECUDA ---- */
 typedef struct sd_cu_attn_args {

@@ -8,6 +8,7 @@
 
 #include "engine/dtype.h"
 #include "engine/model.h"
+#include "engine/shard.h"
 
 /* ---- device allocation that keeps the byte count ---- */
 
@@ -231,6 +232,129 @@ int sd__cu_weights_upload(sd_cu_weights *w, const sd_model *m, sd_diag *d)
         SD_TRY(upload_group(&cl->gate_up, gu, 2, w, d));
         SD_TRY(upload_group(&cl->down, &down, 1, w, d));
     }
+    return 0;
+}
+
+/* ---- one tensor-parallel rank's shard (engine/shard.h) ---- */
+
+/* Slices src for the plan's rank. A column slice of an unstructured bitmask (rows keep varying
+ * counts) is expanded to dense bf16 here, as upload_group does with any unstructured linear. */
+static int shard_part(sd_shard_linear *s, const sd_shard_plan *p, sd_shard_role role, const sd_linear *src,
+                      sd_diag *d)
+{
+    SD_TRY(sd_shard_linear_init(s, p, role, src, d));
+    if (s->l.kind != SD_LINEAR_BITMASK || s->values_stride == s->l.cols / 2)
+        return 0;
+    uint16_t *dense = (uint16_t *)malloc((size_t)(s->l.rows * s->l.cols) * 2 + 2);
+    int rc = dense ? sd_shard_linear_expand(s, dense, d) : sd_diag_set(d, SD_ENOMEM, "cuda: %s", src->name);
+    if (rc) {
+        free(dense);
+        sd_shard_linear_free(s);
+        return rc;
+    }
+    free(s->v_own);
+    free(s->m_own);
+    s->v_own = NULL;
+    s->m_own = NULL;
+    s->w_own = dense;
+    s->l.kind = SD_LINEAR_DENSE;
+    s->l.dtype = SD_DT_BF16;
+    s->l.w = dense;
+    s->l.values = NULL;
+    s->l.mask = NULL;
+    return 0;
+}
+
+/* Slices n linears in their roles and uploads them fused (row concatenation). */
+static int upload_shard_group(sd_cu_linear *out, const sd_linear *const *src, const sd_shard_role *roles,
+                              int n, const sd_shard_plan *p, sd_cu_weights *w, sd_diag *d)
+{
+    sd_shard_linear s[3];
+    const sd_linear *views[3];
+    int rc = 0, k = 0;
+    for (; k < n && !rc; k++) {
+        rc = shard_part(&s[k], p, roles[k], src[k], d);
+        views[k] = &s[k].l;
+    }
+    if (rc)
+        k--; /* s[k-1] failed and is already released */
+    else
+        rc = upload_group(out, views, n, w, d);
+    for (int i = 0; i < k; i++)
+        sd_shard_linear_free(&s[i]);
+    return rc;
+}
+
+/* The whole embedding on every rank (a lookup reads one row per token), padded to ranks *
+ * vocab_pad rows so a tied lm_head slice of the last rank stays inside it. */
+static int upload_embed_padded(sd_cu_weights *w, const sd_vec *e, const sd_shard_plan *p, int64_t hidden,
+                               sd_diag *d)
+{
+    size_t n = (size_t)e->n, padded = (size_t)p->ranks * p->vocab_pad * hidden;
+    SD_TRY(dev_alloc((void **)&w->embed, padded * 2, w, "embedding", d));
+    SD_CU(d, cudaMemset(w->embed, 0, padded * 2));
+    uint16_t *tmp = (uint16_t *)malloc(n * 2 + 2);
+    if (!tmp)
+        return sd_diag_set(d, SD_ENOMEM, "cuda: staging the embedding");
+    int rc = to_bf16(e->dtype, e->data, tmp, n)
+                 ? sd_diag_set(d, SD_ENOTSUP, "cuda: embedding dtype %s", sd_dtype_name(e->dtype))
+                 : h2d(w->embed, tmp, n * 2, d);
+    free(tmp);
+    return rc;
+}
+
+int sd__cu_weights_upload_shard(sd_cu_weights *w, const sd_model *m, const sd_shard_plan *p, sd_diag *d)
+{
+    const sd_model_config *cfg = sd_model_cfg(m);
+    const sd_model_weights *mw = sd_model_w(m);
+    memset(w, 0, sizeof *w);
+    w->layers = (sd_cu_layer *)calloc((size_t)cfg->n_layers, sizeof(sd_cu_layer));
+    if (!w->layers)
+        return sd_diag_set(d, SD_ENOMEM, "cuda: layer table");
+    w->n_layers = cfg->n_layers;
+    SD_TRY(upload_embed_padded(w, &mw->embed, p, cfg->hidden, d));
+    SD_TRY(upload_vec(&w->final_norm, &mw->final_norm, w, "model.norm", d));
+    const sd_linear *lm = &mw->lm_head;
+    static const sd_shard_role r_lm[1] = {SD_SHARD_LM_HEAD}, r_qkv[3] = {SD_SHARD_Q, SD_SHARD_K, SD_SHARD_V},
+                               r_o[1] = {SD_SHARD_O}, r_gu[2] = {SD_SHARD_GATE, SD_SHARD_UP},
+                               r_down[1] = {SD_SHARD_DOWN};
+    if (lm->kind == SD_LINEAR_DENSE && lm->w == mw->embed.data && lm->dtype == mw->embed.dtype) {
+        memset(&w->lm_head, 0, sizeof w->lm_head); /* tied: this rank's rows of the embedding */
+        w->lm_head.rows = p->vocab_pad;
+        w->lm_head.cols = lm->cols;
+        w->lm_head.w = w->embed + (size_t)p->vocab0 * cfg->hidden;
+    } else {
+        SD_TRY(upload_shard_group(&w->lm_head, &lm, r_lm, 1, p, w, d));
+    }
+    for (int i = 0; i < cfg->n_layers; i++) {
+        const sd_layer_weights *lw = &mw->layers[i];
+        sd_cu_layer *cl = &w->layers[i];
+        const sd_linear *qkv[3] = {&lw->q, &lw->k, &lw->v}, *gu[2] = {&lw->gate, &lw->up};
+        const sd_linear *o = &lw->o, *down = &lw->down;
+        SD_TRY(upload_vec(&cl->attn_norm, &lw->attn_norm, w, "input_layernorm", d));
+        SD_TRY(upload_vec(&cl->mlp_norm, &lw->mlp_norm, w, "post_attention_layernorm", d));
+        SD_TRY(upload_vec(&cl->q_norm, &lw->q_norm, w, "q_norm", d));
+        SD_TRY(upload_vec(&cl->k_norm, &lw->k_norm, w, "k_norm", d));
+        SD_TRY(upload_shard_group(&cl->qkv, qkv, r_qkv, 3, p, w, d));
+        SD_TRY(upload_shard_group(&cl->o, &o, r_o, 1, p, w, d));
+        SD_TRY(upload_shard_group(&cl->gate_up, gu, r_gu, 2, p, w, d));
+        SD_TRY(upload_shard_group(&cl->down, &down, r_down, 1, p, w, d));
+    }
+    return 0;
+}
+
+/* Synthetic TP rank: the local weights came from sd__cu_weights_synthetic over the rank's
+ * config (untied, vocab_pad rows of lm_head); the embedding is replaced by a full one of
+ * ranks * vocab_pad rows so every token id has a row. */
+int sd__cu_weights_synthetic_embed(sd_cu_weights *w, const sd_shard_plan *p, int64_t hidden, uint64_t seed,
+                                   cudaStream_t st, sd_diag *d)
+{
+    size_t n = (size_t)p->ranks * p->vocab_pad * hidden;
+    cudaFree(w->embed);
+    w->embed = NULL;
+    SD_TRY(dev_alloc((void **)&w->embed, n * 2, w, "synthetic embedding", d));
+    SD_TRY(sd__cu_fill_uniform_bf16(w->embed, n, 1.f, seed, st, d));
+    SD_CU(d, cudaStreamSynchronize(st));
     return 0;
 }
 
