@@ -12,6 +12,7 @@
 #include "engine/backend.h"
 #include "engine/model_config.h"
 #include "engine/synthetic.h"
+#include "engine/tp.h"
 #ifdef SD_HAVE_CUDA
 #include "engine/cuda_backend.h"
 #endif
@@ -26,6 +27,7 @@ typedef struct bd_opts {
     int batches[BD_MAX_BATCHES];
     int n_batches;
     int ctx, warmup, steps, device;
+    int tp;          /* --tensor-parallel N: N GPUs (devices 0..N-1), engine/tp.h */
     int copy_logits; /* 1: every step copies its logits to the host, as the CPU sampler needs */
 } bd_opts;
 
@@ -45,7 +47,7 @@ static void usage(FILE *f)
     fprintf(
         f, "usage: sparsed bench decode --preset CONFIG.json [--pattern dense|2:4|4:8|8:16|16:32|all|A,B..]\n"
            "       [--batch 1,4,16,64] [--ctx 512] [--warmup 50] [--steps 50] [--device 0] [--copy-logits]\n"
-           "       [--out FILE.md]\n");
+           "       [--tensor-parallel N] [--out FILE.md]\n");
 }
 
 static int parse_list(char *s, int *out, int max)
@@ -89,13 +91,15 @@ static int parse_args(int argc, char **argv, bd_opts *o)
             o->steps = atoi(v);
         else if (!strcmp(a, "--device"))
             o->device = atoi(v);
+        else if (!strcmp(a, "--tensor-parallel"))
+            o->tp = atoi(v);
         else if (!strcmp(a, "--out"))
             o->out = v;
         else
             return -1;
         i++;
     }
-    if (!o->preset || o->ctx < 1 || o->warmup < 0 || o->steps < 1)
+    if (!o->preset || o->ctx < 1 || o->warmup < 0 || o->steps < 1 || o->tp < 0)
         return -1;
     snprintf(pat_buf, sizeof pat_buf, "%s", strcmp(pat, "all") ? pat : "dense,2:4,4:8,8:16,16:32");
     for (char *tok = strtok(pat_buf, ","); tok && o->n_patterns < BD_MAX_PATTERNS; tok = strtok(NULL, ",")) {
@@ -212,7 +216,13 @@ static void run_pattern(const bd_opts *o, const sd_model_config *cfg, const char
     float *logits = malloc((size_t)maxb * cfg->vocab * 4);
     for (int i = 0; bt && i < maxb * bps; i++)
         bt[i] = i;
-    int rc = bt && logits ? sd_backend_cuda_init_synthetic(&b, cfg, pat, 1, &bo, &d) : SD_ENOMEM;
+    sd_tp_opts to;
+    sd_tp_opts_default(&to);
+    to.world = o->tp;
+    int rc = !bt || !logits ? SD_ENOMEM
+             : o->tp > 1    ? sd_tp_backend_init_synthetic(&b, cfg, pat, 1, &bo, &to, &d)
+                            : sd_backend_cuda_init_synthetic(&b, cfg, pat, 1, &bo, &d);
+    const sd_backend *sb = o->tp > 1 ? sd_tp_local_rank(b) : b; /* TP: one GPU's share */
     if (!rc)
         rc = prefill(b, o, maxb, bps, bt, logits, &d);
     for (int i = 0; i < o->n_batches; i++) {
@@ -227,14 +237,14 @@ static void run_pattern(const bd_opts *o, const sd_model_config *cfg, const char
             continue;
         }
         double avg_ctx = o->ctx + o->warmup + o->steps / 2.0;
-        x->bytes = (double)sd_backend_cuda_step_weight_bytes(b) +
-                   x->batch * avg_ctx * (double)sd_backend_cuda_kv_bytes_per_token(b);
+        x->bytes = (double)sd_backend_cuda_step_weight_bytes(sb) +
+                   x->batch * avg_ctx * (double)sd_backend_cuda_kv_bytes_per_token(sb);
         x->tok_s = x->batch / (x->ms / 1e3);
         x->roofline = x->bytes / (gbps * 1e9) / (x->ms / 1e3);
         x->ok = 1;
         fprintf(stderr, "  %-6s B=%-3d %8.3f ms/step %9.1f tok/s %5.1f%% of roofline (graph replays %lld)\n",
                 pat, x->batch, x->ms, x->tok_s, 100 * x->roofline,
-                (long long)sd_backend_cuda_graph_replays(b));
+                (long long)sd_backend_cuda_graph_replays(sb));
     }
     sd_backend_free(b);
     free(bt);
@@ -295,6 +305,8 @@ int sd_bench_decode_main(int argc, char **argv)
         return 1;
     }
     fprintf(stderr, "%s: read bandwidth %.0f GB/s; %s\n", gpu, gbps, o.preset);
+    if (o.tp > 1)
+        fprintf(stderr, "tensor parallel %d (GPUs 0..%d): bytes and roofline are per GPU\n", o.tp, o.tp - 1);
     bd_result r[BD_MAX_PATTERNS * BD_MAX_BATCHES];
     int n = 0;
     for (int p = 0; p < o.n_patterns; p++)

@@ -78,6 +78,11 @@ int sd_tp_is_tp(const sd_backend *b)
     return b && b->vt == &tp_vtbl;
 }
 
+const sd_backend *sd_tp_local_rank(const sd_backend *b)
+{
+    return sd_tp_is_tp(b) ? ((const sd_tp_backend *)b)->r[0].rb : NULL;
+}
+
 /* A failure of the group (as opposed to a bad request, which every rank rejects alike). */
 static int group_error(int rc)
 {

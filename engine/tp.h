@@ -49,6 +49,11 @@ int sd_tp_follow(sd_backend *b, sd_diag *d);
 /* True when b is a tensor-parallel backend. */
 int sd_tp_is_tp(const sd_backend *b);
 
+/* The CUDA backend of the first rank this process runs (for per-rank numbers such as
+ * sd_backend_cuda_step_weight_bytes); NULL when b is not a TP backend. Ranks hold equal
+ * shares, so its numbers are each GPU's. */
+const sd_backend *sd_tp_local_rank(const sd_backend *b);
+
 #ifdef __cplusplus
 }
 #endif

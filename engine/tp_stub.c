@@ -39,6 +39,11 @@ int sd_tp_is_tp(const sd_backend *b)
 {
     return 0;
 }
+
+const sd_backend *sd_tp_local_rank(const sd_backend *b)
+{
+    return NULL;
+}
 #else
 typedef int sd__tp_stub_unused; /* the CUDA build uses engine/tp.cu */
 #endif
