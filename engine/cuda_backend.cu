@@ -534,9 +534,12 @@ static int cuda_forward(sd_backend *base, const sd_batch_seq *seqs, int n_seqs, 
         fill_meta(b, seqs, n_seqs, T, R, n_seqs, &s);
     SD_CU(d, cudaMemcpyAsync(b->d_meta, b->h_meta, meta_len(b, &s) * 4, cudaMemcpyHostToDevice, b->st));
     SD_TRY(graph ? decode_graph(b, &s, k, d) : enqueue_step(b, &s, d));
-    if (logits && b->tp.comm)
-        SD_TRY(copy_gathered(b, s.R, R, logits, d));
-    else if (logits)
+    if (b->tp.comm) {
+        /* wait with a deadline first: a copy to pageable memory would block on a dead peer */
+        SD_TRY(sd__tp_sync(&b->tp, b->st, d));
+        if (logits)
+            SD_TRY(copy_gathered(b, s.R, R, logits, d));
+    } else if (logits)
         SD_CU(d, cudaMemcpyAsync(logits, b->logits, (size_t)R * b->cfg.vocab * 4, cudaMemcpyDeviceToHost,
                                  b->st));
     return sd__tp_sync(&b->tp, b->st, d);
