@@ -12,6 +12,7 @@
 #include "engine/backend.h"
 #include "engine/chat_template.h"
 #include "engine/engine.h"
+#include "engine/tp.h"
 #include "engine/model.h"
 #include "server/log.h"
 
@@ -87,6 +88,12 @@ static int init_backend(const sd_conf *c, sd_admin_inst *in, sd_diag *d)
     if (!strcmp(c->backend, "cpu"))
         return sd_backend_cpu_init(&in->backend, in->model, &bo, d);
 #if SD_HAVE_CUDA
+    if (c->tensor_parallel > 1) { /* one thread per GPU, devices 0..N-1 */
+        sd_tp_opts to;
+        sd_tp_opts_default(&to);
+        to.world = c->tensor_parallel;
+        return sd_tp_backend_init(&in->backend, in->model, &bo, &to, d);
+    }
     return sd_backend_cuda_init(&in->backend, in->model, &bo, d);
 #else
     return sd_diag_set(d, SD_ENOTSUP, "backend 'cuda': this build has no CUDA support");

@@ -35,6 +35,8 @@ static const opt opts[] = {
     {"api_key_file", OPT_STR, O(api_key_file), "", 0, 0, NULL, "file with one API key per line (# comments)"},
     {"backend", OPT_STR, O(backend), "cpu", 0, 0, "|cpu|cuda|", "compute backend: cpu | cuda"},
     {"device", OPT_INT, O(device), "0", 0, 64, NULL, "GPU ordinal (cuda backend)"},
+    {"tensor_parallel", OPT_INT, O(tensor_parallel), "1", 1, 64, NULL,
+     "GPUs 0..N-1 the model is sharded over (cuda backend; docs/tensor-parallel.md)"},
     {"threads", OPT_INT, O(threads), "0", 0, 4096, NULL, "backend worker threads (0 => all cores)"},
     {"http_threads", OPT_INT, O(http_threads), "1", 1, 64, NULL, "HTTP event-loop threads"},
     {"max_seqs", OPT_INT, O(max_seqs), "16", 1, 4096, NULL, "running sequences at most (batch size)"},

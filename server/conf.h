@@ -17,6 +17,8 @@ typedef struct sd_conf {
     char *api_key_file; /* "" => none; one key per line */
     char *backend;      /* "cpu" | "cuda" */
     int device;
+    /* GPUs 0..N-1 the model is sharded over (cuda backend), 1 => one GPU */
+    int tensor_parallel;
     int threads;      /* backend worker threads, 0 => cores */
     int http_threads; /* HTTP event threads */
     int max_seqs;

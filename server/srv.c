@@ -183,7 +183,8 @@ static void start_drain(srv *s, const char *why)
 static int conf_differs_beyond_reloadable(const sd_conf *a, const sd_conf *b)
 {
     return strcmp(a->model, b->model) || strcmp(a->host, b->host) || a->port != b->port ||
-           strcmp(a->backend, b->backend) || a->max_seqs != b->max_seqs || a->max_queue != b->max_queue ||
+           strcmp(a->backend, b->backend) || a->tensor_parallel != b->tensor_parallel ||
+           a->max_seqs != b->max_seqs || a->max_queue != b->max_queue ||
            a->max_batch_tokens != b->max_batch_tokens || a->max_model_len != b->max_model_len ||
            a->kv_blocks != b->kv_blocks || a->threads != b->threads ||
            a->max_body_bytes != b->max_body_bytes || a->request_timeout != b->request_timeout ||
