@@ -223,7 +223,10 @@ static void load_record(sd_jobs *j, const char *name)
     json_t *rec = json_load_file(path, 0, &je);
     const char *id = json_string_value(json_object_get(rec, "id"));
     const char *st = json_string_value(json_object_get(rec, "state"));
-    job *jb = rec && id && st && strlen(id) < sizeof jb->id ? calloc(1, sizeof *jb) : NULL;
+    /* the id names the record's file: only what new_id makes */
+    int id_ok = id && strlen(id) < sizeof((job *)0)->id &&
+                strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789-") == strlen(id);
+    job *jb = rec && id_ok && st ? calloc(1, sizeof *jb) : NULL;
     if (!jb) {
         sd_log_warn(NULL, "admin: ignoring the unreadable job record %s", path);
         json_decref(rec);
@@ -241,6 +244,9 @@ static void load_record(sd_jobs *j, const char *name)
         const char *out = json_string_value(json_object_get(rec, "output"));
         if (out)
             remove_partial_outputs(out);
+        char prompts[PATH_MAX + 64];
+        snprintf(prompts, sizeof prompts, "%s/%s.prompts.jsonl", j->dir, jb->id);
+        unlink(prompts); /* inline prompts of the dead job, if any */
         set_state(jb, JS_FAILED);
         set_error(jb, "interrupted");
         json_object_set_new(rec, "cancel_requested", json_false());

@@ -122,7 +122,7 @@ def test_swap_lets_streams_finish_on_the_old_model(tmp_path):
     try:
         res = {}
         # a stream long enough to be in flight while the swap happens (CPU: a few ms per token)
-        t = threading.Thread(target=lambda: res.update(r=stream_text(s, 400)))
+        t = threading.Thread(target=lambda: res.update(r=stream_text(s, 600)))
         t.start()
         deadline = time.time() + 30
         while metrics(s).get("sparsed_num_requests_running", 0) < 1 and time.time() < deadline:
@@ -135,17 +135,19 @@ def test_swap_lets_streams_finish_on_the_old_model(tmp_path):
         assert st == 200, info
         assert info["name"] == "tiny-v2" and info["drained"] is False and info["previous"]["name"] == "tiny"
         running_at_swap = t.is_alive()
+        if running_at_swap:  # the old model was kept for the stream still running on it
+            assert info["replaced_still_serving"] == 1, info
         assert served_ids(s) == ["tiny-v2"]
         assert completion(s)[0] == 200
         t.join(timeout=180)
         st, text, finish, n = res["r"]
-        assert st == 200 and finish == "length" and n == 400 and text
-        if running_at_swap:  # the old model was kept until that stream ended, then freed
-            assert "freed the replaced model tiny" in s.log_text()
+        assert st == 200 and finish == "length" and n == 600 and text
+        # the old model is freed once that stream's connection is done (just after the client's end)
         deadline = time.time() + 10
         while metrics(s)["sparsed_model_replaced_instances"] != 0 and time.time() < deadline:
             time.sleep(0.1)
         assert metrics(s)["sparsed_model_replaced_instances"] == 0
+        assert "freed the replaced model tiny" in s.log_text()
     finally:
         s.stop()
 
