@@ -162,3 +162,32 @@ def test_decode_job_on_small_model(tmp_path):
         assert info["n_layers"] == 8
     finally:
         s.stop()
+
+
+def test_text_job_then_manual_activation_and_a_failing_job(tmp_path):
+    s = start(tmp_path)
+    try:
+        out = tmp_path / "text-wanda"
+        spec = {"source": "text", "text_file": str(ROOT / "tests" / "fixtures" / "prune" / "calib_stdlib.txt"),
+                "tokens_budget": 256, "seq_len": 128, "solver": "wanda", "pattern": "4:8", "output": str(out)}
+        st, job = admin(s, "POST", "/jobs", spec)
+        assert st == 202, job
+        rec = wait_job(s, job["id"], finished, timeout=120)
+        assert rec["state"] == "succeeded" and rec["activated"] is False, rec
+        assert served_ids(s) == ["tiny"]  # not activated: still the dense model
+        st, info = admin(s, "POST", "/model", {"path": str(out)})
+        assert st == 200 and info["sparsity"] == "4:8" and info["previous"]["sparsity"] == "dense"
+        assert served_ids(s) == [out.name] and completion(s)[0] == 200
+        # a job whose calibration input turns out unusable fails with a message and no output
+        empty = tmp_path / "empty.jsonl"
+        empty.write_text("")
+        bad_out = tmp_path / "never"
+        st, job = admin(s, "POST", "/jobs", {"prompts_file": str(empty), "tokens_budget": 16,
+                                             "output": str(bad_out), "model": str(ROOT / "models" / "tiny")})
+        assert st == 202, job
+        rec = wait_job(s, job["id"], finished, timeout=60)
+        assert rec["state"] == "failed" and rec["error"], rec
+        assert not bad_out.exists() and not list(tmp_path.glob("never.tmp-*"))
+        assert completion(s)[0] == 200
+    finally:
+        s.stop()
