@@ -30,7 +30,10 @@ enum MHD_Result sd_http__send(struct MHD_Connection *conn, sd_http__conn *c, int
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     MHD_add_response_header(r, "X-Request-Id", c->rid);
-    if (status == 405)
+    if (status == 405 && c->route == SD_ROUTE_ADMIN) /* /admin/v1/jobs/{id}, or a collection */
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
+                                strstr(c->url, "/jobs/") ? "GET, HEAD, DELETE" : "GET, HEAD, POST");
+    else if (status == 405)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
                                 c->route == SD_ROUTE_COMPLETIONS || c->route == SD_ROUTE_CHAT ? "POST"
                                                                                               : "GET, HEAD");

@@ -141,8 +141,13 @@ def test_bad_routes_and_ids(server):
     check_error(*admin(server, "GET", "/jobs/job-000000000000"), 404, "id")
     check_error(*admin(server, "DELETE", "/jobs/job-000000000000"), 404, "id")
     check_error(*admin(server, "GET", "/nothing"), 404)
-    check_error(*admin(server, "PUT", "/jobs"), 405)
-    check_error(*admin(server, "DELETE", "/model"), 405)
+    from admin_helpers import http
+    for method, path, allow in (("PUT", "/jobs", "GET, HEAD, POST"), ("DELETE", "/model", "GET, HEAD, POST"),
+                                ("POST", "/jobs/job-000000000000", "GET, HEAD, DELETE")):
+        st, hdr, body = http(method, server.url + "/admin/v1" + path, {} if method != "DELETE" else None,
+                             headers={"Authorization": f"Bearer {ADMIN}"})
+        check_error(st, json.loads(body), 405)
+        assert hdr.get("Allow") == allow, hdr
 
 
 def test_failed_swap_keeps_the_model(server, tmp_path):
