@@ -252,7 +252,7 @@ int sd_calib_replay(sd_backend *b, const sd_calib_set *s, const sd_calib_replay_
 {
     int32_t T = b->max_batch_tokens, bs = b->block_size;
     replay_ctx r = {.b = b, .s = s, .cb = cb, .want_logits = want_logits};
-    r.logits = malloc((size_t)(want_logits ? T : T) * b->vocab * sizeof *r.logits);
+    r.logits = malloc((size_t)T * b->vocab * sizeof *r.logits); /* a row per token at most */
     r.blocks = malloc((size_t)b->kv_blocks * sizeof *r.blocks);
     r.batch = malloc((size_t)T * sizeof *r.batch);
     r.ids = malloc((size_t)T * sizeof *r.ids);

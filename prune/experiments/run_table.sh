@@ -8,19 +8,19 @@
 #
 #   prune/experiments/run_table.sh [OUT_DIR]     (default results/2026-11-30-pruning)
 # Environment: SPARSED (binary, default build/sparsed), MODEL (default ../shared/models/small),
-# BUDGET (calibration tokens, 8192), PATTERNS ("2:4 8:16 unstructured"), THREADS (2),
-# PPL_TOKENS (4096), GEN_TOKENS (64), EXTRA (1: also sequential-mode and Wanda rows at 2:4).
+# BUDGET (calibration tokens, 4096), PATTERNS ("2:4 8:16 unstructured"), THREADS (2),
+# PPL_TOKENS (2048), GEN_TOKENS (48), EXTRA (0; 1: also sequential-mode and Wanda rows at 2:4).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-results/2026-11-30-pruning}
 SPARSED=${SPARSED:-build/sparsed}
 MODEL=${MODEL:-../shared/models/small}
-BUDGET=${BUDGET:-8192}
+BUDGET=${BUDGET:-4096}
 PATTERNS=${PATTERNS:-"2:4 8:16 unstructured"}
 THREADS=${THREADS:-2}
-PPL_TOKENS=${PPL_TOKENS:-4096}
-GEN_TOKENS=${GEN_TOKENS:-64}
-EXTRA=${EXTRA:-1}
+PPL_TOKENS=${PPL_TOKENS:-2048}
+GEN_TOKENS=${GEN_TOKENS:-48}
+EXTRA=${EXTRA:-0}
 PROMPTS=prune/prompts/calib_code_prose.jsonl
 TEXT=tests/fixtures/prune/calib_stdlib.txt
 EVAL_TEXT=tests/fixtures/prune/heldout_stdlib_tests.txt
@@ -31,9 +31,11 @@ mkdir -p "$OUT"
 RAW="$OUT/raw.jsonl"
 : >"$RAW"
 
-evaluate() { # name model extra-json
-    "$SPARSED" eval --model "$2" --ref "$MODEL" --text "$EVAL_TEXT" --max-tokens "$PPL_TOKENS" \
-        --prompts "$EVAL_PROMPTS" --gen-tokens "$GEN_TOKENS" --threads "$THREADS" 2>/dev/null |
+evaluate() { # name model extra-json [no-fidelity]
+    local fid=(--ref "$MODEL" --prompts "$EVAL_PROMPTS" --gen-tokens "$GEN_TOKENS")
+    [[ ${4:-} = no-fidelity ]] && fid=()
+    "$SPARSED" eval --model "$2" --text "$EVAL_TEXT" --max-tokens "$PPL_TOKENS" "${fid[@]}" \
+        --threads "$THREADS" 2>/dev/null |
         python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r.update(json.loads(sys.argv[1])); print(json.dumps(r))' "$3" >>"$RAW"
     tail -n 1 "$RAW"
 }
@@ -41,7 +43,7 @@ evaluate() { # name model extra-json
 run() { # name pattern solver source mode
     local name=$1 pattern=$2 solver=$3 source=$4 mode=$5 dir="$WORK/$1" input=()
     case $source in
-    decode) input=(--source decode --prompts "$PROMPTS" --max-new-tokens 128) ;;
+    decode) input=(--source decode --prompts "$PROMPTS" --max-new-tokens $((BUDGET / 64 > 256 ? 256 : BUDGET / 64))) ;;
     text) input=(--source text --text "$TEXT" --seq-len 512) ;;
     none) input=() ;;
     esac
@@ -55,7 +57,8 @@ run() { # name pattern solver source mode
     rm -rf "$dir"
 }
 
-evaluate dense "$MODEL" '{"name": "dense", "pattern": "dense", "solver": "-", "source": "-", "mode": "-", "calib_tokens": 0}'
+# the dense model against itself is KL 0 and agreement 1 by definition: only its perplexity is run
+evaluate dense "$MODEL" '{"name": "dense", "pattern": "dense", "solver": "-", "source": "-", "mode": "-", "calib_tokens": 0, "kl": 0.0, "agree": 1.0}' no-fidelity
 for p in $PATTERNS; do
     tag=${p/:/-}
     run "sgpt-decode-$tag" "$p" sparsegpt decode oneshot

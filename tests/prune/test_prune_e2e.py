@@ -123,7 +123,7 @@ def generate(model):
     r = subprocess.run([sparsed(), "generate", "--model", str(model), "--prompt", "def parse(path):",
                         "--max-tokens", "16", "--threads", "2"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert "generated tokens: 16" in r.stderr or "generated tokens: " in r.stderr
+    assert "generated tokens:" in r.stderr and r.stdout.strip(), r.stderr
 
 
 def test_small_decode_sparsegpt_beats_magnitude(tmp_path):
