@@ -20,15 +20,6 @@ struct sd_ckpt {
     size_t n;
 };
 
-static char *path_join(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
 static int view_cmp(const void *a, const void *b)
 {
     return strcmp((*(const sd_tensor_view *const *)a)->name, (*(const sd_tensor_view *const *)b)->name);
@@ -54,7 +45,7 @@ static int ck_shard(sd_ckpt *c, char **names, const char *fname, size_t *ret, sd
                            "%s/model.safetensors.index.json: shard name '%.200s' is not a plain "
                            "file name in the model directory",
                            c->dir, fname);
-    char *p = path_join(c->dir, fname);
+    char *p = sd__path_join(c->dir, fname);
     if (!p || !(names[c->n_shards] = strdup(fname))) {
         free(p);
         return sd_diag_set(d, SD_ENOMEM, "out of memory");
@@ -149,8 +140,8 @@ static int ck_load_single(sd_ckpt *c, const char *path, sd_diag *d)
 
 static int ck_load_tensors(sd_ckpt *c, sd_diag *d)
 {
-    char *ipath = path_join(c->dir, "model.safetensors.index.json");
-    char *spath = path_join(c->dir, "model.safetensors");
+    char *ipath = sd__path_join(c->dir, "model.safetensors.index.json");
+    char *spath = sd__path_join(c->dir, "model.safetensors");
     int rc;
     if (!ipath || !spath)
         rc = sd_diag_set(d, SD_ENOMEM, "out of memory");
@@ -179,7 +170,7 @@ int sd_ckpt_open(sd_ckpt **ret, const char *dir, sd_diag *d)
         return sd_diag_set(d, SD_ENOMEM, "out of memory");
     int rc;
     char *cpath = NULL;
-    if (!(c->dir = strdup(dir)) || !(cpath = path_join(dir, "config.json"))) {
+    if (!(c->dir = strdup(dir)) || !(cpath = sd__path_join(dir, "config.json"))) {
         rc = sd_diag_set(d, SD_ENOMEM, "out of memory");
         goto fail;
     }

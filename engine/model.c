@@ -30,19 +30,10 @@ struct sd_model {
     sd_gen_defaults gen;
 };
 
-static char *md_path(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
 /* Loads dir/name as JSON into *ret; absent file leaves *ret NULL and returns 0. */
 static int md_json_file(const char *dir, const char *name, json_t **ret, sd_diag *d)
 {
-    char *p = md_path(dir, name), *buf = NULL;
+    char *p = sd__path_join(dir, name), *buf = NULL;
     size_t len;
     *ret = NULL;
     if (!p)
@@ -359,7 +350,7 @@ static void md_summarise(sd_model *m)
 
 static int md_chat_template(sd_model *m, const char *dir, sd_diag *d)
 {
-    char *p = md_path(dir, "chat_template.jinja");
+    char *p = sd__path_join(dir, "chat_template.jinja");
     size_t len;
     int rc = 0;
     if (!p)
@@ -461,7 +452,7 @@ static int md_gen_config(sd_model *m, const char *dir, sd_diag *d)
 
 static int md_tokenizer(sd_model *m, const char *dir, sd_diag *d)
 {
-    char *p = md_path(dir, "tokenizer.json");
+    char *p = sd__path_join(dir, "tokenizer.json");
     if (!p)
         return sd_diag_set(d, SD_ENOMEM, "out of memory");
     int present = access(p, F_OK) == 0, rc = 0;

@@ -258,6 +258,15 @@ int sd_model_config_parse(sd_model_config *ret, const char *json, size_t len, co
     return rc;
 }
 
+char *sd__path_join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
 int sd__file_read(const char *path, size_t max, char **ret, size_t *ret_len, sd_diag *d)
 {
     FILE *f = fopen(path, "rb");

@@ -41,12 +41,12 @@ typedef struct sd_model_config {
     sd_rope_kind rope_kind; /* from rope_scaling / rope_parameters */
     double rope_factor;     /* llama3: factor */
     double rope_low_freq_factor, rope_high_freq_factor;
-    int32_t rope_orig_max_pos; /* llama3: original_max_position_embeddings */
-    int tie_embeddings;        /* tie_word_embeddings (default 0; Qwen2 small models set it) */
-    int qkv_bias;              /* attention_bias, or implied by Qwen2 */
-    int qk_norm;               /* Qwen3 */
-    int32_t sliding_window;    /* Mistral sliding_window, 0 if none (not applied: see README) */
-    int32_t bos_id;            /* -1 if absent */
+    int32_t rope_orig_max_pos;   /* llama3: original_max_position_embeddings */
+    int tie_embeddings;          /* tie_word_embeddings (default 0; Qwen2 small models set it) */
+    int qkv_bias;                /* attention_bias, or implied by Qwen2 */
+    int qk_norm;                 /* Qwen3 */
+    int32_t sliding_window;      /* Mistral sliding_window, 0 if none (not applied: see README) */
+    int32_t bos_id;              /* -1 if absent */
     int32_t eos_ids[SD_MAX_EOS]; /* eos_token_id may be an int or a list */
     int n_eos;
 } sd_model_config;
@@ -60,6 +60,8 @@ int sd_model_config_parse(sd_model_config *ret, const char *json, size_t len, co
 
 /* Internal to the loader (config, checkpoint, model): reads a whole file into a malloc'd,
  * NUL-terminated buffer; files over `max` bytes are SD_EFORMAT. */
+/* Internal to the loader files: "dir/name" malloc'd, NULL when out of memory. */
+char *sd__path_join(const char *dir, const char *name);
 int sd__file_read(const char *path, size_t max, char **ret, size_t *ret_len, sd_diag *d);
 
 #ifdef __cplusplus
