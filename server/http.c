@@ -196,6 +196,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     sd_http__conn *c = *con_cls;
     sd_api_err e;
     enum MHD_Result ret;
+    /* The whole request is in once the headers of a body-less method or the end of a body arrive. */
+    if (c ? *upload_data_size == 0 : strcmp(method, "POST") && strcmp(method, "PUT"))
+        sd_http__deadline_mark(h, conn, 0);
     if (!c) { /* first call: headers only */
         if (!(c = conn_new(h, method, url)))
             return MHD_NO;
@@ -253,6 +256,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     sd_http *h = cls;
     sd_http__conn *c = *con_cls;
+    sd_http__deadline_mark(h, conn, 1); /* the clock now runs for the next request on it */
     if (!c)
         return;
     *con_cls = NULL;
@@ -313,6 +317,7 @@ int sd_http_start(sd_http **ret, const sd_http_opts *o, sd_metrics *metrics, sd_
     h->started = (int64_t)time(NULL);
     pthread_mutex_init(&h->mu, NULL);
     pthread_mutex_init(&h->wake_mu, NULL);
+    pthread_mutex_init(&h->socks_mu, NULL);
     pthread_rwlock_init(&h->engine_lock, NULL);
     if (getrandom(&h->id_key, sizeof h->id_key, 0) != sizeof h->id_key)
         h->id_key = (uint64_t)h->started * 0x2545F4914F6CDD1Dull ^ (uint64_t)(uintptr_t)h;
@@ -320,13 +325,14 @@ int sd_http_start(sd_http **ret, const sd_http_opts *o, sd_metrics *metrics, sd_
         MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
     unsigned timeout = (unsigned)(o->request_timeout + 0.999);
     /* The thread-pool option goes last: with one thread it is left out (END stops the list). */
-    h->mhd = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
-                              mhd_log, h, MHD_OPTION_SOCK_ADDR, &ss, MHD_OPTION_CONNECTION_TIMEOUT,
-                              timeout ? timeout : 1, MHD_OPTION_CONNECTION_LIMIT,
-                              (unsigned)o->max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                              o->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
-                              (unsigned)o->threads, MHD_OPTION_END);
+    h->mhd = MHD_start_daemon(
+        flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+        MHD_OPTION_SOCK_ADDR, &ss, MHD_OPTION_CONNECTION_TIMEOUT, timeout ? timeout : 1,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        h, MHD_OPTION_NOTIFY_CONNECTION, sd_http__deadline_notify, h,
+        o->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (unsigned)o->threads, MHD_OPTION_END);
     if (!h->mhd) {
+        pthread_mutex_destroy(&h->socks_mu);
         pthread_mutex_destroy(&h->wake_mu);
         pthread_rwlock_destroy(&h->engine_lock);
         pthread_mutex_destroy(&h->mu);
@@ -353,6 +359,7 @@ void sd_http_free(sd_http *h)
     sd_http_stop(h);
     sd_http_resume_pending(h); /* drops references still queued (no resume: MHD is gone) */
     sd_http__slot_put(h->cur); /* its model is told it is released */
+    pthread_mutex_destroy(&h->socks_mu);
     pthread_mutex_destroy(&h->wake_mu);
     pthread_rwlock_destroy(&h->engine_lock);
     pthread_mutex_destroy(&h->mu);

@@ -520,6 +520,10 @@ void sd_http_cancel_all(sd_http *h)
 
 void sd_http_reap_disconnected(sd_http *h)
 {
+    int n = sd_http__deadline_reap(h);
+    if (n)
+        sd_log_warn(NULL, "closed %d connection(s) that sent no whole request within request_timeout (%gs)",
+                    n, h->o.request_timeout);
     if (atomic_load_explicit(&h->ready, memory_order_acquire))
         for_gens(h, sd_http__gen_peer_gone);
 }

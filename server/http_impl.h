@@ -19,6 +19,8 @@ typedef struct sd_http__slot {
     atomic_int refs;
 } sd_http__slot;
 
+typedef struct sd_http__sock sd_http__sock;
+
 struct sd_http {
     struct MHD_Daemon *mhd;
     sd_http_opts o;
@@ -47,6 +49,8 @@ struct sd_http {
     uint64_t id_key;    /* random per process: request ids are unguessable and unique */
     atomic_uint_fast64_t id_ctr;
     int64_t started;
+    pthread_mutex_t socks_mu; /* guards socks */
+    sd_http__sock *socks;     /* live connections and their request deadlines (http_deadline.c) */
 };
 
 typedef struct gen_choice { /* one choice: one engine request */
@@ -107,6 +111,12 @@ typedef struct sd_http__conn {
     const char *method, *url;
 } sd_http__conn;
 
+/* http_deadline.c: the whole-request deadline (slowloris); mark receiving=0 once a request is in,
+ * 1 when its answer is done; reap shuts down the overdue ones and returns how many. */
+void sd_http__deadline_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                              enum MHD_ConnectionNotificationCode toe);
+void sd_http__deadline_mark(sd_http *h, struct MHD_Connection *conn, int receiving);
+int sd_http__deadline_reap(sd_http *h);
 double sd_http__now(void);
 /* The current model with a reference taken (NULL before the first sd_http_set_model), and
  * the release of such a reference (NULL is a no-op). */
