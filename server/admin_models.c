@@ -172,6 +172,7 @@ void sd_admin_models_publish(sd_admin_models *mm, sd_admin_inst *in, sd_http_mod
                         .chat_template = in->chat,
                         .name = in->name,
                         .max_model_len = in->max_model_len,
+                        .max_waiting = mm->c->max_queue,
                         .released = on_released,
                         .released_ud = in};
     pthread_mutex_lock(&mm->mu);

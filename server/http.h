@@ -35,6 +35,7 @@ typedef struct sd_http_model {
     const void *chat_template;
     const char *name; /* served model id */
     int32_t max_model_len;
+    int max_waiting; /* the engine's queue bound: a request of more sequences can never be admitted */
     /* Called once (from any thread, must not block) when this model has been replaced by a
      * later sd_http_set_model, or the server freed, and no request uses it any more: its
      * owner may then free it. NULL: not told. */

@@ -164,6 +164,11 @@ static const char *engine_param(const char *msg)
 
 static int submit_all(sd_http *h, sd_http__gen *g, sd_api_err *e)
 {
+    /* Retrying cannot help a request larger than the whole queue: 400, not 429. */
+    if (g->slot->m.max_waiting > 0 && g->n_ch > g->slot->m.max_waiting)
+        return sd_api_fail(e, 400, "n", NULL,
+                           "the request asks for %d sequences (n x prompts) but the server queues at most %d",
+                           g->n_ch, g->slot->m.max_waiting);
     for (int i = 0; i < g->n_ch; i++) {
         gen_choice *c = &g->ch[i];
         sd_request_params p;

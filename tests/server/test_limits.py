@@ -1,6 +1,7 @@
-"""request_timeout bounds the time to receive a whole request, not only the idle time between
+"""Server limits. request_timeout bounds the time to receive a whole request, not only the idle time between
 bytes: clients that trickle header or body bytes (slowloris) are disconnected, while a normal
-client, a keep-alive connection and a long streamed answer are not."""
+client, a keep-alive connection and a long streamed answer are not. A request asking for more
+sequences than the queue can ever hold is a 400 naming `n`, not a 429 to retry."""
 import json
 import socket
 import time
@@ -57,3 +58,13 @@ def test_trickling_clients_are_cut_off(start_server):
         data += chunk
     c.close()
     assert data.startswith(b"HTTP/1.1 200")
+
+
+def test_request_larger_than_the_queue_is_400_not_429(start_server):
+    s = start_server(["--max-queue", "4"])
+    st, _, body = http("POST", s.url + "/v1/completions", {"prompt": ["a", "b", "c"], "n": 2, "max_tokens": 1})
+    err = json.loads(body)["error"]
+    assert st == 400 and err["param"] == "n" and "4" in err["message"], (st, body)
+    # at the bound it is admitted
+    st, _, body = http("POST", s.url + "/v1/completions", {"prompt": ["a", "b"], "n": 2, "max_tokens": 1})
+    assert st == 200 and len(json.loads(body)["choices"]) == 4, body
