@@ -16,11 +16,13 @@
 // Shared-memory wavefronts per 512 kept values (one word of 32 rows): 8 staging writes + 8 reads
 // of values, ~2 for masks, 16 gathers, against ~65 for the word-per-lane kernel.
 #include "kernels/nm_spmv_impl.h"
+#include "kernels/nm_device.cuh"
 
 #include <stdint.h>
 
 namespace
 {
+using namespace sd_nm_dev;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
@@ -62,38 +64,6 @@ __device__ __forceinline__ void cp_async_commit()
 template <int N> __device__ __forceinline__ void cp_async_wait()
 {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ float bf16_lo(uint32_t u)
-{
-    return __uint_as_float(u << 16);
-}
-__device__ __forceinline__ float bf16_hi(uint32_t u)
-{
-    return __uint_as_float(u & 0xffff0000u);
-}
-
-__device__ __forceinline__ uint16_t f32_to_bf16(float f)
-{
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-// Highest set bit (bfind; -1 when none) and the mask of the bits below it (bmsk.clamp).
-__device__ __forceinline__ int top_bit(uint32_t bits)
-{
-    int p;
-    asm("bfind.u32 %0, %1;" : "=r"(p) : "r"(bits));
-    return p;
-}
-__device__ __forceinline__ uint32_t bits_below(int p)
-{
-    uint32_t m;
-    asm("bmsk.clamp.b32 %0, %1, %2;" : "=r"(m) : "r"(0), "r"(p));
-    return m;
 }
 
 // Per-lane copy sources: the 8 value rows this lane copies (rows rr, rr+4, ..., clamped to the

@@ -10,11 +10,13 @@
 // {2t, 2t+1} and 16t + 4j + {2,3} as {2t+8, 2t+9}. A and B use the same mapping, so the sum is
 // unchanged while every lane reads 32 contiguous bytes (two 16-byte loads) of A and of x.
 #include "kernels/nm_spmv_impl.h"
+#include "kernels/nm_device.cuh"
 
 #include <stdint.h>
 
 namespace
 {
+using namespace sd_nm_dev;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
@@ -37,35 +39,6 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1
                  "{%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t ld_stream_u32(const uint32_t *p)
-{
-    uint32_t v;
-    asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ int top_bit(uint32_t bits)
-{
-    int p;
-    asm("bfind.u32 %0, %1;" : "=r"(p) : "r"(bits));
-    return p;
-}
-__device__ __forceinline__ uint32_t bits_below(int p)
-{
-    uint32_t m;
-    asm("bmsk.clamp.b32 %0, %1, %2;" : "=r"(m) : "r"(0), "r"(p));
-    return m;
-}
-
-__device__ __forceinline__ uint16_t f32_to_bf16(float f)
-{
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
 }
 
 // x of vector g (zero for g >= B), columns [c, c+16) of the permuted piece, as 8 bf16x2.

@@ -1,0 +1,57 @@
+// nm_device: the small device helpers every SpMV/GEMV kernel file uses — streamed loads,
+// bf16 conversions and the bfind/bmsk bit walk over a mask word. Header-only, force-inlined.
+#ifndef SD_NM_DEVICE_CUH
+#define SD_NM_DEVICE_CUH
+
+#include <stdint.h>
+
+namespace sd_nm_dev
+{
+
+// A 4-byte load that bypasses L1, for masks (each is used once per launch). The gather kernel's
+// values take the L1-allocating non-coherent path instead: a lane reads its 32-byte word in two
+// 16-byte halves.
+__device__ __forceinline__ uint32_t ld_stream_u32(const uint32_t *p)
+{
+    uint32_t v;
+    asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ float bf16_lo(uint32_t u)
+{
+    return __uint_as_float(u << 16);
+}
+__device__ __forceinline__ float bf16_hi(uint32_t u)
+{
+    return __uint_as_float(u & 0xffff0000u);
+}
+
+// Round to nearest even, NaN kept quiet (as engine/dtype.h's sd_f32_to_bf16).
+__device__ __forceinline__ uint16_t f32_to_bf16(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+// Position of the highest set bit (bfind; 0xffffffff when none) and the mask of the bits below
+// it (bmsk, clamped: all ones for an empty word, which then stays empty). One FLO + one BMSK.
+__device__ __forceinline__ int top_bit(uint32_t bits)
+{
+    int p;
+    asm("bfind.u32 %0, %1;" : "=r"(p) : "r"(bits));
+    return p;
+}
+__device__ __forceinline__ uint32_t bits_below(int p)
+{
+    uint32_t m;
+    asm("bmsk.clamp.b32 %0, %1, %2;" : "=r"(m) : "r"(0), "r"(p));
+    return m;
+}
+
+} // namespace sd_nm_dev
+
+#endif
