@@ -197,6 +197,16 @@ static int upload_embed(sd_cu_weights *w, const sd_vec *e, sd_diag *d)
     return rc;
 }
 
+/* A layer's norms are replicated on every rank, whatever the sharding. */
+static int upload_layer_norms(sd_cu_layer *cl, const sd_layer_weights *lw, sd_cu_weights *w, sd_diag *d)
+{
+    SD_TRY(upload_vec(&cl->attn_norm, &lw->attn_norm, w, "input_layernorm", d));
+    SD_TRY(upload_vec(&cl->mlp_norm, &lw->mlp_norm, w, "post_attention_layernorm", d));
+    SD_TRY(upload_vec(&cl->q_norm, &lw->q_norm, w, "q_norm", d));
+    SD_TRY(upload_vec(&cl->k_norm, &lw->k_norm, w, "k_norm", d));
+    return 0;
+}
+
 int sd__cu_weights_upload(sd_cu_weights *w, const sd_model *m, sd_diag *d)
 {
     const sd_model_config *cfg = sd_model_cfg(m);
@@ -223,10 +233,7 @@ int sd__cu_weights_upload(sd_cu_weights *w, const sd_model *m, sd_diag *d)
         sd_cu_layer *cl = &w->layers[i];
         const sd_linear *qkv[3] = {&lw->q, &lw->k, &lw->v}, *gu[2] = {&lw->gate, &lw->up};
         const sd_linear *o = &lw->o, *down = &lw->down;
-        SD_TRY(upload_vec(&cl->attn_norm, &lw->attn_norm, w, "input_layernorm", d));
-        SD_TRY(upload_vec(&cl->mlp_norm, &lw->mlp_norm, w, "post_attention_layernorm", d));
-        SD_TRY(upload_vec(&cl->q_norm, &lw->q_norm, w, "q_norm", d));
-        SD_TRY(upload_vec(&cl->k_norm, &lw->k_norm, w, "k_norm", d));
+        SD_TRY(upload_layer_norms(cl, lw, w, d));
         SD_TRY(upload_group(&cl->qkv, qkv, 3, w, d));
         SD_TRY(upload_group(&cl->o, &o, 1, w, d));
         SD_TRY(upload_group(&cl->gate_up, gu, 2, w, d));
@@ -331,10 +338,7 @@ int sd__cu_weights_upload_shard(sd_cu_weights *w, const sd_model *m, const sd_sh
         sd_cu_layer *cl = &w->layers[i];
         const sd_linear *qkv[3] = {&lw->q, &lw->k, &lw->v}, *gu[2] = {&lw->gate, &lw->up};
         const sd_linear *o = &lw->o, *down = &lw->down;
-        SD_TRY(upload_vec(&cl->attn_norm, &lw->attn_norm, w, "input_layernorm", d));
-        SD_TRY(upload_vec(&cl->mlp_norm, &lw->mlp_norm, w, "post_attention_layernorm", d));
-        SD_TRY(upload_vec(&cl->q_norm, &lw->q_norm, w, "q_norm", d));
-        SD_TRY(upload_vec(&cl->k_norm, &lw->k_norm, w, "k_norm", d));
+        SD_TRY(upload_layer_norms(cl, lw, w, d));
         SD_TRY(upload_shard_group(&cl->qkv, qkv, r_qkv, 3, p, w, d));
         SD_TRY(upload_shard_group(&cl->o, &o, r_o, 1, p, w, d));
         SD_TRY(upload_shard_group(&cl->gate_up, gu, r_gu, 2, p, w, d));
