@@ -218,6 +218,8 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         rc = load(b, arg, d);
     if (!rc)
         rc = sd__cu_mm_init(&b->mm, &b->w, b->st, d);
+    if (!rc && b->tp.comm)
+        b->mm.tp = &b->tp; /* first-use timing drains the stream under the group's deadline */
     if (!rc)
         rc = alloc_activations(b, d);
     if (!rc)
@@ -248,10 +250,8 @@ typedef struct synth_arg {
 static int load_synth(sd_cuda_backend *b, const void *arg, sd_diag *d)
 {
     const synth_arg *a = (const synth_arg *)arg;
-    SD_TRY(sd__cu_weights_synthetic(&b->w, &b->cfg, a->n, a->m, a->seed, b->st, d));
-    if (!b->tp.comm)
-        return 0;
-    return sd__cu_weights_synthetic_embed(&b->w, &b->tp.plan, b->cfg.hidden, a->seed, b->st, d);
+    /* under TP b->cfg is the rank's: vocab_pad rows of embedding and lm_head, its own rows */
+    return sd__cu_weights_synthetic(&b->w, &b->cfg, a->n, a->m, a->seed, b->st, d);
 }
 
 static int load_model_shard(sd_cuda_backend *b, const void *arg, sd_diag *d)
@@ -271,7 +271,6 @@ int sd__cu_backend_init_rank(sd_backend **ret, const sd_model *m, const sd_model
     if (sd_synth_pattern_parse(pattern, &a.n, &a.m))
         return sd_diag_set(d, SD_EINVAL, "synthetic weights: pattern '%s' (dense or N:M with 2N = M, M | 32)",
                            pattern ? pattern : "(null)");
-    lc.tie_embeddings = 0; /* the rank's lm_head rows are its own; the embedding is made whole after */
     return cuda_create(ret, &lc, o, load_synth, &a, tp, d);
 }
 
@@ -377,7 +376,10 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
 static int enqueue_step(sd_cuda_backend *b, const step_shape *s, sd_diag *d)
 {
     const sd_model_config *c = &b->cfg;
-    SD_TRY(sd__cu_embed(b->w.embed, s->tokens, b->x, s->T, c->hidden, b->st, d));
+    if (b->tp.comm) /* the rank's vocabulary rows, summed over the ranks */
+        SD_TRY(sd__tp_embed(&b->tp, b->w.embed, s->tokens, b->x, s->T, c->hidden, b->st, d));
+    else
+        SD_TRY(sd__cu_embed(b->w.embed, s->tokens, b->x, s->T, c->hidden, b->st, d));
     for (int li = 0; li < c->n_layers; li++)
         SD_TRY(run_layer(b, li, s, d));
     const float *resid = c->n_layers ? b->mmo : NULL;

@@ -77,13 +77,10 @@ int sd__cu_weights_upload(sd_cu_weights *w, const sd_model *m, sd_diag *d);
 int sd__cu_weights_synthetic(sd_cu_weights *w, const sd_model_config *cfg, int pattern_n, int pattern_m,
                              uint64_t seed, cudaStream_t st, sd_diag *d);
 void sd__cu_weights_free(sd_cu_weights *w);
-/* Tensor parallel (engine/shard.h): this rank's slices, fused as above; the embedding whole
- * (padded to ranks * vocab_pad rows), lm_head by vocabulary (tied: rows of that embedding). */
+/* Tensor parallel (engine/shard.h): this rank's slices, fused as above; the embedding and
+ * lm_head by vocabulary, vocab_pad rows each (tied: lm_head is the embedding slice). */
 typedef struct sd_shard_plan sd_shard_plan;
 int sd__cu_weights_upload_shard(sd_cu_weights *w, const sd_model *m, const sd_shard_plan *p, sd_diag *d);
-/* Replaces a synthetic rank's embedding by a full one of ranks * vocab_pad rows. */
-int sd__cu_weights_synthetic_embed(sd_cu_weights *w, const sd_shard_plan *p, int64_t hidden, uint64_t seed,
-                                   cudaStream_t st, sd_diag *d);
 
 /* ---- kernels (cuda_ops.cu); every launcher checks the launch and returns 0 / SD_ECUDA ---- */
 typedef struct sd_cu_attn_args {
@@ -156,6 +153,9 @@ typedef struct sd_cu_mm {
     sd_cu_tuned tuned[SD_CU_MAX_TUNED]; /* problems already autotuned */
     int n_tuned;
     cudaEvent_t ev[2]; /* timing the two paths */
+    /* tensor parallel: the rank (engine/tp_impl.cuh) whose deadline bounds the wait before
+     * first-use timing (the stream may hold collectives); NULL on a single GPU */
+    struct sd_tp_rank *tp;
 } sd_cu_mm;
 
 /* Sizes the scratch for the largest bitmask linear in w and creates cuBLAS on stream st. */

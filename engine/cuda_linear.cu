@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "engine/tp_impl.cuh"
 #include "kernels/nm_spmv.h"
 
 static size_t linear_elems(const sd_cu_linear *l)
@@ -142,6 +143,11 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, fl
     if (cudaStreamIsCapturing(st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone ||
         mm->n_tuned == SD_CU_MAX_TUNED)
         return 0;
+    /* Tensor parallel: the stream may still hold this step's collectives, which wait on the
+     * peers. Drain it under the group's deadline (and peer watch) first, so that the
+     * synchronizations of the timing below wait only on this GPU's own kernels. */
+    if (mm->tp)
+        SD_TRY(sd__tp_sync(mm->tp, st, d));
     sd_nm_spmv_args a;
     spmv_args(&a, mm, l, in, out, T);
     SD_TRY(sd_nm_autotune((sd_kernels_ctx *)mm->spmv, &a, 1, !l->bitmask, st, d));

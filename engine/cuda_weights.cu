@@ -292,21 +292,24 @@ static int upload_shard_group(sd_cu_linear *out, const sd_linear *const *src, co
     return rc;
 }
 
-/* The whole embedding on every rank (a lookup reads one row per token), padded to ranks *
- * vocab_pad rows so a tied lm_head slice of the last rank stays inside it. */
-static int upload_embed_padded(sd_cu_weights *w, const sd_vec *e, const sd_shard_plan *p, int64_t hidden,
-                               sd_diag *d)
+/* This rank's vocabulary rows of the embedding, [vocab_pad, hidden] with zero rows past the
+ * vocabulary: the lookup (engine/tp_embed.cu) reads the rows the rank owns and an all-reduce
+ * sums the ranks' rows; a tied lm_head is the same slice. */
+static int upload_embed_shard(sd_cu_weights *w, const sd_vec *e, const sd_shard_plan *p, int64_t hidden,
+                              sd_diag *d)
 {
-    size_t n = (size_t)e->n, padded = (size_t)p->ranks * p->vocab_pad * hidden;
-    SD_TRY(dev_alloc((void **)&w->embed, padded * 2, w, "embedding", d));
-    SD_CU(d, cudaMemset(w->embed, 0, padded * 2));
+    void *rows = NULL;
+    SD_TRY(sd_shard_embed(&rows, p, e, (int32_t)hidden, d));
+    size_t n = (size_t)p->vocab_pad * hidden;
     uint16_t *tmp = (uint16_t *)malloc(n * 2 + 2);
-    if (!tmp)
-        return sd_diag_set(d, SD_ENOMEM, "cuda: staging the embedding");
-    int rc = to_bf16(e->dtype, e->data, tmp, n)
+    int rc = !tmp ? sd_diag_set(d, SD_ENOMEM, "cuda: staging the embedding")
+             : to_bf16(e->dtype, rows, tmp, n)
                  ? sd_diag_set(d, SD_ENOTSUP, "cuda: embedding dtype %s", sd_dtype_name(e->dtype))
-                 : h2d(w->embed, tmp, n * 2, d);
+                 : dev_alloc((void **)&w->embed, n * 2, w, "embedding", d);
+    if (!rc)
+        rc = h2d(w->embed, tmp, n * 2, d);
     free(tmp);
+    free(rows);
     return rc;
 }
 
@@ -319,7 +322,7 @@ int sd__cu_weights_upload_shard(sd_cu_weights *w, const sd_model *m, const sd_sh
     if (!w->layers)
         return sd_diag_set(d, SD_ENOMEM, "cuda: layer table");
     w->n_layers = cfg->n_layers;
-    SD_TRY(upload_embed_padded(w, &mw->embed, p, cfg->hidden, d));
+    SD_TRY(upload_embed_shard(w, &mw->embed, p, cfg->hidden, d));
     SD_TRY(upload_vec(&w->final_norm, &mw->final_norm, w, "model.norm", d));
     const sd_linear *lm = &mw->lm_head;
     static const sd_shard_role r_lm[1] = {SD_SHARD_LM_HEAD}, r_qkv[3] = {SD_SHARD_Q, SD_SHARD_K, SD_SHARD_V},
@@ -329,7 +332,7 @@ int sd__cu_weights_upload_shard(sd_cu_weights *w, const sd_model *m, const sd_sh
         memset(&w->lm_head, 0, sizeof w->lm_head); /* tied: this rank's rows of the embedding */
         w->lm_head.rows = p->vocab_pad;
         w->lm_head.cols = lm->cols;
-        w->lm_head.w = w->embed + (size_t)p->vocab0 * cfg->hidden;
+        w->lm_head.w = w->embed;
     } else {
         SD_TRY(upload_shard_group(&w->lm_head, &lm, r_lm, 1, p, w, d));
     }
@@ -344,21 +347,6 @@ int sd__cu_weights_upload_shard(sd_cu_weights *w, const sd_model *m, const sd_sh
         SD_TRY(upload_shard_group(&cl->gate_up, gu, r_gu, 2, p, w, d));
         SD_TRY(upload_shard_group(&cl->down, &down, r_down, 1, p, w, d));
     }
-    return 0;
-}
-
-/* Synthetic TP rank: the local weights came from sd__cu_weights_synthetic over the rank's
- * config (untied, vocab_pad rows of lm_head); the embedding is replaced by a full one of
- * ranks * vocab_pad rows so every token id has a row. */
-int sd__cu_weights_synthetic_embed(sd_cu_weights *w, const sd_shard_plan *p, int64_t hidden, uint64_t seed,
-                                   cudaStream_t st, sd_diag *d)
-{
-    size_t n = (size_t)p->ranks * p->vocab_pad * hidden;
-    cudaFree(w->embed);
-    w->embed = NULL;
-    SD_TRY(dev_alloc((void **)&w->embed, n * 2, w, "synthetic embedding", d));
-    SD_TRY(sd__cu_fill_uniform_bf16(w->embed, n, 1.f, seed, st, d));
-    SD_CU(d, cudaStreamSynchronize(st));
     return 0;
 }
 

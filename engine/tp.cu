@@ -4,6 +4,7 @@
 #include "engine/tp.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,7 +39,7 @@ struct sd_tp_backend {
     sd_tp_opts o;
     int n_local;    /* rank contexts in this process: world (threads) or 1 (processes) */
     tp_rank_ctx *r; /* [n_local] */
-    int dead;       /* the group failed: every later call fails */
+    int dead;       /* the group failed: every later call fails (atomic: sd_tp_failed reads it) */
     /* threads mode: the step hand-off */
     pthread_mutex_t mu;
     pthread_cond_t cv_go, cv_done;
@@ -83,6 +84,31 @@ const sd_backend *sd_tp_local_rank(const sd_backend *b)
     return sd_tp_is_tp(b) ? ((const sd_tp_backend *)b)->r[0].rb : NULL;
 }
 
+static void set_dead(sd_tp_backend *g)
+{
+    __atomic_store_n(&g->dead, 1, __ATOMIC_RELEASE);
+}
+
+static int is_dead(const sd_tp_backend *g)
+{
+    return __atomic_load_n(&g->dead, __ATOMIC_ACQUIRE);
+}
+
+int sd_tp_failed(const sd_backend *b)
+{
+    if (!sd_tp_is_tp(b))
+        return 0;
+    const sd_tp_backend *g = (const sd_tp_backend *)b;
+    if (is_dead(g))
+        return 1;
+    /* rank 0 of the multi-process mode, idle or not: a follower's connection closing means
+     * the follower died (they never close it first), so the next step could only fail */
+    for (int r = 1; g->o.rank == 0 && g->fds && r < g->o.world; r++)
+        if (sd_tp_chan_closed(g->fds[r]))
+            return 1;
+    return 0;
+}
+
 /* A failure of the group (as opposed to a bad request, which every rank rejects alike). */
 static int group_error(int rc)
 {
@@ -96,6 +122,10 @@ static int rank_setup(sd_tp_backend *g, tp_rank_ctx *c, sd_diag *d)
     sd_tp_rank t;
     memset(&t, 0, sizeof t);
     t.timeout_ms = g->o.timeout_ms;
+    if (g->o.rank >= 0) { /* processes: a peer's death closes its control connection */
+        t.watch_fds = g->fds;
+        t.n_watch = g->o.world;
+    }
     /* the plan first: a config that cannot be split fails alike on every rank, before NCCL */
     SD_TRY(sd_shard_plan_init(&t.plan, &g->cfg, g->o.world, c->rank, d));
     cudaError_t e = cudaSetDevice(c->device);
@@ -181,7 +211,7 @@ static void *rank_main(void *arg)
         pthread_cond_broadcast(&g->cv_done);
     }
     pthread_mutex_unlock(&g->mu);
-    rank_teardown(c, !g->dead, g->o.timeout_ms);
+    rank_teardown(c, !is_dead(g), g->o.timeout_ms);
     return NULL;
 }
 
@@ -320,7 +350,12 @@ static int proc_start(sd_tp_backend *g, sd_diag *d)
         return sd_diag_set(d, SD_ENOMEM, "tensor parallel: sockets");
     for (int r = 0; r < g->o.world; r++)
         g->fds[r] = -1;
-    uint64_t hash = sd_tp_config_hash(&g->cfg, g->o.world, g->m ? sd_model_sparsity(g->m) : g->pattern);
+    /* the ranks must also agree on what shapes the steps: block size (the plans' block
+     * tables) and tokens per step (a step one rank refuses would leave the others waiting) */
+    char extra[160];
+    snprintf(extra, sizeof extra, "%s|block_size=%d|max_batch_tokens=%d",
+             g->m ? sd_model_sparsity(g->m) : g->pattern, g->bo.block_size, g->bo.max_batch_tokens);
+    uint64_t hash = sd_tp_config_hash(&g->cfg, g->o.world, extra);
     uint8_t id[SD_TP_ID_BYTES];
     int rc;
     if (g->o.rank == 0) {
@@ -353,7 +388,7 @@ int sd_tp_follow(sd_backend *b, sd_diag *d)
     sd_tp_backend *g = (sd_tp_backend *)b;
     sd_batch_seq *seqs = NULL;
     int rc = 0, cap = 0;
-    while (!rc && !g->dead) {
+    while (!rc && !is_dead(g)) {
         int32_t hdr[TP_HDR_INTS];
         /* no deadline while idle: rank 0 dying closes the socket, which ends the wait */
         rc = sd_tp_chan_recv(g->fds[0], hdr, sizeof hdr, -1, d);
@@ -399,7 +434,7 @@ int sd_tp_follow(sd_backend *b, sd_diag *d)
     }
     free(seqs);
     if (rc) {
-        g->dead = 1;
+        set_dead(g);
         if (g->r[0].rb)
             sd__cu_backend_abort(g->r[0].rb);
     }
@@ -411,13 +446,13 @@ int sd_tp_follow(sd_backend *b, sd_diag *d)
 static int tp_forward(sd_backend *b, const sd_batch_seq *seqs, int n_seqs, float *logits, sd_diag *d)
 {
     sd_tp_backend *g = (sd_tp_backend *)b;
-    if (g->dead)
+    if (is_dead(g))
         return sd_diag_set(d, SD_ENCCL, "tensor parallel: the group failed earlier (restart the server)");
     if (g->o.rank > 0)
         return sd_diag_set(d, SD_EINVAL, "tensor parallel: rank %d follows rank 0 (sd_tp_follow)", g->o.rank);
     int rc = g->o.rank < 0 ? threads_step(g, seqs, n_seqs, logits, d) : proc_step(g, seqs, n_seqs, logits, d);
     if (group_error(rc)) {
-        g->dead = 1;
+        set_dead(g);
         for (int i = 0; i < g->n_local; i++)
             if (g->r[i].rb)
                 sd__cu_backend_abort(g->r[i].rb);
@@ -448,7 +483,7 @@ static void tp_free(sd_backend *b)
             close(g->fds[r]);
         }
         if (g->n_local)
-            rank_teardown(&g->r[0], !g->dead, g->o.timeout_ms);
+            rank_teardown(&g->r[0], !is_dead(g), g->o.timeout_ms);
     }
     if (g->sync_ok) {
         pthread_mutex_destroy(&g->mu);
@@ -516,7 +551,7 @@ static int tp_create(sd_backend **ret, const sd_model *m, const sd_model_config 
         }
     }
     if (rc) {
-        g->dead = 1;
+        set_dead(g);
         tp_free(&g->base);
         return rc;
     }

@@ -49,6 +49,12 @@ int sd_tp_follow(sd_backend *b, sd_diag *d);
 /* True when b is a tensor-parallel backend. */
 int sd_tp_is_tp(const sd_backend *b);
 
+/* True when b is a tensor-parallel backend whose group has failed (a step failed with a
+ * group error, or — rank 0 of the multi-process mode — a follower's connection closed, even
+ * while idle): every later step fails, so the owner should stop (and be restarted). Any
+ * thread, never blocks. 0 for other backends. */
+int sd_tp_failed(const sd_backend *b);
+
 /* The CUDA backend of the first rank this process runs (for per-rank numbers such as
  * sd_backend_cuda_step_weight_bytes); NULL when b is not a TP backend. Ranks hold equal
  * shares, so its numbers are each GPU's. */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -420,4 +421,23 @@ int sd_tp_chan_recv(int fd, void *buf, size_t n, int timeout_ms, sd_diag *d)
 {
     int64_t deadline = timeout_ms < 0 ? INT64_MAX / 2 : now_ms() + timeout_ms;
     return io_full(fd, buf, n, 0, deadline, "receiving a step plan", d);
+}
+
+int sd_tp_chan_closed(int fd)
+{
+    if (fd < 0)
+        return 0;
+    /* POLLHUP/POLLERR: the connection is gone (reset); POLLRDHUP: the peer shut its end, which
+     * counts once its last bytes are read (POLLIN is also set at end of stream, so the unread
+     * byte count tells a pending message from a bare close). */
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    int r, unread = 0;
+    do
+        r = poll(&p, 1, 0);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0)
+        return 0;
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
+        return 1;
+    return (p.revents & POLLRDHUP) && ioctl(fd, FIONREAD, &unread) == 0 && unread == 0;
 }

@@ -5,6 +5,7 @@
 #ifndef SD_TP_IMPL_CUH
 #define SD_TP_IMPL_CUH
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -18,9 +19,16 @@ typedef struct sd_tp_rank {
     ncclComm_t comm;
     int timeout_ms; /* for every wait on the group */
     int aborted;    /* the communicator was aborted: every later call fails at once */
+    /* multi-process mode: the control connections to the peers ([n_watch], -1 entries
+     * skipped; owned by engine/tp.cu). Every wait also watches them, so that a peer process
+     * that died ends the wait at once instead of at the deadline. NULL in the threads mode. */
+    const int *watch_fds;
+    int n_watch;
 } sd_tp_rank;
 
-/* Waits for a non-blocking communicator's pending call (ncclInProgress) to finish. */
+/* Waits for a non-blocking communicator's pending call (ncclInProgress) to finish. Like every
+ * wait below: an NCCL error, a closed peer connection (watch_fds) or the deadline aborts the
+ * communicator and returns SD_ENCCL. */
 int sd__tp_wait_comm(sd_tp_rank *t, const char *what, sd_diag *d);
 /* buf [n] fp32 summed over the ranks, in place, on stream st (capturable in a CUDA graph). */
 int sd__tp_allreduce_sum(sd_tp_rank *t, float *buf, size_t n, cudaStream_t st, sd_diag *d);
@@ -35,6 +43,12 @@ int sd__tp_sync(sd_tp_rank *t, cudaStream_t st, sd_diag *d);
 /* Aborts the communicator (idempotent): pending collectives of the peers fail instead of
  * waiting for this rank. */
 void sd__tp_abort(sd_tp_rank *t);
+
+/* engine/tp_embed.cu: x [T, hidden] fp32 = the embedding rows of tokens [T] (device), where
+ * this rank's table embed [vocab_pad, hidden] bf16 holds vocabulary rows [vocab0, vocab0 +
+ * n_vocab) of the plan: a masked lookup, then an all-reduce over the ranks (capturable). */
+int sd__tp_embed(sd_tp_rank *t, const __nv_bfloat16 *embed, const int32_t *tokens, float *x, int T,
+                 int hidden, cudaStream_t st, sd_diag *d);
 
 /* engine/cuda_backend.cu: the CUDA backend of one rank, over the rank's slices of m, or (m
  * NULL) over synthetic weights of synth_cfg's shapes in `pattern`. Its forward runs the step

@@ -4,6 +4,8 @@
 
 #include <time.h>
 
+#include "engine/tp_boot.h"
+
 static long long now_ms(void)
 {
     struct timespec ts;
@@ -32,9 +34,36 @@ static int fail(sd_tp_rank *t, const char *what, const char *why, sd_diag *d)
                        t->plan.ranks, what, why);
 }
 
+/* The deadline and peer watch of one wait. The control connections are polled once a
+ * millisecond (a syscall per fd), not on every 20 us nap. */
+typedef struct waiter {
+    long long deadline, next_watch;
+} waiter;
+
+static waiter wait_start(const sd_tp_rank *t)
+{
+    long long now = now_ms();
+    return (waiter){now + t->timeout_ms, now};
+}
+
+/* NULL while the wait may go on, else why it must end. */
+static const char *wait_over(const sd_tp_rank *t, waiter *w)
+{
+    long long now = now_ms();
+    if (now > w->deadline)
+        return "timed out waiting for the other ranks";
+    if (t->watch_fds && now >= w->next_watch) {
+        w->next_watch = now + 1;
+        for (int i = 0; i < t->n_watch; i++)
+            if (sd_tp_chan_closed(t->watch_fds[i]))
+                return "a peer process closed its connection (it died or quit)";
+    }
+    return NULL;
+}
+
 int sd__tp_wait_comm(sd_tp_rank *t, const char *what, sd_diag *d)
 {
-    long long deadline = now_ms() + t->timeout_ms;
+    waiter w = wait_start(t);
     for (;;) {
         ncclResult_t st = ncclSuccess;
         ncclResult_t r = ncclCommGetAsyncError(t->comm, &st);
@@ -44,8 +73,9 @@ int sd__tp_wait_comm(sd_tp_rank *t, const char *what, sd_diag *d)
             return 0;
         if (st != ncclInProgress)
             return fail(t, what, ncclGetErrorString(st), d);
-        if (now_ms() > deadline)
-            return fail(t, what, "timed out", d);
+        const char *why = wait_over(t, &w);
+        if (why)
+            return fail(t, what, why, d);
         nap();
     }
 }
@@ -102,7 +132,7 @@ int sd__tp_sync(sd_tp_rank *t, cudaStream_t st, sd_diag *d)
     int rc = usable(t, "step", d);
     if (rc)
         return rc;
-    long long deadline = now_ms() + t->timeout_ms;
+    waiter w = wait_start(t);
     for (;;) {
         cudaError_t e = cudaStreamQuery(st);
         if (e == cudaSuccess)
@@ -116,8 +146,9 @@ int sd__tp_sync(sd_tp_rank *t, cudaStream_t st, sd_diag *d)
         ncclCommGetAsyncError(t->comm, &as);
         if (as != ncclSuccess && as != ncclInProgress)
             return fail(t, "step", ncclGetErrorString(as), d);
-        if (now_ms() > deadline)
-            return fail(t, "step", "timed out waiting for the other ranks", d);
+        const char *why = wait_over(t, &w);
+        if (why)
+            return fail(t, "step", why, d);
         nap();
     }
 }

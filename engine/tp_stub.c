@@ -40,6 +40,11 @@ int sd_tp_is_tp(const sd_backend *b)
     return 0;
 }
 
+int sd_tp_failed(const sd_backend *b)
+{
+    return 0;
+}
+
 const sd_backend *sd_tp_local_rank(const sd_backend *b)
 {
     return NULL;

@@ -4,9 +4,11 @@
 #include "engine/tp_boot.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -280,6 +282,85 @@ static void test_channel(void)
     sd_tp_boot_close(l);
 }
 
+/* Polls sd_tp_chan_closed for up to ms; returns its last answer. */
+static int closed_within(int fd, int ms)
+{
+    for (int i = 0; i < ms; i++) {
+        if (sd_tp_chan_closed(fd))
+            return 1;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return sd_tp_chan_closed(fd);
+}
+
+/* A follower killed with SIGKILL: the kept connection reads as closed on rank 0's side at
+ * once (the step waits watch it). A live peer, or one whose last message is still unread
+ * (rank 0's quit), does not read as closed. */
+static void test_channel_peer_death(void)
+{
+    sd_tp_listener *l = NULL;
+    char addr[64];
+    REQUIRE(listen_local(&l, addr, sizeof addr) == 0);
+    int p[2];
+    REQUIRE(pipe(p) == 0);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        uint8_t id[SD_TP_ID_BYTES], msg[16] = {1, 2, 3};
+        int fd = -1;
+        int rc = sd_tp_boot_join_keep(addr, 1, 2, 9, id, 10000, &fd, NULL);
+        if (!rc)
+            rc = sd_tp_chan_send(fd, msg, sizeof msg, 10000, NULL); /* left unread by rank 0 */
+        char ok = rc == 0;
+        if (write(p[1], &ok, 1) != 1)
+            _exit(1);
+        pause(); /* until killed */
+        _exit(0);
+    }
+    close(p[1]);
+    uint8_t id[SD_TP_ID_BYTES];
+    random_id(id);
+    int fds[2] = {-1, -1};
+    sd_diag d = {0};
+    int rc = sd_tp_boot_serve_keep(l, 2, 9, id, 10000, fds, &d);
+    CHECK_MSG(rc == 0, "%s", d.msg);
+    char ok = 0;
+    CHECK(read(p[0], &ok, 1) == 1 && ok == 1);
+    close(p[0]);
+    uint8_t buf[16];
+    if (!rc) {
+        CHECK(sd_tp_chan_closed(-1) == 0);
+        CHECK_MSG(closed_within(fds[1], 50) == 0, "a live peer with unread data reads as closed");
+        CHECK(sd_tp_chan_recv(fds[1], buf, sizeof buf, 5000, &d) == 0 && buf[2] == 3);
+        CHECK(closed_within(fds[1], 20) == 0);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    if (!rc) {
+        CHECK_MSG(closed_within(fds[1], 2000) == 1, "the killed peer's connection does not read as closed");
+        close(fds[1]);
+    }
+    sd_tp_boot_close(l);
+}
+
+/* A peer that sends a last message and closes (rank 0's quit) reads as closed only once the
+ * message has been read: the follower's step must not fail on a quit that is still queued. */
+static void test_channel_last_message(void)
+{
+    int sv[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    uint8_t msg[8] = {7}, got[8] = {0};
+    CHECK(sd_tp_chan_send(sv[1], msg, sizeof msg, 1000, NULL) == 0);
+    CHECK(sd_tp_chan_closed(sv[0]) == 0);
+    close(sv[1]);
+    CHECK_MSG(sd_tp_chan_closed(sv[0]) == 0, "a queued last message reads as closed");
+    CHECK(sd_tp_chan_recv(sv[0], got, sizeof got, 1000, NULL) == 0 && got[0] == 7);
+    CHECK_MSG(sd_tp_chan_closed(sv[0]) == 1, "a closed connection with nothing left does not read as closed");
+    close(sv[0]);
+}
+
 static void test_timeouts(void)
 {
     sd_tp_listener *l = NULL;
@@ -336,6 +417,8 @@ int main(void)
     RUN(test_refused_hash);
     RUN(test_refused_world_and_duplicate);
     RUN(test_channel);
+    RUN(test_channel_peer_death);
+    RUN(test_channel_last_message);
     RUN(test_timeouts);
     RUN(test_bad_args);
     RUN(test_config_hash);
