@@ -9,9 +9,11 @@
 
 #include "engine/cuda_backend.h"
 #include "engine/cuda_impl.cuh"
+#include "engine/cuda_sample.cuh"
 #include "engine/model.h"
 #include "engine/synthetic.h"
 #include "engine/tp_impl.cuh"
+#include "kernels/nm_spmv.h"
 
 #define SD_CU_MAX_SEQS 256 /* sequences in one forward call */
 #define SD_CU_N_BUCKETS 9  /* graph buckets 1, 2, 4 ... 256 */
@@ -42,10 +44,13 @@ typedef struct sd_cuda_backend {
     int32_t *d_meta, *h_meta;  /* tokens | pos | tok_seq | rows | block tables; h_meta pinned */
     size_t meta_cap;
     int use_graphs;
+    int pdl; /* programmatic dependent launch of the step's kernels (kernels/pdl.cuh); SD_PDL=0: off */
     cudaGraphExec_t graphs[SD_CU_N_BUCKETS];
     int64_t replays;
-    sd_tp_rank tp;   /* tensor-parallel membership; tp.comm NULL on a single GPU */
-    float *gathered; /* TP: [ranks, rows, vocab_pad] every rank's logits (all-gather) */
+    sd_cu_sampler smp;          /* sampling on the GPU (engine/cuda_sample.cu) */
+    int last_rows, last_padded; /* logits rows of the last forward (real, and with graph padding) */
+    sd_tp_rank tp;              /* tensor-parallel membership; tp.comm NULL on a single GPU */
+    float *gathered;            /* TP: [ranks, rows, vocab_pad] every rank's logits (all-gather) */
 } sd_cuda_backend;
 
 /* Offsets into the meta buffer for one step. */
@@ -56,7 +61,8 @@ typedef struct step_shape {
 
 static void cuda_free(sd_backend *b);
 static int cuda_forward(sd_backend *base, const sd_batch_seq *seqs, int n_seqs, float *logits, sd_diag *d);
-static const sd_backend_vtbl cuda_vtbl = {"cuda", cuda_forward, cuda_free};
+static int cuda_sample(sd_backend *base, const sd_sample_req *reqs, int n, sd_sample_out *out, sd_diag *d);
+static const sd_backend_vtbl cuda_vtbl = {"cuda", cuda_forward, cuda_free, cuda_sample};
 
 int sd_cuda_device_count(void)
 {
@@ -201,6 +207,8 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     b->cfg = *cfg;
     b->device = o.device;
     b->use_graphs = 1;
+    const char *pdl_env = getenv("SD_PDL");
+    b->pdl = !(pdl_env && !strcmp(pdl_env, "0"));
     /* block-table width, needed to size the meta buffers before the pool is known */
     int64_t ctx = cfg->max_pos > 0 ? cfg->max_pos : 131072;
     if (o.kv_blocks > 0 && (int64_t)o.kv_blocks * b->base.block_size < ctx)
@@ -220,6 +228,8 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         rc = sd__cu_mm_init(&b->mm, &b->w, b->st, d);
     if (!rc && b->tp.comm)
         b->mm.tp = &b->tp; /* first-use timing drains the stream under the group's deadline */
+    if (!rc)
+        sd_kernels_ctx_set_pdl((sd_kernels_ctx *)b->mm.spmv, b->pdl);
     if (!rc)
         rc = alloc_activations(b, d);
     if (!rc)
@@ -310,6 +320,7 @@ static void cuda_free(sd_backend *base)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cudaFree(bufs[i]);
     cudaFreeHost(b->h_meta);
+    sd__cu_sampler_free(&b->smp);
     if (b->st)
         cudaStreamDestroy(b->st);
     cudaGetLastError(); /* leave no sticky error from teardown behind */
@@ -324,7 +335,8 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
     const sd_cu_layer *L = &b->w.layers[li];
     cudaStream_t st = b->st;
     const float *resid = li ? b->mmo : NULL; /* the previous layer's down_proj output */
-    SD_TRY(sd__cu_add_rmsnorm(b->x, resid, L->attn_norm, b->act, s->T, c->hidden, c->rms_eps, st, d));
+    const int pdl = b->pdl;
+    SD_TRY(sd__cu_add_rmsnorm(b->x, resid, L->attn_norm, b->act, s->T, c->hidden, c->rms_eps, pdl, st, d));
     SD_TRY(sd__cu_linear(&b->mm, &L->qkv, b->act, b->mmo, s->T, st, d));
     __nv_bfloat16 *kc = b->k_cache + (size_t)li * b->layer_kv_elems;
     __nv_bfloat16 *vc = b->v_cache + (size_t)li * b->layer_kv_elems;
@@ -346,7 +358,7 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
                          b->q,
                          kc,
                          vc};
-    SD_TRY(sd__cu_qkv_post(&qa, st, d));
+    SD_TRY(sd__cu_qkv_post(&qa, pdl, st, d));
     sd_cu_attn_args aa = {b->q,
                           kc,
                           vc,
@@ -363,12 +375,12 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
                           b->part_acc,
                           b->part_ml,
                           b->act};
-    SD_TRY(sd__cu_attention(&aa, st, d));
+    SD_TRY(sd__cu_attention(&aa, pdl, st, d));
     SD_TRY(sd__cu_linear(&b->mm, &L->o, b->act, b->mmo, s->T, st, d));
     SD_TRY(sd__tp_allreduce_sum(&b->tp, b->mmo, (size_t)s->T * c->hidden, st, d)); /* TP: partial sums */
-    SD_TRY(sd__cu_add_rmsnorm(b->x, b->mmo, L->mlp_norm, b->act, s->T, c->hidden, c->rms_eps, st, d));
+    SD_TRY(sd__cu_add_rmsnorm(b->x, b->mmo, L->mlp_norm, b->act, s->T, c->hidden, c->rms_eps, pdl, st, d));
     SD_TRY(sd__cu_linear(&b->mm, &L->gate_up, b->act, b->mmo, s->T, st, d));
-    SD_TRY(sd__cu_swiglu(b->mmo, b->act, s->T, c->intermediate, st, d));
+    SD_TRY(sd__cu_swiglu(b->mmo, b->act, s->T, c->intermediate, pdl, st, d));
     SD_TRY(sd__cu_linear(&b->mm, &L->down, b->act, b->mmo, s->T, st, d));
     return sd__tp_allreduce_sum(&b->tp, b->mmo, (size_t)s->T * c->hidden, st, d);
 }
@@ -376,15 +388,17 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
 static int enqueue_step(sd_cuda_backend *b, const step_shape *s, sd_diag *d)
 {
     const sd_model_config *c = &b->cfg;
+    /* plain launch: the step starts after a host-to-device copy of its metadata, not a kernel */
     if (b->tp.comm) /* the rank's vocabulary rows, summed over the ranks */
         SD_TRY(sd__tp_embed(&b->tp, b->w.embed, s->tokens, b->x, s->T, c->hidden, b->st, d));
     else
-        SD_TRY(sd__cu_embed(b->w.embed, s->tokens, b->x, s->T, c->hidden, b->st, d));
+        SD_TRY(sd__cu_embed(b->w.embed, s->tokens, b->x, s->T, c->hidden, 0, b->st, d));
     for (int li = 0; li < c->n_layers; li++)
         SD_TRY(run_layer(b, li, s, d));
     const float *resid = c->n_layers ? b->mmo : NULL;
-    SD_TRY(sd__cu_add_rmsnorm(b->x, resid, b->w.final_norm, b->act, s->T, c->hidden, c->rms_eps, b->st, d));
-    SD_TRY(sd__cu_gather_rows(b->act, s->rows, b->lm_in, s->R, c->hidden, b->st, d));
+    SD_TRY(sd__cu_add_rmsnorm(b->x, resid, b->w.final_norm, b->act, s->T, c->hidden, c->rms_eps, b->pdl,
+                              b->st, d));
+    SD_TRY(sd__cu_gather_rows(b->act, s->rows, b->lm_in, s->R, c->hidden, b->pdl, b->st, d));
     SD_TRY(sd__cu_linear(&b->mm, &b->w.lm_head, b->lm_in, b->logits, s->R, b->st, d));
     return sd__tp_allgather(&b->tp, b->logits, b->gathered, (size_t)s->R * c->vocab, b->st, d);
 }
@@ -505,18 +519,18 @@ static int decode_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag 
 }
 
 /* TP: logits [R, vocab] from gathered [ranks, rows, vocab_pad] (rows >= R when padded):
- * rank k's real vocabulary columns land at k * vocab_pad, padding columns dropped. */
-static int copy_gathered(sd_cuda_backend *b, int rows, int R, float *logits, sd_diag *d)
+ * rank k's real vocabulary columns land at k * vocab_pad, padding columns dropped. `kind`:
+ * to the host, or to a device buffer (sampling on the GPU). */
+static int copy_gathered(sd_cuda_backend *b, int rows, int R, float *logits, cudaMemcpyKind kind, sd_diag *d)
 {
     const sd_shard_plan *p = &b->tp.plan;
     for (int k = 0; k < p->ranks; k++) {
         int64_t v0 = (int64_t)k * p->vocab_pad, nv = p->vocab_total - v0;
         nv = nv < 0 ? 0 : nv > p->vocab_pad ? p->vocab_pad : nv;
         if (nv)
-            SD_CU(d,
-                  cudaMemcpy2DAsync(logits + v0, (size_t)p->vocab_total * 4,
-                                    b->gathered + (size_t)k * rows * p->vocab_pad, (size_t)p->vocab_pad * 4,
-                                    (size_t)nv * 4, (size_t)R, cudaMemcpyDeviceToHost, b->st));
+            SD_CU(d, cudaMemcpy2DAsync(logits + v0, (size_t)p->vocab_total * 4,
+                                       b->gathered + (size_t)k * rows * p->vocab_pad,
+                                       (size_t)p->vocab_pad * 4, (size_t)nv * 4, (size_t)R, kind, b->st));
     }
     return 0;
 }
@@ -525,6 +539,7 @@ static int cuda_forward(sd_backend *base, const sd_batch_seq *seqs, int n_seqs, 
 {
     sd_cuda_backend *b = (sd_cuda_backend *)base;
     int T = 0, R = 0, dec = 0;
+    b->last_rows = 0; /* nothing to sample until this step succeeds */
     SD_TRY(check_batch(b, seqs, n_seqs, &T, &R, &dec, d));
     SD_CU(d, cudaSetDevice(b->device));
     int k = bucket_of(n_seqs), padded = 1 << k;
@@ -540,11 +555,37 @@ static int cuda_forward(sd_backend *base, const sd_batch_seq *seqs, int n_seqs, 
         /* wait with a deadline first: a copy to pageable memory would block on a dead peer */
         SD_TRY(sd__tp_sync(&b->tp, b->st, d));
         if (logits)
-            SD_TRY(copy_gathered(b, s.R, R, logits, d));
+            SD_TRY(copy_gathered(b, s.R, R, logits, cudaMemcpyDeviceToHost, d));
     } else if (logits)
         SD_CU(d, cudaMemcpyAsync(logits, b->logits, (size_t)R * b->cfg.vocab * 4, cudaMemcpyDeviceToHost,
                                  b->st));
-    return sd__tp_sync(&b->tp, b->st, d);
+    SD_TRY(sd__tp_sync(&b->tp, b->st, d));
+    b->last_rows = R;
+    b->last_padded = s.R;
+    return 0;
+}
+
+/* Samples from the last forward's logits where they are: b->logits, or under TP the rows
+ * gathered on this rank, made contiguous first. */
+static int cuda_sample(sd_backend *base, const sd_sample_req *reqs, int n, sd_sample_out *out, sd_diag *d)
+{
+    sd_cuda_backend *b = (sd_cuda_backend *)base;
+    float *rows[SD_CU_MAX_SEQS];
+    if (n < 0 || n > SD_CU_MAX_SEQS)
+        return sd_diag_set(d, SD_EINVAL, "cuda sample: %d rows (at most %d)", n, SD_CU_MAX_SEQS);
+    SD_CU(d, cudaSetDevice(b->device));
+    float *all = b->logits; /* [last_rows, vocab] */
+    if (b->tp.comm) {
+        SD_TRY(sd__cu_sampler_stage(&b->smp, b->last_rows, b->base.vocab, &all, d));
+        SD_TRY(copy_gathered(b, b->last_padded, b->last_rows, all, cudaMemcpyDeviceToDevice, d));
+    }
+    for (int i = 0; i < n; i++) {
+        if (reqs[i].row < 0 || reqs[i].row >= b->last_rows)
+            return sd_diag_set(d, SD_EINVAL, "cuda sample: row %d of a forward with %d rows",
+                               (int)reqs[i].row, b->last_rows);
+        rows[i] = all + (size_t)reqs[i].row * (size_t)b->base.vocab;
+    }
+    return sd__cu_sample(&b->smp, rows, b->base.vocab, reqs, n, out, b->st, d);
 }
 
 /* ---- hooks and numbers for tests and benchmarks ---- */

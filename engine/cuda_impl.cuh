@@ -97,11 +97,12 @@ typedef struct sd_cu_attn_args {
     __nv_bfloat16 *out; /* [T, n_heads*head_dim] */
 } sd_cu_attn_args;
 
-int sd__cu_embed(const __nv_bfloat16 *embed, const int32_t *tokens, float *x, int T, int hidden,
+/* The decode-step ops take `pdl`: launch with programmatic serialization (kernels/pdl.cuh). */
+int sd__cu_embed(const __nv_bfloat16 *embed, const int32_t *tokens, float *x, int T, int hidden, int pdl,
                  cudaStream_t st, sd_diag *d);
 /* x += y (y may be NULL); out = bf16(rmsnorm(x) * w). x: [T, hidden] fp32. */
 int sd__cu_add_rmsnorm(float *x, const float *y, const float *w, __nv_bfloat16 *out, int T, int hidden,
-                       float eps, cudaStream_t st, sd_diag *d);
+                       float eps, int pdl, cudaStream_t st, sd_diag *d);
 
 typedef struct sd_cu_qkv_args {
     const float *qkv;             /* [T, (n_heads + 2*n_kv)*head_dim] */
@@ -116,13 +117,14 @@ typedef struct sd_cu_qkv_args {
     __nv_bfloat16 *k_cache, *v_cache; /* this layer */
 } sd_cu_qkv_args;
 
-int sd__cu_qkv_post(const sd_cu_qkv_args *a, cudaStream_t st, sd_diag *d);
-int sd__cu_attention(const sd_cu_attn_args *a, cudaStream_t st, sd_diag *d);
+int sd__cu_qkv_post(const sd_cu_qkv_args *a, int pdl, cudaStream_t st, sd_diag *d);
+int sd__cu_attention(const sd_cu_attn_args *a, int pdl, cudaStream_t st, sd_diag *d);
 /* gu: [T, 2*inter] (gate then up) -> out bf16 [T, inter] = silu(gate) * up */
-int sd__cu_swiglu(const float *gu, __nv_bfloat16 *out, int T, int inter, cudaStream_t st, sd_diag *d);
+int sd__cu_swiglu(const float *gu, __nv_bfloat16 *out, int T, int inter, int pdl, cudaStream_t st,
+                  sd_diag *d);
 /* out[i, :] = in[rows[i], :] for i < R; in, out: bf16 rows of `cols`. */
 int sd__cu_gather_rows(const __nv_bfloat16 *in, const int32_t *rows, __nv_bfloat16 *out, int R, int cols,
-                       cudaStream_t st, sd_diag *d);
+                       int pdl, cudaStream_t st, sd_diag *d);
 /* Bitmask (16 kept per word) -> dense bf16 [rows, cols]. */
 int sd__cu_expand_bitmask(const __nv_bfloat16 *values, const uint32_t *mask, __nv_bfloat16 *out, int64_t rows,
                           int64_t cols, cudaStream_t st, sd_diag *d);

@@ -3,8 +3,22 @@
  * attention split over the key range (decode and prefill), SwiGLU, row gather, bitmask
  * expansion, and the hash-based fills used for synthetic weights. */
 #include "engine/cuda_impl.cuh"
+#include "kernels/pdl.cuh"
 
 #include <math.h>
+
+using sd_pdl::pdl_trigger;
+using sd_pdl::pdl_wait;
+using sd_pdl::sd_launch;
+
+/* The decode step's kernels below start with pdl_wait(); pdl_trigger(); (kernels/pdl.cuh): they
+ * read what the kernel before wrote, and let the next one (a GEMV whose weights can stream in
+ * meanwhile) be scheduled while they run. */
+#define SD_PDL_ENTRY()                                                                                       \
+    do {                                                                                                     \
+        pdl_wait();                                                                                          \
+        pdl_trigger();                                                                                       \
+    } while (0)
 
 /* ---- reductions ---- */
 
@@ -49,17 +63,17 @@ static unsigned grid_for(size_t n, unsigned threads)
 static __global__ void embed_kernel(const __nv_bfloat16 *__restrict__ embed,
                                     const int32_t *__restrict__ tokens, float *__restrict__ x, int hidden)
 {
+    SD_PDL_ENTRY();
     int t = blockIdx.x;
     const __nv_bfloat16 *row = embed + (size_t)tokens[t] * hidden;
     for (int i = threadIdx.x; i < hidden; i += blockDim.x)
         x[(size_t)t * hidden + i] = __bfloat162float(row[i]);
 }
 
-int sd__cu_embed(const __nv_bfloat16 *embed, const int32_t *tokens, float *x, int T, int hidden,
+int sd__cu_embed(const __nv_bfloat16 *embed, const int32_t *tokens, float *x, int T, int hidden, int pdl,
                  cudaStream_t st, sd_diag *d)
 {
-    embed_kernel<<<T, 256, 0, st>>>(embed, tokens, x, hidden);
-    SD_CU_LAUNCH(d);
+    SD_CU(d, sd_launch(embed_kernel, dim3(T), dim3(256), 0, st, pdl, embed, tokens, x, hidden));
     return 0;
 }
 
@@ -69,6 +83,7 @@ static __global__ void add_rmsnorm_kernel(float *__restrict__ x, const float *__
                                           const float *__restrict__ w, __nv_bfloat16 *__restrict__ out,
                                           int hidden, float eps)
 {
+    SD_PDL_ENTRY();
     __shared__ float red[32];
     float *xr = x + (size_t)blockIdx.x * hidden;
     const float *yr = y ? y + (size_t)blockIdx.x * hidden : NULL;
@@ -88,11 +103,10 @@ static __global__ void add_rmsnorm_kernel(float *__restrict__ x, const float *__
 }
 
 int sd__cu_add_rmsnorm(float *x, const float *y, const float *w, __nv_bfloat16 *out, int T, int hidden,
-                       float eps, cudaStream_t st, sd_diag *d)
+                       float eps, int pdl, cudaStream_t st, sd_diag *d)
 {
     int threads = hidden >= 4096 ? 1024 : hidden >= 1024 ? 512 : 256;
-    add_rmsnorm_kernel<<<T, threads, 0, st>>>(x, y, w, out, hidden, eps);
-    SD_CU_LAUNCH(d);
+    SD_CU(d, sd_launch(add_rmsnorm_kernel, dim3(T), dim3(threads), 0, st, pdl, x, y, w, out, hidden, eps));
     return 0;
 }
 
@@ -101,6 +115,7 @@ int sd__cu_add_rmsnorm(float *x, const float *y, const float *w, __nv_bfloat16 *
 /* grid (n_heads + 2*n_kv, T), block head_dim/2: thread i owns the RoPE pair (i, i + hd/2). */
 static __global__ void qkv_post_kernel(sd_cu_qkv_args a)
 {
+    SD_PDL_ENTRY();
     __shared__ float red[32];
     int hh = blockIdx.x, t = blockIdx.y, i = threadIdx.x, hd = a.head_dim, half = hd / 2;
     int n_qkv = a.n_heads + 2 * a.n_kv;
@@ -139,11 +154,10 @@ static __global__ void qkv_post_kernel(sd_cu_qkv_args a)
     dst[i + half] = __float2bfloat16(x2);
 }
 
-int sd__cu_qkv_post(const sd_cu_qkv_args *a, cudaStream_t st, sd_diag *d)
+int sd__cu_qkv_post(const sd_cu_qkv_args *a, int pdl, cudaStream_t st, sd_diag *d)
 {
     dim3 grid(a->n_heads + 2 * a->n_kv, a->T);
-    qkv_post_kernel<<<grid, a->head_dim / 2, 0, st>>>(*a);
-    SD_CU_LAUNCH(d);
+    SD_CU(d, sd_launch(qkv_post_kernel, grid, dim3(a->head_dim / 2), 0, st, pdl, *a));
     return 0;
 }
 
@@ -165,6 +179,7 @@ static __device__ __forceinline__ float warp_max(float v)
  * warps then merge into one partial (max, sum, acc) per split for attn_combine_kernel. */
 template <int E> static __global__ void attn_split_kernel(sd_cu_attn_args a)
 {
+    SD_PDL_ENTRY();
     constexpr int HD = 32 * E;
     __shared__ float sq[HD];
     __shared__ float sm_m[SD_ATTN_WARPS], sm_l[SD_ATTN_WARPS];
@@ -256,6 +271,7 @@ template <int E> static __global__ void attn_split_kernel(sd_cu_attn_args a)
 /* grid (n_heads, T), block head_dim. */
 static __global__ void attn_combine_kernel(sd_cu_attn_args a)
 {
+    SD_PDL_ENTRY();
     int h = blockIdx.x, t = blockIdx.y, i = threadIdx.x, hd = a.head_dim;
     size_t base = ((size_t)t * a.n_heads + h) * a.n_splits;
     float M = -INFINITY;
@@ -273,27 +289,18 @@ static __global__ void attn_combine_kernel(sd_cu_attn_args a)
     a.out[((size_t)t * a.n_heads + h) * hd + i] = __float2bfloat16(A / L);
 }
 
-int sd__cu_attention(const sd_cu_attn_args *a, cudaStream_t st, sd_diag *d)
+int sd__cu_attention(const sd_cu_attn_args *a, int pdl, cudaStream_t st, sd_diag *d)
 {
-    dim3 grid(a->n_splits, a->n_heads, a->T);
-    int threads = 32 * SD_ATTN_WARPS;
-    switch (a->head_dim) {
-    case 64:
-        attn_split_kernel<2><<<grid, threads, 0, st>>>(*a);
-        break;
-    case 128:
-        attn_split_kernel<4><<<grid, threads, 0, st>>>(*a);
-        break;
-    case 256:
-        attn_split_kernel<8><<<grid, threads, 0, st>>>(*a);
-        break;
-    default:
+    dim3 grid(a->n_splits, a->n_heads, a->T), block(32 * SD_ATTN_WARPS);
+    void (*k)(sd_cu_attn_args) = a->head_dim == 64    ? attn_split_kernel<2>
+                                 : a->head_dim == 128 ? attn_split_kernel<4>
+                                 : a->head_dim == 256 ? attn_split_kernel<8>
+                                                      : NULL;
+    if (!k)
         return sd_diag_set(d, SD_ENOTSUP, "cuda attention: head_dim %d (64, 128 or 256 supported)",
                            a->head_dim);
-    }
-    SD_CU_LAUNCH(d);
-    attn_combine_kernel<<<dim3(a->n_heads, a->T), a->head_dim, 0, st>>>(*a);
-    SD_CU_LAUNCH(d);
+    SD_CU(d, sd_launch(k, grid, block, 0, st, pdl, *a));
+    SD_CU(d, sd_launch(attn_combine_kernel, dim3(a->n_heads, a->T), dim3(a->head_dim), 0, st, pdl, *a));
     return 0;
 }
 
@@ -302,6 +309,7 @@ int sd__cu_attention(const sd_cu_attn_args *a, cudaStream_t st, sd_diag *d)
 static __global__ void swiglu_kernel(const float *__restrict__ gu, __nv_bfloat16 *__restrict__ out, int T,
                                      int inter)
 {
+    SD_PDL_ENTRY();
     size_t n = (size_t)T * inter;
     for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < n;
          k += (size_t)gridDim.x * blockDim.x) {
@@ -311,10 +319,10 @@ static __global__ void swiglu_kernel(const float *__restrict__ gu, __nv_bfloat16
     }
 }
 
-int sd__cu_swiglu(const float *gu, __nv_bfloat16 *out, int T, int inter, cudaStream_t st, sd_diag *d)
+int sd__cu_swiglu(const float *gu, __nv_bfloat16 *out, int T, int inter, int pdl, cudaStream_t st, sd_diag *d)
 {
-    swiglu_kernel<<<grid_for((size_t)T * inter, 256), 256, 0, st>>>(gu, out, T, inter);
-    SD_CU_LAUNCH(d);
+    SD_CU(d, sd_launch(swiglu_kernel, dim3(grid_for((size_t)T * inter, 256)), dim3(256), 0, st, pdl, gu, out,
+                       T, inter));
     return 0;
 }
 
@@ -322,16 +330,16 @@ static __global__ void gather_rows_kernel(const __nv_bfloat16 *__restrict__ in,
                                           const int32_t *__restrict__ rows, __nv_bfloat16 *__restrict__ out,
                                           int cols)
 {
+    SD_PDL_ENTRY();
     const __nv_bfloat16 *src = in + (size_t)rows[blockIdx.x] * cols;
     for (int i = threadIdx.x; i < cols; i += blockDim.x)
         out[(size_t)blockIdx.x * cols + i] = src[i];
 }
 
 int sd__cu_gather_rows(const __nv_bfloat16 *in, const int32_t *rows, __nv_bfloat16 *out, int R, int cols,
-                       cudaStream_t st, sd_diag *d)
+                       int pdl, cudaStream_t st, sd_diag *d)
 {
-    gather_rows_kernel<<<R, 256, 0, st>>>(in, rows, out, cols);
-    SD_CU_LAUNCH(d);
+    SD_CU(d, sd_launch(gather_rows_kernel, dim3(R), dim3(256), 0, st, pdl, in, rows, out, cols));
     return 0;
 }
 

@@ -20,8 +20,15 @@ extern "C" int sd_kernels_ctx_init(sd_kernels_ctx **ret, sd_diag *d)
         free(ctx);
         return sd_diag_set(d, SD_ECUDA, "kernels context: %s", cudaGetErrorString(e));
     }
+    ctx->pdl = 1;
     *ret = ctx;
     return 0;
+}
+
+extern "C" void sd_kernels_ctx_set_pdl(sd_kernels_ctx *ctx, int on)
+{
+    if (ctx)
+        ctx->pdl = on != 0;
 }
 
 extern "C" void sd_kernels_ctx_free(sd_kernels_ctx *ctx)
@@ -78,25 +85,30 @@ static void cache_put(sd_kernels_ctx *ctx, const sd_nm_key *k, int rw, int split
     ctx->entries[slot].split = split;
 }
 
-// Median time (ms) of `reps` launches of one config, rotating over the n_args problems.
+// Median time (ms) per launch of one config: `reps` bursts of kBurst back-to-back launches
+// rotating over the n_args problems, each burst between two events. Bursts, not single
+// launches, because that is how a decode step runs them: a single launch's time is mostly
+// launch latency and ramp-up for the small shapes, which the programmatic launches of a burst
+// overlap (pdl.cuh), and it ranked the configs by noise (kernels/NOTES.md).
 static int time_cfg(const sd_nm_spmv_args *a, int n_args, int dense, int rw, int split, cudaStream_t s,
                     cudaEvent_t e0, cudaEvent_t e1, float *ret_ms)
 {
-    const int reps = 15;
+    const int reps = 7, kBurst = 8;
     std::vector<float> t;
-    for (int i = 0; i < reps + 2; i++) { // two warm-ups
-        const sd_nm_spmv_args *ai = &a[i % n_args];
+    for (int i = 0; i < reps + 1; i++) { // one warm-up burst
         if (cudaEventRecord(e0, s) != cudaSuccess)
             return SD_ECUDA;
-        int rc = sd__nm_launch_cfg(ai, dense, rw, split, s);
-        if (rc)
-            return rc;
+        for (int j = 0; j < kBurst; j++) {
+            int rc = sd__nm_launch_cfg(&a[(i * kBurst + j) % n_args], dense, rw, split, s);
+            if (rc)
+                return rc;
+        }
         float ms;
         if (cudaEventRecord(e1, s) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
             cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
             return SD_ECUDA;
-        if (i >= 2)
-            t.push_back(ms);
+        if (i >= 1)
+            t.push_back(ms / kBurst);
     }
     std::sort(t.begin(), t.end());
     *ret_ms = t[t.size() / 2];

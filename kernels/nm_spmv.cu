@@ -8,12 +8,14 @@
 // written (or atomically added for split-K).
 #include "kernels/nm_spmv_impl.h"
 #include "kernels/nm_device.cuh"
+#include "kernels/pdl.cuh"
 
 #include <stdint.h>
 
 namespace
 {
 using namespace sd_nm_dev;
+using namespace sd_pdl;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
@@ -146,6 +148,17 @@ template <int BT, int RW> __global__ void __launch_bounds__(kThreads) nm_spmv_ke
         mrow[r] = p.mask + row * words;
         vrow[r] = reinterpret_cast<const uint4 *>(p.values + row * (p.cols >> 1));
     }
+    // The weights do not depend on the grid before this one (x does): send this warp's share
+    // to L2 before waiting for it (pdl.cuh), one lane per row's values and one per its masks.
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+        if (lane == r)
+            prefetch_l2(vrow[r] + 2 * w_begin, (w_end - w_begin) * 32);
+        else if (lane == RW + r)
+            prefetch_l2(mrow[r] + w_begin, (w_end - w_begin) * 4);
+    }
+    pdl_wait();
+    pdl_trigger();
     float acc[RW][BT] = {};
     for (int64_t t0 = w_begin; t0 < w_end; t0 += p.kt) {
         const int kt = (int)min((int64_t)p.kt, w_end - t0);
@@ -196,6 +209,12 @@ template <int BT> __global__ void __launch_bounds__(kThreads) un_spmv_kernel(KPa
     const int64_t row = min(row0, p.rows - 1);
     const uint32_t *mrow = p.mask + row * words;
     const uint16_t *vrow = p.values + row * (p.cols >> 1);
+    if (lane == 0)
+        prefetch_l2(vrow, p.cols); // cols/2 bf16 values
+    else if (lane == 1)
+        prefetch_l2(mrow, words * 4);
+    pdl_wait();
+    pdl_trigger();
     float acc[1][BT] = {};
     int64_t running = 0; // values used by the words before this step
     for (int64_t t0 = 0; t0 < words; t0 += p.kt) {
@@ -296,6 +315,12 @@ template <int BT, int RW> __global__ void __launch_bounds__(kThreads) gemv_kerne
 #pragma unroll
     for (int r = 0; r < RW; r++)
         wrow[r] = reinterpret_cast<const uint4 *>(p.values + min(row0 + r, p.rows - 1) * p.cols);
+#pragma unroll
+    for (int r = 0; r < RW; r++)
+        if (lane == r)
+            prefetch_l2(wrow[r] + c_begin, (c_end - c_begin) * 16);
+    pdl_wait();
+    pdl_trigger();
     float acc[RW][BT] = {};
     for (int64_t t0 = c_begin; t0 < c_end; t0 += p.kt) {
         const int kt = (int)min((int64_t)p.kt, c_end - t0);
@@ -414,7 +439,10 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     p.B = a->B;
     p.kt = (int)((ups + 31) / 32 * 32 < kt_max(dense, BT) ? (ups + 31) / 32 * 32 : kt_max(dense, BT));
     p.y_bf16 = a->y_bf16, p.accumulate = a->accumulate, p.atomic = nsplit > 1;
-    if (p.atomic && !a->accumulate &&
+    // Split-K zeroes y first: a memset node, after which a programmatic launch has nothing to
+    // overlap with, so those launches stay plain.
+    const int zero_first = p.atomic && !a->accumulate;
+    if (zero_first &&
         cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
         return SD_ECUDA;
     kernel_fn k = dense ? k_gemv[bi][rw_index(rw)] : unstructured ? k_un[bi] : k_nm[bi][rw_index(rw)];
@@ -424,8 +452,8 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         return SD_ECUDA;
     const int64_t rows_per_block = (int64_t)kWarps * rw;
     dim3 grid((unsigned)((a->rows + rows_per_block - 1) / rows_per_block), (unsigned)nsplit);
-    k<<<grid, kThreads, smem, s>>>(p);
-    return cudaGetLastError() == cudaSuccess ? 0 : SD_ECUDA;
+    const int pdl = (a->ctx ? a->ctx->pdl : 1) && !zero_first;
+    return sd_launch(k, grid, dim3(kThreads), smem, s, pdl, p) == cudaSuccess ? 0 : SD_ECUDA;
 }
 
 extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, int *ret_split)

@@ -26,6 +26,9 @@ typedef struct sd_kernels_ctx sd_kernels_ctx;
 /* Creates a context for the current device. SD_ENOMEM / SD_ECUDA. */
 int sd_kernels_ctx_init(sd_kernels_ctx **ret, sd_diag *d);
 void sd_kernels_ctx_free(sd_kernels_ctx *ctx);
+/* Programmatic dependent launch of the gather SpMV / GEMV kernels (kernels/pdl.cuh): on by
+ * default (and when ctx is NULL); off only to measure what it brings. */
+void sd_kernels_ctx_set_pdl(sd_kernels_ctx *ctx, int on);
 
 typedef struct sd_nm_spmv_args {
     const sd_kernels_ctx *ctx; /* may be NULL: then the default heuristic picks the config */

@@ -24,6 +24,7 @@ typedef struct sd_nm_entry {
 struct sd_kernels_ctx {
     int device;
     int n_sm;
+    int pdl;                              /* launch with programmatic serialization (pdl.cuh) */
     int n_entries, next_slot;             /* next_slot: round-robin replacement when full */
     sd_nm_entry entries[SD_NM_CACHE_MAX]; /* the autotune cache */
 };
