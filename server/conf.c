@@ -37,6 +37,13 @@ static const opt opts[] = {
     {"device", OPT_INT, O(device), "0", 0, 64, NULL, "GPU ordinal (cuda backend)"},
     {"tensor_parallel", OPT_INT, O(tensor_parallel), "1", 1, 64, NULL,
      "GPUs 0..N-1 the model is sharded over (cuda backend; docs/tensor-parallel.md)"},
+    {"tp_rank", OPT_INT, O(tp_rank), "-1", -1, 63, NULL,
+     "-1: one process drives GPUs 0..N-1; 0..N-1: this process is that rank of a one-process-per-GPU "
+     "group (rank 0 serves HTTP, the others follow it; needs tp_addr)"},
+    {"tp_addr", OPT_STR, O(tp_addr), "", 0, 0, NULL,
+     "host:port where rank 0 listens for the other ranks (processes mode)"},
+    {"tp_timeout", OPT_DOUBLE, O(tp_timeout), "120", 1, 86400, NULL,
+     "seconds any wait on the tensor-parallel group may take (joining, NCCL set-up, one step)"},
     {"threads", OPT_INT, O(threads), "0", 0, 4096, NULL, "backend worker threads (0 => all cores)"},
     {"http_threads", OPT_INT, O(http_threads), "1", 1, 64, NULL, "HTTP event-loop threads"},
     {"max_seqs", OPT_INT, O(max_seqs), "16", 1, 4096, NULL, "running sequences at most (batch size)"},
@@ -49,6 +56,8 @@ static const opt opts[] = {
     {"kv_blocks", OPT_INT, O(kv_blocks), "0", 0, 1 << 26, NULL, "KV-cache blocks (0 => backend default)"},
     {"block_size", OPT_INT, O(block_size), "16", 1, 1024, NULL, "tokens per KV-cache block"},
     {"max_connections", OPT_INT, O(max_connections), "1024", 1, 1 << 20, NULL, "concurrent HTTP connections"},
+    {"max_connections_per_ip", OPT_INT, O(max_connections_per_ip), "256", 0, 1 << 20, NULL,
+     "concurrent HTTP connections from one client address; more are closed at once (0 => no limit)"},
     {"max_body_bytes", OPT_INT, O(max_body_bytes), "1048576", 64, 1 << 30, NULL,
      "largest request body; larger bodies get HTTP 413"},
     {"request_timeout", OPT_DOUBLE, O(request_timeout), "60", 0.1, 86400, NULL,
@@ -350,8 +359,39 @@ int sd_conf_apply_flags(sd_conf *c, int argc, char **argv, sd_diag *d)
     return 0;
 }
 
+/* The multi-process tensor-parallel keys: a rank needs the group size, rank 0's address and
+ * the cuda backend; an address without a rank is a mistake worth stopping for. */
+static int validate_tp(const sd_conf *c, sd_diag *d)
+{
+    if (c->tp_rank < 0) {
+        if (*c->tp_addr)
+            return sd_diag_set(d, SD_EINVAL, "tp_addr: only used with tp_rank (the multi-process mode)");
+        return 0;
+    }
+    if (c->tensor_parallel < 2)
+        return sd_diag_set(d, SD_EINVAL, "tp_rank: %d needs tensor_parallel >= 2 (it is %d)", c->tp_rank,
+                           c->tensor_parallel);
+    if (c->tp_rank >= c->tensor_parallel)
+        return sd_diag_set(d, SD_EINVAL, "tp_rank: %d is not a rank of tensor_parallel %d (0..%d)", c->tp_rank,
+                           c->tensor_parallel, c->tensor_parallel - 1);
+    if (strcmp(c->backend, "cuda"))
+        return sd_diag_set(d, SD_EINVAL, "tp_rank: the multi-process mode needs backend cuda (it is %s)",
+                           c->backend);
+    const char *colon = strrchr(c->tp_addr, ':');
+    char *end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : 0;
+    if (!*c->tp_addr)
+        return sd_diag_set(d, SD_EINVAL, "tp_addr: tp_rank %d needs rank 0's address (host:port)", c->tp_rank);
+    if (!colon || colon == c->tp_addr || !colon[1] || *end || port < 1 || port > 65535)
+        return sd_diag_set(d, SD_EINVAL, "tp_addr: '%s' is not host:port with a port in 1..65535", c->tp_addr);
+    return 0;
+}
+
 int sd_conf_validate(const sd_conf *c, sd_diag *d)
 {
+    int rc = validate_tp(c, d);
+    if (rc < 0)
+        return rc;
     if (!*c->model)
         return sd_diag_set(d, SD_EINVAL, "model: must name a model directory");
     if (!*c->host)

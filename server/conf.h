@@ -19,6 +19,9 @@ typedef struct sd_conf {
     int device;
     /* GPUs 0..N-1 the model is sharded over (cuda backend), 1 => one GPU */
     int tensor_parallel;
+    int tp_rank;       /* -1: one process drives every GPU; else this process's rank (processes mode) */
+    char *tp_addr;     /* processes mode: rank 0's bootstrap address "host:port" */
+    double tp_timeout; /* seconds any wait on the group may take (bootstrap, NCCL set-up, a step) */
     int threads;      /* backend worker threads, 0 => cores */
     int http_threads; /* HTTP event threads */
     int max_seqs;
@@ -28,6 +31,7 @@ typedef struct sd_conf {
     int kv_blocks;     /* 0 => backend default */
     int block_size;
     int max_connections;
+    int max_connections_per_ip; /* 0 => no per-address limit */
     int max_body_bytes;
     double request_timeout; /* idle connection timeout, seconds */
     double drain_timeout;   /* grace period on SIGTERM, seconds */

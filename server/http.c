@@ -328,8 +328,9 @@ int sd_http_start(sd_http **ret, const sd_http_opts *o, sd_metrics *metrics, sd_
     h->mhd = MHD_start_daemon(
         flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
         MHD_OPTION_SOCK_ADDR, &ss, MHD_OPTION_CONNECTION_TIMEOUT, timeout ? timeout : 1,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        h, MHD_OPTION_NOTIFY_CONNECTION, sd_http__deadline_notify, h,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)o->max_connections_per_ip, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+        MHD_OPTION_NOTIFY_CONNECTION, sd_http__deadline_notify, h,
         o->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (unsigned)o->threads, MHD_OPTION_END);
     if (!h->mhd) {
         pthread_mutex_destroy(&h->socks_mu);

@@ -21,6 +21,7 @@ typedef struct sd_http_opts {
     int port;
     int threads;
     int max_connections;
+    int max_connections_per_ip; /* 0: none; beyond it MHD closes new connections at accept */
     int max_body_bytes;
     double request_timeout; /* idle seconds */
     int web_ui;             /* serve the web console at / (server/web.c) */

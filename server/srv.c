@@ -285,6 +285,14 @@ static void on_reap(uv_timer_t *t)
 {
     srv *s = t->data;
     sd_http_reap_disconnected(s->http);
+    /* A failed tensor-parallel group cannot recover: the requests in flight already got their
+     * error, later ones would too; exit non-zero so that the service manager restarts us. */
+    if (!s->stopping && sd_admin_models_failed(s->models)) {
+        sd_log_error(NULL, "the tensor-parallel group failed (a rank died or timed out): exiting");
+        sd_notify_send(s->notify, "STATUS=tensor-parallel group failed");
+        s->exit_code = 1;
+        stop_loop(s);
+    }
 }
 
 static void on_watchdog(uv_timer_t *t)
@@ -384,6 +392,7 @@ static int start(srv *s, sd_diag *d)
                        .port = s->conf->port,
                        .threads = s->conf->http_threads,
                        .max_connections = s->conf->max_connections,
+                       .max_connections_per_ip = s->conf->max_connections_per_ip,
                        .max_body_bytes = s->conf->max_body_bytes,
                        .request_timeout = s->conf->request_timeout,
                        .web_ui = s->conf->web_ui};

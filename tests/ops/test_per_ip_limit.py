@@ -1,0 +1,92 @@
+"""max_connections_per_ip: past the limit, a new connection from the same client address is
+closed at accept without an HTTP answer, while another address (127.0.0.2 on loopback) is still
+served; once one of the held connections closes, the first address is served again. With the
+limit at 0 there is no per-address limit."""
+import json
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "server"))
+from conftest import ROOT, sparsed_bin, start_server  # noqa: E402,F401  (start_server: a fixture)
+
+LIMIT = 4
+REQ = b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+
+
+def held(port, n, source="127.0.0.1"):
+    """n connections that sent half a request line and wait (the server keeps them open)."""
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+        s.sendall(b"GET /hea")
+        socks.append(s)
+    time.sleep(0.3)  # let the server accept them all before the next one arrives
+    return socks
+
+
+def health(port, source="127.0.0.1"):
+    """The raw answer to GET /health ('' when the server closed the connection unanswered)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0)) as s:
+            s.sendall(REQ)
+            out = b""
+            while chunk := s.recv(4096):
+                out += chunk
+            return out.decode(errors="replace")
+    except (ConnectionResetError, BrokenPipeError):
+        return ""
+
+
+def loopback_alias_works():
+    try:
+        with socket.socket() as s:
+            s.bind(("127.0.0.2", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("http_threads", [1, 2])
+def test_connections_past_the_per_ip_limit_are_refused(start_server, http_threads):
+    s = start_server(["--max-connections-per-ip", LIMIT, "--http-threads", http_threads])
+    assert health(s.port).startswith("HTTP/1.1 200")
+    socks = held(s.port, LIMIT)
+    try:
+        assert health(s.port) == "", "a connection past the per-IP limit got an answer"
+        if loopback_alias_works():
+            assert health(s.port, source="127.0.0.2").startswith("HTTP/1.1 200")
+        socks.pop().close()
+        deadline = time.time() + 10
+        while not (ans := health(s.port)) and time.time() < deadline:
+            time.sleep(0.1)  # the server notices the close on its next poll
+        assert ans.startswith("HTTP/1.1 200"), ans
+    finally:
+        for c in socks:
+            c.close()
+    assert s.get("/health")[0] == 200
+
+
+def test_zero_means_no_per_ip_limit(start_server):
+    s = start_server(["--max-connections-per-ip", 0, "--max-connections", 64])
+    socks = held(s.port, 2 * LIMIT)
+    try:
+        assert health(s.port).startswith("HTTP/1.1 200")
+    finally:
+        for c in socks:
+            c.close()
+
+
+def test_default_limit_is_on_and_below_max_connections(tmp_path):
+    """The shipped default protects: one address cannot take every connection slot."""
+    cfg = tmp_path / "empty.json"
+    cfg.write_text("{}")
+    r = subprocess.run([sparsed_bin(), "serve", "--print-config", "--config", str(cfg)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    conf = json.loads(r.stdout)
+    assert 0 < conf["max_connections_per_ip"] < conf["max_connections"]
