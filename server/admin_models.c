@@ -88,10 +88,13 @@ static int init_backend(const sd_conf *c, sd_admin_inst *in, sd_diag *d)
     if (!strcmp(c->backend, "cpu"))
         return sd_backend_cpu_init(&in->backend, in->model, &bo, d);
 #if SD_HAVE_CUDA
-    if (c->tensor_parallel > 1) { /* one thread per GPU, devices 0..N-1 */
+    if (c->tensor_parallel > 1) { /* one thread per GPU (devices 0..N-1), or rank 0 of processes */
         sd_tp_opts to;
         sd_tp_opts_default(&to);
         to.world = c->tensor_parallel;
+        to.rank = c->tp_rank; /* the followers run sd_tp_follow in server/cmd_serve.c */
+        to.addr = c->tp_addr;
+        to.timeout_ms = (int)(c->tp_timeout * 1000.0);
         return sd_tp_backend_init(&in->backend, in->model, &bo, &to, d);
     }
     return sd_backend_cuda_init(&in->backend, in->model, &bo, d);
@@ -118,6 +121,13 @@ int sd_admin_models_load(sd_admin_models *mm, const char *dir, const char *name,
                          sd_diag *d)
 {
     const sd_conf *c = mm->c;
+    pthread_mutex_lock(&mm->mu);
+    int serving = mm->cur != NULL;
+    pthread_mutex_unlock(&mm->mu);
+    if (serving && c->tensor_parallel > 1 && c->tp_rank >= 0) /* the followers hold the old model */
+        return sd_diag_set(d, SD_ENOTSUP,
+                           "loading another model: not supported in the multi-process "
+                           "tensor-parallel mode (restart every rank with the new model)");
     sd_admin_inst *in = calloc(1, sizeof *in);
     /* absolute, so that the admin API and job defaults do not depend on the working directory */
     char *abs = realpath(dir, NULL);
@@ -220,6 +230,14 @@ static json_t *inst_info(const sd_admin_models *mm, const sd_admin_inst *in)
                      in->dir, "name", in->name, "sparsity", sd_model_sparsity(in->model), "loaded_at",
                      in->loaded_at, "architecture", cfg->arch_name, "n_layers", cfg->n_layers,
                      "max_model_len", in->max_model_len, "backend", mm->c->backend);
+}
+
+int sd_admin_models_failed(sd_admin_models *mm)
+{
+    pthread_mutex_lock(&mm->mu);
+    int failed = mm->cur && sd_tp_failed(mm->cur->backend);
+    pthread_mutex_unlock(&mm->mu);
+    return failed;
 }
 
 json_t *sd_admin_models_info(sd_admin_models *mm)

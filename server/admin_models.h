@@ -37,6 +37,9 @@ int sd_admin_models_swap(sd_admin_models *mm, const char *dir, const char *name,
                          sd_diag *d);
 /* Frees the replaced instances no request uses any more (loop thread). */
 void sd_admin_models_reap(sd_admin_models *mm);
+/* 1 when the model in service runs on a tensor-parallel group that has failed (every later
+ * step fails: the server should exit so that it is restarted). Any thread, never blocks. */
+int sd_admin_models_failed(sd_admin_models *mm);
 
 /* The model in service: {"object":"admin.model", path, name, sparsity, loaded_at, ...}, or
  * NULL before the first publish. */

@@ -1,12 +1,64 @@
-/* cmd_serve: the 'serve' subcommand — reads the config and flags, then runs the daemon. */
+/* cmd_serve: the 'serve' subcommand — reads the config and flags, then runs the daemon, or (a
+ * rank >= 1 of a multi-process tensor-parallel group) the follower loop that runs the steps
+ * rank 0 sends. */
 #include "server/cmd.h"
 
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "engine/backend.h"
+#include "engine/model.h"
+#include "engine/tp.h"
 #include "server/conf.h"
+#include "server/log.h"
 #include "server/srv.h"
 
 #define SD_DEFAULT_CONFIG "config/sparsed.json"
+
+/* Rank c->tp_rank >= 1: loads the model, joins rank 0 at c->tp_addr and runs the steps it
+ * sends until rank 0 shuts down (exit 0) or the group fails — rank 0 died, a peer timed out
+ * (exit 1). The backend options are the ones rank 0 uses (the ranks check they agree). */
+static int follow(const sd_conf *c)
+{
+    sd_log_set_level(sd_log_level_parse(c->log_level));
+    sd_log_set_prefix(c->log_priority_prefix);
+    signal(SIGPIPE, SIG_IGN); /* a dead rank 0 is an error return, not a signal */
+    sd_diag d = {0};
+    sd_model *m = NULL;
+    sd_backend *b = NULL;
+    int rc = sd_model_open(&m, c->model, &d);
+    if (rc == 0) {
+        sd_backend_opts bo;
+        sd_backend_opts_default(&bo);
+        bo.n_threads = c->threads;
+        bo.block_size = c->block_size;
+        bo.kv_blocks = c->kv_blocks;
+        bo.max_batch_tokens = c->max_batch_tokens;
+        bo.device = c->device;
+        sd_tp_opts to;
+        sd_tp_opts_default(&to);
+        to.world = c->tensor_parallel;
+        to.rank = c->tp_rank;
+        to.addr = c->tp_addr;
+        to.timeout_ms = (int)(c->tp_timeout * 1000.0);
+        sd_log_info(NULL, "tensor parallel rank %d of %d: joining rank 0 at %s (device %d)", c->tp_rank,
+                    c->tensor_parallel, c->tp_addr, c->device);
+        rc = sd_tp_backend_init(&b, m, &bo, &to, &d);
+    }
+    if (rc == 0) {
+        sd_log_info(NULL, "tensor parallel rank %d of %d: group up, following rank 0", c->tp_rank,
+                    c->tensor_parallel);
+        rc = sd_tp_follow(b, &d);
+    }
+    if (rc < 0)
+        sd_log_error(NULL, "tensor parallel rank %d: %s", c->tp_rank, sd_diag_str(&d, rc));
+    else
+        sd_log_info(NULL, "tensor parallel rank %d: rank 0 shut down; exiting", c->tp_rank);
+    sd_backend_free(b);
+    sd_model_free(m);
+    return rc < 0 ? 1 : 0;
+}
 
 int sd_cmd_serve(int argc, char **argv)
 {
@@ -37,7 +89,7 @@ int sd_cmd_serve(int argc, char **argv)
         sd_conf_free(&c);
         return 0;
     }
-    rc = sd_srv_run(&c, argc, argv, SD_DEFAULT_CONFIG);
+    rc = c.tp_rank > 0 ? follow(&c) : sd_srv_run(&c, argc, argv, SD_DEFAULT_CONFIG);
     sd_conf_free(&c);
     return rc;
 }
