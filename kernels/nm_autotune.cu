@@ -85,31 +85,53 @@ static void cache_put(sd_kernels_ctx *ctx, const sd_nm_key *k, int rw, int split
     ctx->entries[slot].split = split;
 }
 
-// Median time (ms) per launch of one config: `reps` bursts of kBurst back-to-back launches
-// rotating over the n_args problems, each burst between two events. Bursts, not single
-// launches, because that is how a decode step runs them: a single launch's time is mostly
-// launch latency and ramp-up for the small shapes, which the programmatic launches of a burst
-// overlap (pdl.cuh), and it ranked the configs by noise (kernels/NOTES.md).
+// Median time (ms) per launch of one config: kBurst launches rotating over the n_args problems,
+// captured in a CUDA graph and replayed `reps` times between two events — how a decode step
+// runs them (a graph, kernels chained by programmatic launches, pdl.cuh). Single launches ranked
+// the configs by launch latency and noise (kernels/NOTES.md). Falls back to bursts of plain
+// launches when the stream cannot be captured (it is capturing already).
 static int time_cfg(const sd_nm_spmv_args *a, int n_args, int dense, int rw, int split, cudaStream_t s,
                     cudaEvent_t e0, cudaEvent_t e1, float *ret_ms)
 {
     const int reps = 7, kBurst = 8;
+    int rc = 0;
+    for (int j = 0; j < 2 && !rc; j++) // warm-up: module load, function attributes
+        rc = sd__nm_launch_cfg(&a[j % n_args], dense, rw, split, s);
+    if (rc)
+        return rc;
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t ge = nullptr;
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+        for (int j = 0; j < kBurst && !rc; j++)
+            rc = sd__nm_launch_cfg(&a[j % n_args], dense, rw, split, s);
+        cudaError_t e = cudaStreamEndCapture(s, &g);
+        if (!rc && e == cudaSuccess && cudaGraphInstantiate(&ge, g, 0) != cudaSuccess)
+            ge = nullptr;
+        if (g)
+            cudaGraphDestroy(g);
+        if (rc)
+            return rc;
+    }
+    cudaGetLastError(); // a refused capture leaves its error behind
     std::vector<float> t;
-    for (int i = 0; i < reps + 1; i++) { // one warm-up burst
+    for (int i = 0; i < reps + 1 && !rc; i++) { // one warm-up replay
         if (cudaEventRecord(e0, s) != cudaSuccess)
-            return SD_ECUDA;
-        for (int j = 0; j < kBurst; j++) {
-            int rc = sd__nm_launch_cfg(&a[(i * kBurst + j) % n_args], dense, rw, split, s);
-            if (rc)
-                return rc;
-        }
+            rc = SD_ECUDA;
+        if (!rc && ge)
+            rc = cudaGraphLaunch(ge, s) == cudaSuccess ? 0 : SD_ECUDA;
+        for (int j = 0; j < kBurst && !rc && !ge; j++)
+            rc = sd__nm_launch_cfg(&a[(i * kBurst + j) % n_args], dense, rw, split, s);
         float ms;
-        if (cudaEventRecord(e1, s) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
-            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
-            return SD_ECUDA;
-        if (i >= 1)
+        if (!rc && (cudaEventRecord(e1, s) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+                    cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess))
+            rc = SD_ECUDA;
+        if (!rc && i >= 1)
             t.push_back(ms / kBurst);
     }
+    if (ge)
+        cudaGraphExecDestroy(ge);
+    if (rc)
+        return rc;
     std::sort(t.begin(), t.end());
     *ret_ms = t[t.size() / 2];
     return 0;

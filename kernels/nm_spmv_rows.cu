@@ -17,12 +17,14 @@
 // of values, ~2 for masks, 16 gathers, against ~65 for the word-per-lane kernel.
 #include "kernels/nm_spmv_impl.h"
 #include "kernels/nm_device.cuh"
+#include "kernels/pdl.cuh"
 
 #include <stdint.h>
 
 namespace
 {
 using namespace sd_nm_dev;
+using namespace sd_pdl;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
@@ -212,13 +214,23 @@ template <int BT, int S> __global__ void __launch_bounds__(kThreads) rows_kernel
     const uint32_t mine_s = (uint32_t)__cvta_generic_to_shared(mine);
     const CopySrc src = copy_src(p, row0, lane);
 
-    // The first S-1 tiles are in flight while the block stages x.
+    // The first S-1 tiles are in flight while the block stages x, and the rest of this lane's
+    // row (its share of the warp's tiles) is on its way to L2; neither depends on the grid
+    // before this one, x does (pdl.cuh).
 #pragma unroll
     for (int s = 0; s < S - 1; s++) {
         if (s < n)
             issue_tile(src, mine_s + s * kStageBytes, ws + (int64_t)(tb + s) * kT, lane);
         cp_async_commit();
     }
+    if (n > S - 1) {
+        const int64_t w0 = ws + (int64_t)(tb + S - 1) * kT, nw = (int64_t)(n - (S - 1)) * kT;
+        const int64_t row = min(row0 + lane, p.rows - 1);
+        prefetch_l2(p.values + row * (p.cols >> 1) + w0 * 16, nw * 32);
+        prefetch_l2(p.mask + row * (p.cols >> 5) + w0, nw * 4);
+    }
+    pdl_wait();
+    pdl_trigger();
     stage_x<BT>(xs, p, ws, (int)(we - ws) * 32, plane);
     __syncthreads();
 
@@ -287,6 +299,8 @@ template <int BT, int S> __global__ void __launch_bounds__(kThreads) rows_sk_ker
             issue_next(s);
         cp_async_commit();
     }
+    pdl_wait();
+    pdl_trigger();
     stage_x<BT>(xs, p, 0, (int)p.cols, plane);
     __syncthreads();
 
@@ -400,8 +414,9 @@ int sk_launch(const sd_nm_spmv_args *a, int rw, cudaStream_t s)
     const int64_t tiles = (a->rows + 31) / 32 * (a->cols / 128);
     int64_t blocks = (int64_t)n_sm * per_sm;
     blocks = blocks < (tiles + kWarps - 1) / kWarps ? blocks : (tiles + kWarps - 1) / kWarps;
-    k<<<(unsigned)blocks, kThreads, smem, s>>>(p);
-    return cudaGetLastError() == cudaSuccess ? 0 : SD_ECUDA;
+    const int pdl = (a->ctx ? a->ctx->pdl : 1) && a->accumulate; // else after a memset (pdl.cuh)
+    return sd_launch(k, dim3((unsigned)blocks), dim3(kThreads), smem, s, pdl, p) == cudaSuccess ? 0
+                                                                                                : SD_ECUDA;
 }
 
 } // namespace
@@ -447,6 +462,6 @@ extern "C" int sd__nm_rows_launch(const sd_nm_spmv_args *a, int rw, int split, c
                              cudaSharedmemCarveoutMaxShared) != cudaSuccess)
         return SD_ECUDA;
     dim3 grid((unsigned)((a->rows + 31) / 32), (unsigned)nsplit);
-    k<<<grid, kThreads, smem, s>>>(p);
-    return cudaGetLastError() == cudaSuccess ? 0 : SD_ECUDA;
+    const int pdl = (a->ctx ? a->ctx->pdl : 1) && !(p.atomic && !a->accumulate); // not after a memset
+    return sd_launch(k, grid, dim3(kThreads), smem, s, pdl, p) == cudaSuccess ? 0 : SD_ECUDA;
 }

@@ -11,12 +11,14 @@
 // unchanged while every lane reads 32 contiguous bytes (two 16-byte loads) of A and of x.
 #include "kernels/nm_spmv_impl.h"
 #include "kernels/nm_device.cuh"
+#include "kernels/pdl.cuh"
 
 #include <stdint.h>
 
 namespace
 {
 using namespace sd_nm_dev;
+using namespace sd_pdl;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
@@ -162,6 +164,17 @@ template <int NT> __global__ void __launch_bounds__(kThreads) tc_spmv_kernel(TcP
     ChunkRegs cur;
     if (cw < w_end)
         load_chunk(cur, mrow, vrow, cw + 2 * h, w_begin, w_end);
+    // Before waiting for the grid before (pdl.cuh): the block's weights to L2, warp 0 lane r
+    // the values of row r, lane 16 + r its masks.
+    if (warp == 0) {
+        const int64_t row = min(row0 + (lane & 15), p.rows - 1);
+        if (lane < 16)
+            prefetch_l2(p.values + row * (p.cols >> 1) + w_begin * 16, (w_end - w_begin) * 32);
+        else
+            prefetch_l2(p.mask + row * words + w_begin, (w_end - w_begin) * 4);
+    }
+    pdl_wait();
+    pdl_trigger();
     for (; cw < w_end; cw += step) {
         ChunkRegs nxt;
         nxt.mk[0] = nxt.mk[1] = 0u;
@@ -203,6 +216,10 @@ template <int NT> __global__ void __launch_bounds__(kThreads) tc_gemv_kernel(TcP
     const uint4 *wg = reinterpret_cast<const uint4 *>(p.values + min(row0 + g, p.rows - 1) * p.cols);
     const uint4 *wg8 = reinterpret_cast<const uint4 *>(p.values + min(row0 + g + 8, p.rows - 1) * p.cols);
     float c[NT][4] = {};
+    if (warp == 0 && lane < 16) // the block's rows to L2 before waiting for the grid before
+        prefetch_l2(p.values + min(row0 + lane, p.rows - 1) * p.cols + w_begin * 32, (w_end - w_begin) * 64);
+    pdl_wait();
+    pdl_trigger();
     // two 64-column pieces (4 words) per warp step: 8 x 16-byte weight loads in flight per lane
     for (int64_t cw = w_begin + 4 * warp; cw < w_end; cw += 4 * kWarps) {
         uint4 a[2][4];
@@ -261,13 +278,8 @@ extern "C" int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, 
     size_t tiles = dense ? 0 : (size_t)kWarps * 16 * kAStride * 2;
     size_t smem = red > tiles ? red : tiles;
     dim3 grid((unsigned)((a->rows + 15) / 16), (unsigned)nsplit);
-    if (dense && NT == 1)
-        tc_gemv_kernel<1><<<grid, kThreads, smem, s>>>(p);
-    else if (dense)
-        tc_gemv_kernel<2><<<grid, kThreads, smem, s>>>(p);
-    else if (NT == 1)
-        tc_spmv_kernel<1><<<grid, kThreads, smem, s>>>(p);
-    else
-        tc_spmv_kernel<2><<<grid, kThreads, smem, s>>>(p);
-    return cudaGetLastError() == cudaSuccess ? 0 : SD_ECUDA;
+    void (*k)(TcParams) = dense ? (NT == 1 ? tc_gemv_kernel<1> : tc_gemv_kernel<2>)
+                                : (NT == 1 ? tc_spmv_kernel<1> : tc_spmv_kernel<2>);
+    const int pdl = (a->ctx ? a->ctx->pdl : 1) && !(p.atomic && !a->accumulate); // not after a memset
+    return sd_launch(k, grid, dim3(kThreads), smem, s, pdl, p) == cudaSuccess ? 0 : SD_ECUDA;
 }
