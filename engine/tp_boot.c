@@ -427,7 +427,7 @@ int sd_tp_chan_closed(int fd)
 {
     if (fd < 0)
         return 0;
-    /* POLLHUP/POLLERR: the connection is gone (reset); POLLRDHUP: the peer shut its end, which
+    /* POLLERR: the connection failed (reset); POLLRDHUP/POLLHUP: the peer shut its end, which
      * counts once its last bytes are read (POLLIN is also set at end of stream, so the unread
      * byte count tells a pending message from a bare close). */
     struct pollfd p = {.fd = fd, .events = POLLRDHUP};
@@ -437,7 +437,7 @@ int sd_tp_chan_closed(int fd)
     while (r < 0 && errno == EINTR);
     if (r <= 0)
         return 0;
-    if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
+    if (p.revents & (POLLERR | POLLNVAL))
         return 1;
-    return (p.revents & POLLRDHUP) && ioctl(fd, FIONREAD, &unread) == 0 && unread == 0;
+    return (p.revents & (POLLRDHUP | POLLHUP)) && ioctl(fd, FIONREAD, &unread) == 0 && unread == 0;
 }
