@@ -111,6 +111,8 @@ static enum MHD_Result handle_get(sd_http *h, struct MHD_Connection *conn, sd_ht
         pthread_rwlock_unlock(&h->engine_lock);
         size_t len = 0;
         char *s = sd_metrics_render(h->metrics, ready ? &st : NULL, ready && !draining, &len);
+        if (ready) /* once loaded: the backend has made its CUDA context by then */
+            s = sd_http__gpu_metrics_append(h, s, &len);
         return sd_http__send(conn, c, 200, "text/plain; version=0.0.4; charset=utf-8", s, len);
     }
     case SD_ROUTE_MODELS: {

@@ -23,8 +23,9 @@ typedef struct sd_http_opts {
     int max_connections;
     int max_connections_per_ip; /* 0: none; beyond it MHD closes new connections at accept */
     int max_body_bytes;
-    double request_timeout; /* idle seconds */
-    int web_ui;             /* serve the web console at / (server/web.c) */
+    double request_timeout;   /* idle seconds */
+    int web_ui;               /* serve the web console at / (server/web.c) */
+    int gpu_first, gpu_count; /* the backend's GPUs, reported on /metrics; gpu_count 0: none */
 } sd_http_opts;
 
 /* What generation requests are served from, published once the model is loaded. The

@@ -122,6 +122,9 @@ double sd_http__now(void);
  * the release of such a reference (NULL is a no-op). */
 sd_http__slot *sd_http__slot_get(sd_http *h);
 void sd_http__slot_put(sd_http__slot *s);
+/* http_gpumem.c: appends the GPU memory gauges of h->o's GPUs to a rendered /metrics text of
+ * *len bytes (realloc'd; returned, *len updated); without GPUs, or on failure, text unchanged. */
+char *sd_http__gpu_metrics_append(const sd_http *h, char *text, size_t *len);
 /* Queues a JSON/text response; returns MHD_YES/NO. Records the status in c. */
 enum MHD_Result sd_http__send(struct MHD_Connection *conn, sd_http__conn *c, int status, const char *ctype,
                               char *body_owned, size_t len);

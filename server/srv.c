@@ -396,6 +396,10 @@ static int start(srv *s, sd_diag *d)
                        .max_body_bytes = s->conf->max_body_bytes,
                        .request_timeout = s->conf->request_timeout,
                        .web_ui = s->conf->web_ui};
+    if (!strcmp(s->conf->backend, "cuda")) { /* GPUs 0..N-1 with one-process TP, else `device` */
+        ho.gpu_count = s->conf->tp_rank < 0 ? s->conf->tensor_parallel : 1;
+        ho.gpu_first = ho.gpu_count > 1 ? 0 : s->conf->device;
+    }
     if ((rc = sd_http_start(&s->http, &ho, s->metrics, s->auth, d)) < 0)
         return rc;
     sd_log_info(NULL, "listening on http://%s:%d (API keys: %d); loading %s", s->conf->host, s->conf->port,
