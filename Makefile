@@ -35,7 +35,7 @@ NVFLAGS ?= -O3 -std=c++17 -I. -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_
            -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -lineinfo
 CFLAGS  += -DSD_HAVE_CUDA=1 -I$(CUDA_HOME)/include
 LDFLAGS += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib
-LDLIBS  += -lcudart -lcublas -lcublasLt -lnccl -lstdc++
+LDLIBS  += -lcudart -lcublas -lcublasLt -lcusolver -lnccl -lstdc++
 endif
 
 LIB     = $(BUILD)/libsparsed.a

@@ -1,10 +1,12 @@
-/* hess: fp32 staging of captured rows, chunked X^T X through sd_cpu_matmul, fp64 sums. */
+/* hess: fp32 staging of captured rows, chunked X^T X through sd_cpu_matmul, fp64 sums (or folds
+ * on the GPU through prune_cuda's accumulator). */
 #include "prune/hess.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/cpu_ops.h"
+#include "prune/prune_cuda.h"
 
 /* Rows per fold: large enough that the matmul amortises its weight streaming, small enough
  * that fp32 partial sums over a chunk stay accurate (the chunk sums are added in fp64). */
@@ -17,7 +19,8 @@ struct sd_hess {
     int64_t staged; /* rows waiting in xt */
     float *xt;      /* [cols, HESS_CHUNK] staged rows, transposed */
     float *tmp;     /* [cols, cols] one chunk's X^T X (full mode) */
-    double *acc;    /* [cols, cols] upper triangle used (full) or [cols] (diag_only) */
+    double *acc;    /* [cols, cols] upper triangle used (full) or [cols] (diag_only); NULL on the GPU */
+    sd_prune_gpu_acc *gacc; /* GPU accumulator (sd_hess_init_gpu) or NULL */
 };
 
 int sd_hess_init(sd_hess **ret, int64_t cols, int diag_only, sd_diag *d)
@@ -41,10 +44,28 @@ int sd_hess_init(sd_hess **ret, int64_t cols, int diag_only, sd_diag *d)
     return 0;
 }
 
+int sd_hess_init_gpu(sd_hess **ret, int64_t cols, sd_prune_gpu *g, sd_diag *d)
+{
+    sd_hess *h = calloc(1, sizeof *h);
+    if (!h)
+        return sd_diag_set(d, SD_ENOMEM, "hessian: out of memory");
+    h->cols = cols;
+    h->xt = malloc((size_t)cols * HESS_CHUNK * sizeof *h->xt);
+    int rc = h->xt ? sd_prune_gpu_acc_init(g, &h->gacc, cols, d)
+                   : sd_diag_set(d, SD_ENOMEM, "hessian: out of memory for %lld columns", (long long)cols);
+    if (rc != 0) {
+        sd_hess_free(h);
+        return rc;
+    }
+    *ret = h;
+    return 0;
+}
+
 void sd_hess_free(sd_hess *h)
 {
     if (!h)
         return;
+    sd_prune_gpu_acc_free(h->gacc);
     free(h->xt);
     free(h->tmp);
     free(h->acc);
@@ -67,11 +88,15 @@ int64_t sd_hess_cols(const sd_hess *h)
 
 /* acc += Xt Xt^T over the staged rows (upper triangle): row i of Xt is column i of the staged
  * X, so the matmul "tokens" are columns i0.. and its "weights" the rows from i0 on. */
-static void fold(sd_hess *h, sd_cpu_pool *pool)
+static int fold(sd_hess *h, sd_cpu_pool *pool, sd_diag *d)
 {
     if (h->staged == 0)
-        return;
+        return 0;
     int64_t c = h->cols, k = h->staged;
+    if (h->gacc) {
+        h->staged = 0;
+        return sd_prune_gpu_acc_add(h->gacc, h->xt, HESS_CHUNK, k, d);
+    }
     if (k < HESS_CHUNK) /* the unused tail of each row must not add stale values */
         for (int64_t i = 0; i < c; i++)
             memset(h->xt + i * HESS_CHUNK + k, 0, (size_t)(HESS_CHUNK - k) * sizeof(float));
@@ -84,6 +109,7 @@ static void fold(sd_hess *h, sd_cpu_pool *pool)
                 h->acc[i * c + j] += h->tmp[i * c + j];
     }
     h->staged = 0;
+    return 0;
 }
 
 int sd_hess_add(sd_hess *h, sd_cpu_pool *pool, const float *x, int64_t ld, int64_t n, sd_diag *d)
@@ -98,8 +124,11 @@ int sd_hess_add(sd_hess *h, sd_cpu_pool *pool, const float *x, int64_t ld, int64
         }
         for (int64_t j = 0; j < c; j++)
             h->xt[j * HESS_CHUNK + h->staged] = row[j];
-        if (++h->staged == HESS_CHUNK)
-            fold(h, pool);
+        if (++h->staged == HESS_CHUNK) {
+            int rc = fold(h, pool, d);
+            if (rc != 0)
+                return rc;
+        }
     }
     h->n += n;
     return 0;
@@ -107,15 +136,24 @@ int sd_hess_add(sd_hess *h, sd_cpu_pool *pool, const float *x, int64_t ld, int64
 
 int sd_hess_finish(sd_hess *h, sd_cpu_pool *pool, double **ret, sd_diag *d)
 {
-    if (!h->diag_only)
-        fold(h, pool);
+    if (!h->diag_only) {
+        int rc = fold(h, pool, d);
+        if (rc != 0)
+            return rc;
+    }
     size_t na = h->diag_only ? (size_t)h->cols : (size_t)(h->cols * h->cols);
     double *out = malloc(na * sizeof *out);
     if (!out)
         return sd_diag_set(d, SD_ENOMEM, "hessian: out of memory");
     double scale = h->n > 0 ? 2.0 / (double)h->n : 0;
     int64_t c = h->cols;
-    if (h->diag_only) {
+    if (h->gacc) {
+        int rc = sd_prune_gpu_acc_get(h->gacc, scale, out, d);
+        if (rc != 0) {
+            free(out);
+            return rc;
+        }
+    } else if (h->diag_only) {
         for (size_t i = 0; i < na; i++)
             out[i] = h->acc[i] * scale;
     } else {

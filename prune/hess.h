@@ -1,6 +1,7 @@
 /* hess: accumulation of a linear's calibration Hessian H = (2/n) sum x x^T from captured input
  * rows — staged in fp32 chunks, multiplied with the CPU matmul, summed in fp64 — or only its
- * diagonal (sum x_j^2) when the solver needs no more (Wanda). */
+ * diagonal (sum x_j^2) when the solver needs no more (Wanda); or, for the CUDA path, folded on
+ * the GPU with cuBLAS DSYRK in fp64. */
 #ifndef SD_HESS_H
 #define SD_HESS_H
 
@@ -17,6 +18,12 @@ typedef struct sd_hess sd_hess;
 
 /* A zeroed accumulator for inputs of width `cols`; diag_only keeps just sum x_j^2. */
 int sd_hess_init(sd_hess **ret, int64_t cols, int diag_only, sd_diag *d);
+
+typedef struct sd_prune_gpu sd_prune_gpu;
+/* A full accumulator whose sum lives on the GPU of g (prune/prune_cuda.h): every staged chunk is
+ * folded with cuBLAS DSYRK in fp64 (no host [cols, cols] buffers). g must outlive it. The other
+ * calls are the same; `pool` is unused for it. SD_ENOTSUP without CUDA. */
+int sd_hess_init_gpu(sd_hess **ret, int64_t cols, sd_prune_gpu *g, sd_diag *d);
 void sd_hess_free(sd_hess *h);
 
 /* Adds n rows x (fp32 [n, ld], the first cols of each row used). Rows are staged and folded

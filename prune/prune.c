@@ -102,8 +102,8 @@ static int check_spec(const sd_prune_spec *s, sd__job *j, sd_diag *d)
         return sd_diag_set(d, SD_EINVAL, "prune: the %s source needs an input file",
                            sd_calib_source_name(s->source));
     if ((unsigned)s->solver > SD_SOLVER_MAGNITUDE || (unsigned)s->source > SD_CALIB_TOKENS ||
-        (unsigned)s->mode > SD_PRUNE_SEQUENTIAL)
-        return sd_diag_set(d, SD_EINVAL, "prune: bad solver/source/mode");
+        (unsigned)s->mode > SD_PRUNE_SEQUENTIAL || (unsigned)s->device > SD_PRUNE_DEV_CUDA)
+        return sd_diag_set(d, SD_EINVAL, "prune: bad solver/source/mode/device");
     if (s->tokens_budget < 0 || s->seq_len < 2 || s->max_new_tokens < 1 || !(s->damping >= 0) ||
         s->block_size <= 0 || s->block_size % 32)
         return sd_diag_set(d, SD_EINVAL,
@@ -187,7 +187,10 @@ static int hess_layer_init(sd__job *j, int32_t l)
     for (int s = 0; s < SD_CAP_N; s++) {
         if (!(j->spec->modules & site_mods[s]))
             continue;
-        int rc = sd_hess_init(&j->hess[l][s], cols[s], j->spec->solver == SD_SOLVER_WANDA, j->d);
+        /* SparseGPT on the GPU folds its full Hessians there; Wanda's diagonals stay here */
+        int rc = j->gpu && j->spec->solver == SD_SOLVER_SPARSEGPT
+                     ? sd_hess_init_gpu(&j->hess[l][s], cols[s], j->gpu, j->d)
+                     : sd_hess_init(&j->hess[l][s], cols[s], j->spec->solver == SD_SOLVER_WANDA, j->d);
         if (rc != 0)
             return rc;
     }
@@ -261,6 +264,7 @@ static json_t *provenance(const sd__job *j, const char *dense_sha)
         json_object_set_new(p, "seq_len", json_integer(s->seq_len));
     }
     json_object_set_new(p, "total_sparsegpt_error", json_real(j->total_loss));
+    json_object_set_new(p, "solver_device", json_string(j->gpu ? "cuda" : "cpu"));
     json_object_set_new(p, "writer", json_string("sparsed prune"));
     return p;
 }
@@ -332,6 +336,7 @@ static void job_free(sd__job *j)
     }
     free(j->hess);
     free(j->out);
+    sd_prune_gpu_free(j->gpu);
     sd_calib_set_clear(&j->calib);
     sd_backend_free(j->backend);
     sd_cpu_pool_free(j->pool);
@@ -341,10 +346,13 @@ static void job_free(sd__job *j)
 int sd_prune_run(const sd_prune_spec *spec, sd_prune_progress_fn progress, void *ud,
                  const volatile int *cancel, sd_prune_result *result, sd_diag *d)
 {
-    sd__job j = {.spec = spec, .progress = progress, .ud = ud, .cancel = cancel, .d = d};
+    sd__job j = {.spec = spec, .progress = progress, .ud = ud, .cancel = cancel, .d = d, .gpu_site = -1};
     clock_gettime(CLOCK_MONOTONIC, &j.t0);
     set_phase(&j, 0, 0.02);
     int rc = check_spec(spec, &j, d);
+    /* the GPU first: a build or machine without one fails before any work */
+    if (rc == 0 && spec->device == SD_PRUNE_DEV_CUDA)
+        rc = sd_prune_gpu_init(&j.gpu, spec->cuda_device, d);
     if (rc == 0 && (rc = sd_model_open(&j.model, spec->model_dir, d)) == 0) {
         j.cfg = sd_model_cfg(j.model);
         if (strcmp(sd_model_sparsity(j.model), "dense") != 0)

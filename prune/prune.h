@@ -8,9 +8,9 @@
  * cancel flag may be set from any thread; it is checked between forward batches, layers and
  * linears, and a cancelled run returns SD_ECANCEL and leaves no output directory.
  *
- * GPU: capture and solvers run on the CPU here. A CUDA path (cuBLAS syrk for H, cuSOLVER potrf,
- * batched row sweeps) would slot in behind sd_hess_* and sd_sgpt_prune without changing this
- * API. */
+ * GPU: with device = SD_PRUNE_DEV_CUDA, SparseGPT's Hessians are folded on the GPU (cuBLAS DSYRK)
+ * and its factorisations (cuSOLVER) and sweeps run there (prune/prune_cuda.h); generation and
+ * capture stay on the CPU backend, Wanda and magnitude on the CPU. */
 #ifndef SD_PRUNE_H
 #define SD_PRUNE_H
 
@@ -29,6 +29,8 @@ typedef enum sd_prune_solver {
 } sd_prune_solver;
 typedef enum sd_calib_source { SD_CALIB_DECODE = 0, SD_CALIB_TEXT, SD_CALIB_TOKENS } sd_calib_source;
 typedef enum sd_prune_mode { SD_PRUNE_ONESHOT = 0, SD_PRUNE_SEQUENTIAL } sd_prune_mode;
+/* Where SparseGPT's Hessian folds, factorisations and sweeps run. */
+typedef enum sd_prune_device { SD_PRUNE_DEV_CPU = 0, SD_PRUNE_DEV_CUDA } sd_prune_device;
 
 /* Which linears of each decoder layer are pruned (lm_head and embeddings always stay dense). */
 enum {
@@ -63,6 +65,8 @@ typedef struct sd_prune_spec {
     int threads;             /* 0 = online cores */
     unsigned modules;        /* SD_PRUNE_* bits, default SD_PRUNE_ALL */
     const char *save_tokens; /* if set, the calibration sequences are written there as JSONL */
+    sd_prune_device device;  /* default CPU; CUDA fails with SD_ENOTSUP / SD_ENODEV without one */
+    int cuda_device;         /* CUDA device index (default 0) */
 } sd_prune_spec;
 
 void sd_prune_spec_default(sd_prune_spec *s);

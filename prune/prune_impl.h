@@ -12,6 +12,7 @@
 #include "prune/calib.h"
 #include "prune/hess.h"
 #include "prune/prune.h"
+#include "prune/prune_cuda.h"
 
 /* A pruned linear waiting for the checkpoint writer. */
 typedef struct sd__pruned {
@@ -39,8 +40,10 @@ typedef struct sd__job {
     double frac_lo, frac_hi; /* the current phase's share of the progress bar */
     double total_loss;
     int32_t linears;
-    int live;     /* one-shot decode: Hessians were filled during generation, no replay */
-    int64_t rows; /* calibration rows that entered the Hessians */
+    int live;          /* one-shot decode: Hessians were filled during generation, no replay */
+    int64_t rows;      /* calibration rows that entered the Hessians */
+    sd_prune_gpu *gpu; /* SparseGPT on the GPU (spec->device == CUDA), else NULL */
+    int gpu_site;      /* layer * SD_CAP_N + site whose factor the GPU holds, or -1 */
 } sd__job;
 
 /* Capture state: the layers to collect and the prompt length of each sequence of the forward

@@ -127,7 +127,16 @@ static int site_prepare(sd__job *j, int32_t layer, sd_capture_site site, const s
     int rc = sd_hess_finish(h, j->pool, &ss->H, j->d);
     if (rc != 0)
         return rc;
-    if (j->spec->solver == SD_SOLVER_SPARSEGPT) {
+    if (j->spec->solver == SD_SOLVER_SPARSEGPT && j->gpu) {
+        /* the factor stays on the GPU for this site's linears (they come one after another) */
+        ss->dead = malloc((size_t)cols);
+        if (!ss->dead)
+            return sd_diag_set(j->d, SD_ENOMEM, "prune: out of memory");
+        sd_sgpt_stats st = {0};
+        if ((rc = sd_prune_gpu_hinv(j->gpu, ss->H, cols, so, NULL, ss->dead, &st, j->d)) != 0)
+            return sd_diag_wrap(j->d, rc, "layer %d input %d", layer, (int)site);
+        j->gpu_site = layer * SD_CAP_N + (int)site;
+    } else if (j->spec->solver == SD_SOLVER_SPARSEGPT) {
         ss->U = malloc((size_t)(cols * cols) * sizeof *ss->U);
         ss->dead = malloc((size_t)cols);
         if (!ss->U || !ss->dead)
@@ -159,7 +168,14 @@ static int solve_linear(sd__job *j, int32_t layer, int which, const sd_sgpt_opts
     }
     if ((rc = site_prepare(j, layer, lin_site[which], so, ss)) != 0)
         goto out;
-    if (j->spec->solver == SD_SOLVER_SPARSEGPT) {
+    if (j->spec->solver == SD_SOLVER_SPARSEGPT && j->gpu) {
+        sd_sgpt_stats st = {0};
+        if (j->gpu_site != layer * SD_CAP_N + (int)lin_site[which])
+            rc = sd_diag_set(j->d, SD_EINVAL, "prune: the GPU holds another input's factor");
+        else
+            rc = sd_prune_gpu_sweep(j->gpu, W, rows, cols, so, keep, &st, j->d);
+        loss = st.loss;
+    } else if (j->spec->solver == SD_SOLVER_SPARSEGPT) {
         sd_sgpt_stats st = {0};
         rc = sd_sgpt_sweep(j->pool, W, rows, cols, ss->U, ss->dead, so, keep, &st, j->d);
         loss = st.loss;

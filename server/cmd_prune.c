@@ -13,6 +13,8 @@
 #include "engine/cpu_pool.h"
 #include "kernels/nm_format.h"
 #include "prune/prune.h"
+#include "prune/prune_bench.h"
+#include "prune/prune_cuda.h"
 #include "prune/sgpt.h"
 #include "prune/wanda.h"
 
@@ -40,15 +42,20 @@ static void usage(FILE *f)
                "  --damping X (0.01)  --block-size N (128)  --threads N (all cores)\n"
                "  --modules q,k,v,o,gate,up,down   linears to prune (default all)\n"
                "  --save-tokens FILE  write the calibration sequences as JSONL\n"
+               "  --device cpu|cuda[:N]  where SparseGPT folds Hessians, factorises and sweeps\n"
+               "                      (default cpu; capture always runs on the CPU backend)\n"
                "  --quiet             no progress output\n"
                "test-only: sparsed prune --solve W.bin --rows R --cols C [--hessian H.bin] --pattern P\n"
                "           --solver S --out-weights Q.bin [--out-mask M.bin] [--damping X --block-size N]\n"
+               "           [--device cuda]  (SparseGPT on the GPU)\n"
+               "test-only: sparsed prune --bench-solver --rows R --cols C [--pattern P --device D --seed S]\n"
+               "  (times SparseGPT on a synthetic Hessian; prints one JSON line)\n"
                "  (raw little-endian fp32 W [R, C] and H [C, C]; writes pruned fp32 Q and u32 mask)\n");
 }
 
 typedef struct prune_args {
     sd_prune_spec s;
-    int quiet;
+    int quiet, bench;
     const char *solve, *hessian, *out_w, *out_mask;
     int64_t rows, cols;
 } prune_args;
@@ -70,6 +77,28 @@ static int parse_modules(const char *v, unsigned *ret)
     }
     *ret = bits;
     return bits ? 0 : -1;
+}
+
+/* "cpu", "cuda" or "cuda:N". */
+static int parse_device(const char *v, sd_prune_spec *s)
+{
+    char *end;
+    if (!strcmp(v, "cpu")) {
+        s->device = SD_PRUNE_DEV_CPU;
+        return 0;
+    }
+    if (strncmp(v, "cuda", 4) != 0 || (v[4] && v[4] != ':'))
+        return -1;
+    s->device = SD_PRUNE_DEV_CUDA;
+    s->cuda_device = 0;
+    if (!v[4])
+        return 0;
+    errno = 0;
+    long n = strtol(v + 5, &end, 10);
+    if (errno || end == v + 5 || *end || n < 0 || n > 1024)
+        return -1;
+    s->cuda_device = (int)n;
+    return 0;
 }
 
 static int num(const char *k, const char *v, double *ret)
@@ -120,6 +149,9 @@ static int parse_opt(prune_args *a, const char *k, const char *v)
     } else if (!strcmp(k, "--modules")) {
         if (parse_modules(v, &s->modules) != 0)
             return fprintf(stderr, "sparsed prune: --modules takes q,k,v,o,gate,up,down\n"), -1;
+    } else if (!strcmp(k, "--device")) {
+        if (parse_device(v, s) != 0)
+            return fprintf(stderr, "sparsed prune: --device takes cpu, cuda or cuda:N, not '%s'\n", v), -1;
     } else if (!strcmp(k, "--save-tokens"))
         s->save_tokens = v;
     else if (!strcmp(k, "--tokens-budget"))
@@ -169,6 +201,10 @@ static int parse_args(int argc, char **argv, prune_args *a)
             return 1;
         if (!strcmp(k, "--quiet")) {
             a->quiet = 1;
+            continue;
+        }
+        if (!strcmp(k, "--bench-solver")) {
+            a->bench = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -294,7 +330,15 @@ static int solve_mode(const prune_args *a)
         o.m = m;
         o.damping = a->s.damping;
         o.block_size = a->s.block_size;
-        if (sd_sgpt_prune(pool, W, R, C, H, &o, keep, NULL, &d) != 0)
+        if (a->s.device == SD_PRUNE_DEV_CUDA) {
+            sd_prune_gpu *g = NULL;
+            int grc = sd_prune_gpu_init(&g, a->s.cuda_device, &d);
+            if (grc == 0)
+                grc = sd_prune_gpu_prune(g, W, R, C, H, &o, keep, NULL, &d);
+            sd_prune_gpu_free(g);
+            if (grc != 0)
+                goto fail;
+        } else if (sd_sgpt_prune(pool, W, R, C, H, &o, keep, NULL, &d) != 0)
             goto fail;
     } else {
         for (int64_t j = 0; j < C; j++)
@@ -317,6 +361,29 @@ out:
     return rc;
 }
 
+/* ---- test-only solver timing -------------------------------------------------------------- */
+
+static int bench_mode(const prune_args *a)
+{
+    sd_sgpt_opts o;
+    sd_prune_bench r;
+    sd_diag d = {0};
+    sd_sgpt_opts_default(&o);
+    o.damping = a->s.damping;
+    o.block_size = a->s.block_size;
+    if (sd_nm_pattern_parse(a->s.pattern, &o.n, &o.m, &d) != 0 ||
+        sd_prune_bench_solver(a->rows, a->cols, &o, a->s.device, a->s.threads, a->s.seed, &r, &d) != 0) {
+        fprintf(stderr, "sparsed prune --bench-solver: %s\n", d.msg);
+        return 1;
+    }
+    printf("{\"rows\": %lld, \"cols\": %lld, \"pattern\": \"%s\", \"device\": \"%s\", \"factor_s\": %.3f, "
+           "\"sweep_s\": %.3f, \"loss\": %.9g, \"mask_hash\": \"%016llx\"}\n",
+           (long long)a->rows, (long long)a->cols, a->s.pattern,
+           a->s.device == SD_PRUNE_DEV_CUDA ? "cuda" : "cpu", r.factor_s, r.sweep_s, r.loss,
+           (unsigned long long)r.mask_hash);
+    return 0;
+}
+
 int sd_cmd_prune(int argc, char **argv)
 {
     prune_args a;
@@ -327,6 +394,8 @@ int sd_cmd_prune(int argc, char **argv)
     }
     if (a.solve)
         return solve_mode(&a);
+    if (a.bench)
+        return bench_mode(&a);
     if (!a.s.model_dir || !a.s.out_dir) {
         usage(stderr);
         return 2;
