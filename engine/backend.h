@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "diag.h"
+#include "sampler.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,12 +37,48 @@ void sd_backend_opts_default(sd_backend_opts *o);
 
 typedef struct sd_backend sd_backend;
 
+/* ---- sampling on the backend (optional) ----
+ * The host keeps each request's RNG and draws the uniform u exactly where sd_sample would
+ * (engine/sample_req.h builds these requests); the backend does the deterministic rest on the
+ * logits still in its memory: penalties, temperature, top-k/top-p/min-p, the inverse-CDF pick
+ * with u, logprobs. Same logits => same token as sd_sample, up to near-ties of the
+ * cumulative probabilities. */
+#define SD_SAMPLE_MAX_TOP 20
+
+typedef struct sd_sample_pen {
+    int32_t token; /* a distinct token id of the history, in [0, vocab) */
+    int32_t n_gen; /* how often it was generated (0: only in the prompt) */
+} sd_sample_pen;
+
+typedef struct sd_sample_req {
+    int32_t row;              /* logits row of the last forward (rows in sequence order) */
+    sd_sampling s;            /* the request's parameters (seed unused) */
+    int greedy;               /* argmax after penalties; u unused */
+    int rep_on, pf_on;        /* repetition / presence+frequency penalties apply */
+    const sd_sample_pen *pen; /* [n_pen]: every distinct history token when rep_on, else the generated ones */
+    int32_t n_pen;
+    double u;  /* uniform in [0, 1) from the request's sd_rng */
+    int n_top; /* -1: no logprobs; else the chosen token's logprob and the top n_top (<= SD_SAMPLE_MAX_TOP) */
+} sd_sample_req;
+
+typedef struct sd_sample_out {
+    int32_t token;
+    float logprob;                     /* log-softmax of the raw (unpenalised) logits at token */
+    int32_t top_ids[SD_SAMPLE_MAX_TOP]; /* [n_top], descending, ties by lower id; -1 past the non-NaN ones */
+    float top_lps[SD_SAMPLE_MAX_TOP];
+} sd_sample_out;
+
 typedef struct sd_backend_vtbl {
     const char *name;
     /* logits: [rows, vocab] fp32, rows in sequence order (n_tokens rows for all_logits
      * sequences, else 1). Writes K/V for every new token into the blocks named. */
     int (*forward)(sd_backend *b, const sd_batch_seq *seqs, int n_seqs, float *logits, sd_diag *d);
     void (*free)(sd_backend *b);
+    /* Optional (NULL: the caller samples on the host). A backend that has it accepts
+     * logits == NULL in forward (the rows stay in its memory) and then samples reqs[i] from
+     * row reqs[i].row of that forward into out[i]; rows must be distinct (they are edited in
+     * place by penalties). */
+    int (*sample)(sd_backend *b, const sd_sample_req *reqs, int n, sd_sample_out *out, sd_diag *d);
 } sd_backend_vtbl;
 
 /* Common head of every backend (implementations embed it first). */
@@ -57,6 +94,14 @@ static inline int sd_backend_forward(sd_backend *b, const sd_batch_seq *seqs, in
                                      sd_diag *d)
 {
     return b->vt->forward(b, seqs, n_seqs, logits, d);
+}
+
+static inline int sd_backend_sample(sd_backend *b, const sd_sample_req *reqs, int n, sd_sample_out *out,
+                                    sd_diag *d)
+{
+    if (!b->vt->sample)
+        return sd_diag_set(d, SD_ENOTSUP, "backend %s does not sample", b->vt->name);
+    return b->vt->sample(b, reqs, n, out, d);
 }
 
 static inline void sd_backend_free(sd_backend *b)

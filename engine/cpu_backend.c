@@ -469,7 +469,7 @@ static void cpu_free(sd_backend *base)
     free(b);
 }
 
-static const sd_backend_vtbl cpu_vtbl = {"cpu", cpu_forward, cpu_free};
+static const sd_backend_vtbl cpu_vtbl = {"cpu", cpu_forward, cpu_free, NULL};
 
 /* ---- calibration hooks (engine/cpu_capture.h) ------------------------------------------ */
 

@@ -573,18 +573,20 @@ static int cuda_sample(sd_backend *base, const sd_sample_req *reqs, int n, sd_sa
     float *rows[SD_CU_MAX_SEQS];
     if (n < 0 || n > SD_CU_MAX_SEQS)
         return sd_diag_set(d, SD_EINVAL, "cuda sample: %d rows (at most %d)", n, SD_CU_MAX_SEQS);
+    for (int i = 0; i < n; i++)
+        if (reqs[i].row < 0 || reqs[i].row >= b->last_rows)
+            return sd_diag_set(d, SD_EINVAL, "cuda sample: row %d of a forward with %d rows", (int)reqs[i].row,
+                               b->last_rows);
+    if (n == 0)
+        return 0;
     SD_CU(d, cudaSetDevice(b->device));
     float *all = b->logits; /* [last_rows, vocab] */
     if (b->tp.comm) {
         SD_TRY(sd__cu_sampler_stage(&b->smp, b->last_rows, b->base.vocab, &all, d));
         SD_TRY(copy_gathered(b, b->last_padded, b->last_rows, all, cudaMemcpyDeviceToDevice, d));
     }
-    for (int i = 0; i < n; i++) {
-        if (reqs[i].row < 0 || reqs[i].row >= b->last_rows)
-            return sd_diag_set(d, SD_EINVAL, "cuda sample: row %d of a forward with %d rows",
-                               (int)reqs[i].row, b->last_rows);
+    for (int i = 0; i < n; i++)
         rows[i] = all + (size_t)reqs[i].row * (size_t)b->base.vocab;
-    }
     return sd__cu_sample(&b->smp, rows, b->base.vocab, reqs, n, out, b->st, d);
 }
 
@@ -598,6 +600,11 @@ void sd_backend_cuda_set_graphs(sd_backend *b, int enable)
 int64_t sd_backend_cuda_graph_replays(const sd_backend *b)
 {
     return ((const sd_cuda_backend *)b)->replays;
+}
+
+int64_t sd_backend_cuda_sampled_rows(const sd_backend *b)
+{
+    return ((const sd_cuda_backend *)b)->smp.rows_sampled;
 }
 
 static size_t linear_bytes(const sd_cu_linear *l)

@@ -32,6 +32,9 @@ void sd_backend_cuda_set_graphs(sd_backend *b, int enable);
 /* How many decode steps were replayed from a captured graph (for tests and benchmarks). */
 int64_t sd_backend_cuda_graph_replays(const sd_backend *b);
 
+/* Logits rows sampled on the GPU so far (the `sample` operation; for tests). */
+int64_t sd_backend_cuda_sampled_rows(const sd_backend *b);
+
 /* Bytes of weights one decode step reads (every linear, lm_head, norms; embedding rows not
  * counted) and the KV bytes per cached token (all layers, K and V). */
 size_t sd_backend_cuda_step_weight_bytes(const sd_backend *b);

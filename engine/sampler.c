@@ -52,6 +52,11 @@ size_t sd_sampler_scratch_bytes(int32_t vocab)
     return (size_t)vocab * (2 * sizeof(float) + sizeof(int32_t));
 }
 
+int sd_sampling_is_greedy(const sd_sampling *s)
+{
+    return s->temperature <= 0 || s->top_k == 1;
+}
+
 /* HF RepetitionPenaltyLogitsProcessor: each distinct token of prompt + generated once. */
 static void apply_repetition(float *logits, int32_t vocab, float pen, const int32_t *hist, int32_t n_hist,
                              int32_t *mark)
@@ -118,7 +123,7 @@ int32_t sd_sample(float *logits, int32_t vocab, const sd_sampling *s, const int3
         apply_presence_frequency(logits, vocab, s->presence_penalty, s->frequency_penalty, hist + n_prompt,
                                  n_hist - n_prompt, ibuf);
     int32_t best = argmax(logits, vocab);
-    if (s->temperature <= 0 || s->top_k == 1)
+    if (sd_sampling_is_greedy(s))
         return best;
 
     float inv_t = 1.0f / s->temperature;

@@ -34,6 +34,10 @@ void sd_rng_seed(sd_rng *r, uint64_t seed);
 /* Uniform in [0, 1). */
 double sd_rng_uniform(sd_rng *r);
 
+/* 1 when sd_sample takes the argmax (temperature <= 0 or top_k == 1): it then draws no
+ * uniform from the RNG; otherwise it draws exactly one per token. */
+int sd_sampling_is_greedy(const sd_sampling *s);
+
 /* Samples one token from logits[vocab] (modified in place by penalties/temperature).
  * `hist` holds the prompt and generated tokens so far (for penalties): n_prompt first.
  * `scratch` must hold 2*vocab floats + vocab int32 (see sd_sampler_scratch_bytes). */

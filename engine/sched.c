@@ -8,6 +8,8 @@
 
 #include "sched_impl.h"
 
+_Static_assert(SD_MAX_TOP_LOGPROBS <= SD_SAMPLE_MAX_TOP, "a backend sampler returns up to SD_SAMPLE_MAX_TOP");
+
 static int imin(int a, int b)
 {
     return a < b ? a : b;
@@ -54,6 +56,29 @@ static void set_limits(sd_sched *s, const sd_engine_opts *o)
     s->max_model_len = (int32_t)len;
 }
 
+/* SD_CPU_SAMPLING set to anything but "" or "0" keeps sampling on the host (comparisons, bisecting). */
+static int cpu_sampling_forced(void)
+{
+    const char *e = getenv("SD_CPU_SAMPLING");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+static int backend_sampling_init(sd_sched *s, sd_diag *d)
+{
+    s->backend_sampling = s->b->vt->sample && !cpu_sampling_forced();
+    if (!s->backend_sampling)
+        return 0;
+    int rc = sd_sample_prep_init(&s->prep, s->vocab, d);
+    if (rc < 0)
+        return rc;
+    s->sreq = calloc((size_t)s->max_seqs, sizeof *s->sreq);
+    s->sout = calloc((size_t)s->max_seqs, sizeof *s->sout);
+    s->sslot = calloc((size_t)s->max_seqs, sizeof *s->sslot);
+    if (!s->sreq || !s->sout || !s->sslot)
+        return sd_diag_set(d, SD_ENOMEM, "engine: out of memory");
+    return 0;
+}
+
 int sd_sched_init(sd_sched **ret, const sd_model *m, sd_backend *b, const sd_engine_opts *o, sd_diag *d)
 {
     int rc = check_backend(b, d);
@@ -83,6 +108,11 @@ int sd_sched_init(sd_sched **ret, const sd_model *m, sd_backend *b, const sd_eng
         sd_sched_free(s);
         return sd_diag_set(d, SD_ENOMEM, "engine: out of memory");
     }
+    rc = backend_sampling_init(s, d);
+    if (rc < 0) {
+        sd_sched_free(s);
+        return rc;
+    }
     sync_counts(s);
     *ret = s;
     return 0;
@@ -109,6 +139,10 @@ void sd_sched_free(sd_sched *s)
     free(s->raw);
     free(s->sampler_scratch);
     free(s->text);
+    sd_sample_prep_free(&s->prep);
+    free(s->sreq);
+    free(s->sout);
+    free(s->sslot);
     free(s);
 }
 
@@ -331,21 +365,59 @@ static void fail_planned(sd_sched *s, int n, int code, const char *msg)
         finish_running(s, s->planned[k], code, msg);
 }
 
-static void process(sd_sched *s, int n)
+/* Whether this step samples on the backend: it can, and no sequence needs its logits rows
+ * on the host (prompt logprobs). */
+static int sample_on_backend(const sd_sched *s, int n)
+{
+    if (!s->backend_sampling)
+        return 0;
+    for (int k = 0; k < n; k++)
+        if (s->batch[k].all_logits)
+            return 0;
+    return 1;
+}
+
+/* Builds a request for every sequence that gets a token this step (row k: one row each) and
+ * has the backend sample them; s->sslot maps batch entries to s->sout. */
+static int backend_sample(sd_sched *s, int n, sd_diag *d)
+{
+    size_t hist = 0;
+    for (int k = 0; k < n; k++)
+        hist += (size_t)s->planned[k]->n_tokens;
+    int rc = sd_sample_prep_begin(&s->prep, hist, d);
+    int m = 0;
+    for (int k = 0; k < n && rc == 0; k++) {
+        sd_sched_req *r = s->planned[k];
+        s->sslot[k] = -1;
+        if (r->n_computed + s->batch[k].n_tokens < r->n_tokens || r->cancelled || !sd_sched__wants_token(r))
+            continue;
+        rc = sd_sample_prep_add(&s->prep, &s->sreq[m], k, &r->sampling, r->tokens, r->n_tokens, r->n_prompt,
+                                &r->rng, r->logprobs);
+        if (rc < 0)
+            return sd_diag_set(d, rc, "engine: sampling request for sequence %d", k);
+        s->sslot[k] = m++;
+    }
+    return rc < 0 || m == 0 ? rc : sd_backend_sample(s->b, s->sreq, m, s->sout, d);
+}
+
+/* After the forward (and the backend's sampling when `sampled`): prompt logprobs, the
+ * chunks' progress, and the next token of every sequence whose cache is complete. */
+static void process(sd_sched *s, int n, int sampled)
 {
     size_t off = 0; /* row of the current sequence in s->logits */
     for (int k = 0; k < n; k++) {
         sd_sched_req *r = s->planned[k];
         const sd_batch_seq *q = &s->batch[k];
         int32_t rows = q->all_logits ? q->n_tokens : 1;
-        float *last = s->logits + (off + (size_t)rows - 1) * (size_t)s->vocab;
+        float *last = sampled ? NULL : s->logits + (off + (size_t)rows - 1) * (size_t)s->vocab;
         if (q->all_logits)
             sd_sched__prompt_rows(s, r, q->pos, q->n_tokens, s->logits + off * (size_t)s->vocab);
         off += (size_t)rows;
         r->n_computed += q->n_tokens;
         if (r->n_computed < r->n_tokens)
             continue; /* a prefill chunk that is not the last */
-        int rc = r->cancelled ? SD_FINISH_ABORT : sd_sched__advance(s, r, last);
+        const sd_sample_out *o = sampled && s->sslot[k] >= 0 ? &s->sout[s->sslot[k]] : NULL;
+        int rc = r->cancelled ? SD_FINISH_ABORT : sd_sched__advance(s, r, last, o);
         if (rc != 0)
             finish_running(s, r, rc, rc < 0 ? "generating the next token failed" : NULL);
     }
@@ -364,11 +436,14 @@ int sd_sched_step(sd_sched *s, sd_diag *d)
     for (int k = 0; k < n; k++)
         rows += s->batch[k].all_logits ? s->batch[k].n_tokens : 1;
     sd_diag local = {0};
-    int rc = logits_reserve(s, rows);
+    int sampled = sample_on_backend(s, n);
+    int rc = sampled ? 0 : logits_reserve(s, rows);
     if (rc < 0)
         sd_diag_set(&local, rc, "engine: out of memory for %d logits rows", (int)rows);
     else
-        rc = sd_backend_forward(s->b, s->batch, n, s->logits, &local);
+        rc = sd_backend_forward(s->b, s->batch, n, sampled ? NULL : s->logits, &local);
+    if (rc == 0 && sampled)
+        rc = backend_sample(s, n, &local);
     atomic_fetch_add(&s->st_steps, 1ULL);
     if (rc < 0) {
         if (d)
@@ -376,7 +451,7 @@ int sd_sched_step(sd_sched *s, sd_diag *d)
         fail_planned(s, n, rc, sd_diag_str(&local, rc));
         return rc;
     }
-    process(s, n);
+    process(s, n, sampled);
     return 0;
 }
 

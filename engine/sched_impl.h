@@ -8,6 +8,7 @@
 #include "kv.h"
 #include "model.h"
 #include "model_config.h"
+#include "sample_req.h"
 #include "sched.h"
 #include "stopstr.h"
 #include "tokenizer.h"
@@ -69,6 +70,15 @@ struct sd_sched {
     char *text;            /* [cap_text] decoded text of one token */
     size_t cap_text;
 
+    /* sampling on the backend: the logits stay there and only tokens (and the logprobs
+     * asked for) come back; steps that need logits rows on the host (prompt logprobs) and
+     * backends without `sample` use the host sampler. SD_CPU_SAMPLING=1 turns it off. */
+    int backend_sampling;
+    sd_sample_prep prep;
+    sd_sample_req *sreq; /* [max_seqs] */
+    sd_sample_out *sout; /* [max_seqs] */
+    int *sslot;          /* [max_seqs] the request of each batch entry in sreq, -1 for none */
+
     /* counters read by any thread */
     atomic_int st_running, st_waiting, st_blocks_used;
     atomic_ullong st_prompt_tokens, st_gen_tokens, st_steps, st_preemptions;
@@ -79,10 +89,13 @@ void sd_sched__emit_done(sd_sched_req *r, sd_finish f);
 void sd_sched__emit_error(sd_sched_req *r, int code, const char *msg);
 /* Stores prompt logprobs for the rows of a chunk that started at position `pos`. */
 void sd_sched__prompt_rows(sd_sched *s, sd_sched_req *r, int32_t pos, int32_t n, const float *rows);
+/* Whether the request's next advance samples a token (else it ends for max_tokens). */
+int sd_sched__wants_token(const sd_sched_req *r);
 /* The sequence's cache reached its last token and `row` (edited in place) predicts the
- * next one: sends PROMPT (first time), samples, emits TOKEN. Returns 0 to continue, an
+ * next one: sends PROMPT (first time), samples (or takes the token the backend sampled,
+ * `o`, with its logprobs; row is then unused), emits TOKEN. Returns 0 to continue, an
  * sd_finish (> 0) when the request is finished (the caller frees its blocks, then sends
  * DONE), or a negative code (the caller sends SD_EV_ERROR). */
-int sd_sched__advance(sd_sched *s, sd_sched_req *r, float *row);
+int sd_sched__advance(sd_sched *s, sd_sched_req *r, float *row, const sd_sample_out *o);
 
 #endif

@@ -201,7 +201,8 @@ static int decode_token(sd_sched *s, sd_sched_req *r, int32_t tok, int final, si
     return 0;
 }
 
-static void emit_token(sd_sched *s, sd_sched_req *r, int32_t tok, const char *text, size_t len)
+static void emit_token(sd_sched *s, sd_sched_req *r, int32_t tok, const char *text, size_t len,
+                       const sd_sample_out *o)
 {
     int32_t top_id[SD_MAX_TOP_LOGPROBS];
     float top_lp[SD_MAX_TOP_LOGPROBS];
@@ -211,7 +212,12 @@ static void emit_token(sd_sched *s, sd_sched_req *r, int32_t tok, const char *te
     ev.token = tok;
     ev.text = text;
     ev.text_len = len;
-    if (r->logprobs >= 0) {
+    if (r->logprobs >= 0 && o) {
+        ev.logprob = o->logprob;
+        ev.n_top = r->logprobs;
+        ev.top_ids = o->top_ids;
+        ev.top_logprobs = o->top_lps;
+    } else if (r->logprobs >= 0) {
         ev.logprob = sd_logprob_of(s->raw, s->vocab, tok);
         ev.n_top = r->logprobs;
         sd_logprobs_top(s->raw, s->vocab, r->logprobs, top_id, top_lp);
@@ -222,7 +228,12 @@ static void emit_token(sd_sched *s, sd_sched_req *r, int32_t tok, const char *te
         r->cb(r->ud, &ev);
 }
 
-int sd_sched__advance(sd_sched *s, sd_sched_req *r, float *row)
+int sd_sched__wants_token(const sd_sched_req *r)
+{
+    return r->n_tokens - r->n_prompt < r->max_tokens;
+}
+
+int sd_sched__advance(sd_sched *s, sd_sched_req *r, float *row, const sd_sample_out *o)
 {
     if (!r->prompt_done) {
         r->prompt_done = 1;
@@ -230,12 +241,17 @@ int sd_sched__advance(sd_sched *s, sd_sched_req *r, float *row)
         if (r->prompt_logprobs)
             emit_prompt(r);
     }
-    if (r->n_tokens - r->n_prompt >= r->max_tokens) /* max_tokens 0: prompt logprobs only */
+    if (!sd_sched__wants_token(r)) /* max_tokens 0: prompt logprobs only */
         return SD_FINISH_LENGTH;
-    if (r->logprobs >= 0)
-        memcpy(s->raw, row, sizeof *s->raw * (size_t)s->vocab);
-    int32_t tok = sd_sample(row, s->vocab, &r->sampling, r->tokens, r->n_tokens, r->n_prompt, &r->rng,
-                            s->sampler_scratch);
+    int32_t tok = o ? o->token : -1;
+    if (!o) {
+        if (r->logprobs >= 0)
+            memcpy(s->raw, row, sizeof *s->raw * (size_t)s->vocab);
+        tok = sd_sample(row, s->vocab, &r->sampling, r->tokens, r->n_tokens, r->n_prompt, &r->rng,
+                        s->sampler_scratch);
+    }
+    if (tok < 0 || tok >= s->vocab)
+        return SD_ERANGE; /* a backend's sampler answered nonsense */
     r->tokens[r->n_tokens++] = tok;
     atomic_fetch_add(&s->st_gen_tokens, 1ULL);
 
@@ -254,6 +270,6 @@ int sd_sched__advance(sd_sched *s, sd_sched_req *r, float *row)
         return rc;
     if (rc == 1) /* the text before the stop string was released; the rest is dropped */
         fin = SD_FINISH_STOP;
-    emit_token(s, r, tok, out, out_len);
+    emit_token(s, r, tok, out, out_len, o);
     return (int)fin;
 }

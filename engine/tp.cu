@@ -64,7 +64,8 @@ struct sd_tp_backend {
 
 static void tp_free(sd_backend *b);
 static int tp_forward(sd_backend *b, const sd_batch_seq *seqs, int n_seqs, float *logits, sd_diag *d);
-static const sd_backend_vtbl tp_vtbl = {"cuda-tp", tp_forward, tp_free};
+static int tp_sample(sd_backend *b, const sd_sample_req *reqs, int n, sd_sample_out *out, sd_diag *d);
+static const sd_backend_vtbl tp_vtbl = {"cuda-tp", tp_forward, tp_free, tp_sample};
 
 void sd_tp_opts_default(sd_tp_opts *o)
 {
@@ -458,6 +459,17 @@ static int tp_forward(sd_backend *b, const sd_batch_seq *seqs, int n_seqs, float
                 sd__cu_backend_abort(g->r[i].rb);
     }
     return rc;
+}
+
+/* Sampling needs no collective: rank 0 samples from the logits its last step gathered. */
+static int tp_sample(sd_backend *b, const sd_sample_req *reqs, int n, sd_sample_out *out, sd_diag *d)
+{
+    sd_tp_backend *g = (sd_tp_backend *)b;
+    if (is_dead(g))
+        return sd_diag_set(d, SD_ENCCL, "tensor parallel: the group failed earlier (restart the server)");
+    if (g->o.rank > 0)
+        return sd_diag_set(d, SD_EINVAL, "tensor parallel: rank %d follows rank 0 (sd_tp_follow)", g->o.rank);
+    return sd_backend_sample(g->r[0].rb, reqs, n, out, d);
 }
 
 static void tp_free(sd_backend *b)

@@ -1,0 +1,300 @@
+/* test_cuda_sample: sampling on the GPU. The kernel on random logits rows (vocab 1 to 151936
+ * and odd sizes; every option alone and combined; many seeds; several rows per launch) picks
+ * sd_sample's token on the same logits and u, up to near-boundaries of the cumulative mass
+ * (counted, and bounded), with logprobs within 1e-4 of sd_logprob_of / sd_logprobs_top. Then
+ * the scheduler on the CUDA backend with models/tiny gives the same greedy and seeded tokens
+ * with GPU sampling as with SD_CPU_SAMPLING=1 on the same backend (same logits), and, with two
+ * GPUs, so does the tensor-parallel backend. Skips without CUDA or a GPU. */
+#include "engine/sample_req.h"
+
+#ifdef SD_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "tests/engine/sample_cases.h"
+#include "tests/engine/sched_util.h"
+
+#include "engine/cuda_backend.h"
+#include "engine/cuda_sample.cuh"
+#include "engine/tp.h"
+
+#define BATCH 32
+
+/* n_cases of one vocabulary, BATCH rows per launch. */
+static void run_vocab(int32_t vocab, int n_cases, sc_stats *st)
+{
+    sc_rng r = {(uint64_t)vocab * 104729u + 5};
+    size_t row_bytes = sizeof(float) * (size_t)vocab;
+    float *host = malloc(row_bytes * BATCH), *dev = NULL;
+    sd_sample_prep p;
+    sd_cu_sampler sm;
+    memset(&sm, 0, sizeof sm);
+    REQUIRE(host && sd_sample_prep_init(&p, vocab, NULL) == 0);
+    REQUIRE(cudaMalloc((void **)&dev, row_bytes * BATCH) == cudaSuccess);
+    static sc_case ks[BATCH];
+    static sd_sample_req qs[BATCH];
+    static sd_sample_out os[BATCH];
+    float *rows[BATCH];
+    for (int c0 = 0; c0 < n_cases; c0 += BATCH) {
+        int n = n_cases - c0 < BATCH ? n_cases - c0 : BATCH;
+        REQUIRE(sd_sample_prep_begin(&p, (size_t)n * 96, NULL) == 0);
+        for (int i = 0; i < n; i++) {
+            sc_make(&r, &ks[i], vocab, c0 + i, host + (size_t)i * vocab);
+            sd_rng rng;
+            sd_rng_seed(&rng, ks[i].s.seed);
+            REQUIRE(sd_sample_prep_add(&p, &qs[i], i, &ks[i].s, ks[i].hist, ks[i].n_hist, ks[i].n_prompt,
+                                       &rng, ks[i].n_top) == 0);
+            rows[i] = dev + (size_t)i * vocab;
+        }
+        REQUIRE(cudaMemcpy(dev, host, row_bytes * (size_t)n, cudaMemcpyHostToDevice) == cudaSuccess);
+        sd_diag d = {0};
+        int rc = sd__cu_sample(&sm, rows, vocab, qs, n, os, 0, &d);
+        CHECK_MSG(rc == 0, "sd__cu_sample: %s", sd_diag_str(&d, rc));
+        if (rc)
+            break;
+        for (int i = 0; i < n; i++)
+            sc_check(&ks[i], &qs[i], &os[i], st);
+    }
+    cudaFree(dev);
+    sd__cu_sampler_free(&sm);
+    sd_sample_prep_free(&p);
+    free(host);
+}
+
+static void test_kernel_matches_sd_sample(void)
+{
+    if (sd_cuda_device_count() <= 0)
+        SKIP("no CUDA device");
+    static const int32_t vocabs[] = {1, 2, 7, 33, 1000, 4099, 32000, 128256, 151936};
+    static const int cases[] = {64, 64, 256, 256, 512, 256, 256, 96, 192};
+    for (size_t i = 0; i < sizeof vocabs / sizeof vocabs[0]; i++) {
+        sc_stats st = {0};
+        run_vocab(vocabs[i], cases[i], &st);
+        fprintf(stderr, "  vocab %d: %d cases, %d near-boundary disagreements, logprobs within %.2g\n",
+                (int)vocabs[i], st.cases, st.near, st.worst_lp);
+        CHECK_MSG(st.near * 20 <= st.cases, "vocab %d: %d of %d cases disagree near a boundary",
+                  (int)vocabs[i], st.near, st.cases);
+    }
+}
+
+static void test_bad_requests(void)
+{
+    if (sd_cuda_device_count() <= 0)
+        SKIP("no CUDA device");
+    float *dev = NULL;
+    REQUIRE(cudaMalloc((void **)&dev, 64 * sizeof(float)) == cudaSuccess);
+    sd_cu_sampler sm;
+    memset(&sm, 0, sizeof sm);
+    sd_sample_pen pen = {64, 1}; /* outside a 64-token vocabulary */
+    sd_sample_req q;
+    memset(&q, 0, sizeof q);
+    sd_sampling_default(&q.s);
+    q.rep_on = 1;
+    q.s.repetition_penalty = 1.2f;
+    q.pen = &pen;
+    q.n_pen = 1;
+    q.n_top = -1;
+    sd_sample_out o;
+    float *rows[1] = {dev};
+    sd_diag d = {0};
+    CHECK(sd__cu_sample(&sm, rows, 64, &q, 1, &o, 0, &d) == SD_EINVAL);
+    q.n_pen = 0;
+    q.n_top = SD_SAMPLE_MAX_TOP + 1;
+    CHECK(sd__cu_sample(&sm, rows, 64, &q, 1, &o, 0, &d) == SD_EINVAL);
+    sd__cu_sampler_free(&sm);
+    sd__cu_sampler_free(&sm);
+    cudaFree(dev);
+}
+
+/* ---- the scheduler on the CUDA backend: GPU sampling against host sampling ---- */
+
+#define N_SREQ 8
+#define SGEN 32
+
+static const char *STEXTS[N_SREQ] = {
+    "import numpy as np\n\ndef",
+    "def fibonacci(n):\n    if n < 2:\n",
+    "class Config:\n    def __init__(self,",
+    "# Installation\n\nRun",
+    "for key, value in items:\n",
+    "if __name__ == \"__main__\":\n",
+    "from typing import Any\n\n",
+    "The quick brown fox",
+};
+
+static void sched_params(sd_request_params *ps, int32_t **ids, int32_t *n_ids)
+{
+    for (int i = 0; i < N_SREQ; i++) {
+        greedy_params(&ps[i], ids[i], n_ids[i], SGEN);
+        sd_sampling *s = &ps[i].sampling;
+        s->seed = 77 + (uint64_t)i;
+        ps[i].logprobs = i % 3 == 0 ? 3 : -1;
+        switch (i) {
+        case 0:
+        case 6:
+            break; /* greedy */
+        case 1:
+            s->temperature = 0.9f;
+            s->top_p = 0.95f;
+            break;
+        case 2:
+            s->temperature = 1.2f;
+            s->top_k = 20;
+            s->presence_penalty = 0.4f;
+            s->frequency_penalty = 0.3f;
+            break;
+        case 3:
+            s->temperature = 0.7f;
+            s->min_p = 0.1f;
+            s->repetition_penalty = 1.2f;
+            break;
+        case 4:
+            s->temperature = 1.0f;
+            ps[i].prompt_logprobs = 1;
+            break;
+        case 5:
+            s->temperature = 0;
+            s->repetition_penalty = 1.3f;
+            break;
+        default:
+            s->temperature = 0.8f;
+            s->top_k = 50;
+            s->top_p = 0.9f;
+            s->min_p = 0.02f;
+            s->repetition_penalty = 1.1f;
+        }
+    }
+}
+
+/* Same tokens, text and logprobs. Both runs see the same logits (same backend, same batches),
+ * so a difference can only come from a near-tie of the cumulative mass (about 1e-6 of a
+ * token's chance): none is expected in these 256 tokens. */
+static void compare_runs(const res *a, const res *b, const char *what)
+{
+    for (int i = 0; i < N_SREQ; i++) {
+        CHECK_MSG(a[i].n == SGEN && b[i].n == SGEN && a[i].n_error == 0 && b[i].n_error == 0,
+                  "%s req %d: %d / %d tokens", what, i, a[i].n, b[i].n);
+        int k = 0;
+        while (k < a[i].n && k < b[i].n && a[i].tok[k] == b[i].tok[k])
+            k++;
+        CHECK_MSG(k == a[i].n && k == b[i].n, "%s req %d: tokens differ from position %d (%d vs %d)", what, i,
+                  k, k < a[i].n ? a[i].tok[k] : -1, k < b[i].n ? b[i].tok[k] : -1);
+        CHECK(strcmp(a[i].text, b[i].text) == 0);
+        for (int j = 0; j < k; j++) {
+            CHECK_MSG(sc_diff(a[i].lp[j], b[i].lp[j]) <= 1e-4, "%s req %d token %d: logprob %g vs %g", what,
+                      i, j, a[i].lp[j], b[i].lp[j]);
+            for (int t = 0; t < a[i].n_top && t < 4; t++)
+                CHECK(a[i].top_id[j][t] == b[i].top_id[j][t] &&
+                      sc_diff(a[i].top_lp[j][t], b[i].top_lp[j][t]) <= 1e-4);
+        }
+    }
+}
+
+/* Runs the requests with GPU sampling and with SD_CPU_SAMPLING=1 on backend b; `rank0` is
+ * the CUDA backend that samples (b itself, or TP's rank 0). */
+static void gpu_vs_host(sd_backend *b, const sd_backend *rank0, const char *what)
+{
+    int32_t *ids[N_SREQ], n_ids[N_SREQ];
+    for (int i = 0; i < N_SREQ; i++) {
+        ids[i] = encode(STEXTS[i], &n_ids[i]);
+        REQUIRE(ids[i]);
+    }
+    sd_request_params ps[N_SREQ];
+    sched_params(ps, ids, n_ids);
+    sd_engine_opts o;
+    opts(&o, 8, 64);
+    static res gpu[N_SREQ], host[N_SREQ];
+    int64_t before = sd_backend_cuda_sampled_rows(rank0);
+    CHECK(run_all(b, &o, ps, gpu, N_SREQ, NULL) == 0);
+    int64_t rows = sd_backend_cuda_sampled_rows(rank0) - before;
+    fprintf(stderr, "  %s: %lld rows sampled on the GPU\n", what, (long long)rows);
+    CHECK(rows >= N_SREQ * (SGEN - 1));
+    setenv("SD_CPU_SAMPLING", "1", 1);
+    before = sd_backend_cuda_sampled_rows(rank0);
+    CHECK(run_all(b, &o, ps, host, N_SREQ, NULL) == 0);
+    unsetenv("SD_CPU_SAMPLING");
+    CHECK(sd_backend_cuda_sampled_rows(rank0) == before);
+    compare_runs(gpu, host, what);
+    CHECK(gpu[4].n_prompt_ev == 1 && gpu[4].plp != NULL);
+    for (int i = 0; i < N_SREQ; i++) {
+        res_reset(&gpu[i]);
+        res_reset(&host[i]);
+        free(ids[i]);
+    }
+}
+
+static void test_sched_gpu_sampling(void)
+{
+    if (sd_cuda_device_count() <= 0)
+        SKIP("no CUDA device");
+    if (!M)
+        SKIP("%s not found", MODEL_DIR);
+    sd_backend_opts bo;
+    sd_backend_opts_default(&bo);
+    bo.kv_blocks = 256;
+    bo.max_batch_tokens = 256;
+    sd_backend *b = NULL;
+    sd_diag d = {0};
+    int rc = sd_backend_cuda_init(&b, M, &bo, &d);
+    CHECK_MSG(rc == 0, "cuda backend: %s", sd_diag_str(&d, rc));
+    if (rc)
+        return;
+    gpu_vs_host(b, b, "cuda, graphs");
+    sd_backend_cuda_set_graphs(b, 0);
+    gpu_vs_host(b, b, "cuda, eager");
+    sd_backend_free(b);
+}
+
+static void test_sched_gpu_sampling_tp(void)
+{
+    if (sd_cuda_device_count() < 2)
+        SKIP("tensor parallel needs 2 GPUs");
+    if (!M)
+        SKIP("%s not found", MODEL_DIR);
+    sd_backend_opts bo;
+    sd_backend_opts_default(&bo);
+    bo.kv_blocks = 256;
+    bo.max_batch_tokens = 256;
+    sd_tp_opts to;
+    sd_tp_opts_default(&to);
+    to.world = 2;
+    sd_backend *b = NULL;
+    sd_diag d = {0};
+    int rc = sd_tp_backend_init(&b, M, &bo, &to, &d);
+    CHECK_MSG(rc == 0, "tp backend: %s", sd_diag_str(&d, rc));
+    if (rc)
+        return;
+    gpu_vs_host(b, sd_tp_local_rank(b), "tensor parallel 2");
+    sd_backend_free(b);
+}
+
+int main(void)
+{
+    (void)backend_new; /* sched_util.h's CPU backend is not needed here */
+    RUN(test_kernel_matches_sd_sample);
+    RUN(test_bad_requests);
+    sd_diag d = {0};
+    int rc = sd_model_open(&M, MODEL_DIR, &d);
+    if (rc < 0 || !sd_model_tokenizer(M)) {
+        fprintf(stderr, "  %s: %s\n", MODEL_DIR, sd_diag_str(&d, rc));
+        sd_model_free(M);
+        M = NULL;
+    }
+    RUN(test_sched_gpu_sampling);
+    RUN(test_sched_gpu_sampling_tp);
+    sd_model_free(M);
+    return sd_test_done();
+}
+#else
+#include "tests/harness.h"
+
+static void test_cuda_sample(void)
+{
+    SKIP("built without CUDA");
+}
+
+int main(void)
+{
+    RUN(test_cuda_sample);
+    return sd_test_done();
+}
+#endif

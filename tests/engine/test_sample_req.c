@@ -1,0 +1,328 @@
+/* test_sample_req: the host side of sampling on a backend — penalty lists against a brute
+ * count, the uniform drawn exactly where sd_sample draws it — and the CUDA sampler's method
+ * run on the CPU (sd_sample_twin) against sd_sample / sd_logprob_of / sd_logprobs_top on
+ * random rows up to a 151936-token vocabulary; then the scheduler sampling through a backend's
+ * `sample` (the CPU backend wrapped with the twin) against host sampling on models/tiny. */
+#include "engine/sample_req.h"
+
+#include "tests/engine/sample_cases.h"
+#include "tests/engine/sched_util.h"
+
+/* ---- penalty lists and the uniform ---- */
+
+static void check_pen(const sc_case *k, const sd_sample_req *q)
+{
+    int rep = k->s.repetition_penalty > 0 && k->s.repetition_penalty != 1.0f;
+    int pf = (k->s.presence_penalty != 0 || k->s.frequency_penalty != 0) && k->n_hist > k->n_prompt;
+    CHECK(q->rep_on == rep && q->pf_on == pf);
+    int32_t start = rep ? 0 : k->n_prompt, expect = 0;
+    if (!rep && !pf) {
+        CHECK(q->n_pen == 0);
+        return;
+    }
+    /* every distinct token of hist[start..] once, with its count among the generated ones */
+    for (int32_t i = start; i < k->n_hist; i++) {
+        int seen = 0, gen = 0;
+        for (int32_t j = start; j < i; j++)
+            seen |= k->hist[j] == k->hist[i];
+        for (int32_t j = k->n_prompt; j < k->n_hist; j++)
+            gen += k->hist[j] == k->hist[i];
+        if (seen)
+            continue;
+        expect++;
+        int found = 0;
+        for (int32_t e = 0; e < q->n_pen; e++)
+            if (q->pen[e].token == k->hist[i]) {
+                found++;
+                CHECK_MSG(q->pen[e].n_gen == gen, "token %d: n_gen %d, counted %d", (int)k->hist[i],
+                          (int)q->pen[e].n_gen, gen);
+            }
+        CHECK_MSG(found == 1, "token %d appears %d times in the penalty list", (int)k->hist[i], found);
+    }
+    CHECK_MSG(q->n_pen == expect, "%d entries, %d distinct tokens", (int)q->n_pen, (int)expect);
+}
+
+static void test_prep(void)
+{
+    sc_rng r = {11};
+    sd_sample_prep p;
+    REQUIRE(sd_sample_prep_init(&p, 1000, NULL) == 0);
+    static float row[1000];
+    sc_case ks[8];
+    sd_sample_req qs[8];
+    for (int round = 0; round < 40; round++) {
+        REQUIRE(sd_sample_prep_begin(&p, 8 * 96, NULL) == 0);
+        for (int c = 0; c < 8; c++) {
+            sc_make(&r, &ks[c], 1000, round * 8 + c, row);
+            sd_rng a, b;
+            sd_rng_seed(&a, ks[c].s.seed);
+            sd_rng_seed(&b, ks[c].s.seed);
+            REQUIRE(sd_sample_prep_add(&p, &qs[c], c, &ks[c].s, ks[c].hist, ks[c].n_hist, ks[c].n_prompt, &a,
+                                       ks[c].n_top) == 0);
+            int greedy = ks[c].s.temperature <= 0 || ks[c].s.top_k == 1;
+            CHECK(qs[c].greedy == greedy && qs[c].row == c && qs[c].n_top == ks[c].n_top);
+            /* one draw per sampled token, none for greedy, the value sd_sample would use */
+            CHECK(a.counter == (uint64_t)!greedy);
+            if (!greedy)
+                CHECK(qs[c].u == sd_rng_uniform(&b));
+        }
+        for (int c = 0; c < 8; c++) /* entries of earlier requests stay put */
+            check_pen(&ks[c], &qs[c]);
+    }
+    /* a history longer than reserved is refused, not truncated silently */
+    sd_sampling s;
+    sd_sampling_default(&s);
+    s.repetition_penalty = 1.2f;
+    int32_t hist[4] = {1, 2, 3, 4};
+    sd_rng a;
+    sd_rng_seed(&a, 1);
+    REQUIRE(sd_sample_prep_begin(&p, 3, NULL) == 0);
+    CHECK(sd_sample_prep_add(&p, &qs[0], 0, &s, hist, 4, 2, &a, -1) == SD_ERANGE);
+    sd_sample_prep_free(&p);
+    sd_sample_prep_free(&p);
+    sd_sample_prep_free(NULL);
+}
+
+/* ---- the twin against sd_sample ---- */
+
+static void run_vocab(int32_t vocab, int n_cases, sc_stats *st)
+{
+    sc_rng r = {(uint64_t)vocab * 7919u};
+    float *buf = malloc(sizeof *buf * (size_t)vocab), *work = malloc(sizeof *work * (size_t)vocab);
+    sd_sample_prep p;
+    REQUIRE(buf && work && sd_sample_prep_init(&p, vocab, NULL) == 0);
+    for (int c = 0; c < n_cases; c++) {
+        sc_case k;
+        sd_sample_req q;
+        sd_sample_out o;
+        sc_make(&r, &k, vocab, c, buf);
+        sd_rng rng;
+        sd_rng_seed(&rng, k.s.seed);
+        REQUIRE(sd_sample_prep_begin(&p, (size_t)k.n_hist, NULL) == 0);
+        REQUIRE(sd_sample_prep_add(&p, &q, 0, &k.s, k.hist, k.n_hist, k.n_prompt, &rng, k.n_top) == 0);
+        memcpy(work, buf, sizeof *work * (size_t)vocab);
+        REQUIRE(sd_sample_twin(work, vocab, &q, &o) == 0);
+        sc_check(&k, &q, &o, st);
+    }
+    sd_sample_prep_free(&p);
+    free(buf);
+    free(work);
+}
+
+static void test_twin_matches_sd_sample(void)
+{
+    static const int32_t vocabs[] = {1, 2, 7, 33, 1000, 4099, 32000, 151936};
+    static const int cases[] = {64, 64, 160, 160, 160, 96, 48, 24};
+    for (size_t i = 0; i < sizeof vocabs / sizeof vocabs[0]; i++) {
+        sc_stats st = {0};
+        run_vocab(vocabs[i], cases[i], &st);
+        fprintf(stderr, "  vocab %d: %d cases, %d near-boundary disagreements, logprobs within %.2g\n",
+                (int)vocabs[i], st.cases, st.near, st.worst_lp);
+        CHECK_MSG(st.near * 50 <= st.cases, "vocab %d: %d of %d cases disagree near a boundary",
+                  (int)vocabs[i], st.near, st.cases);
+    }
+}
+
+/* ---- the scheduler through a backend's sample ---- */
+
+/* The CPU backend whose logits stay "on the backend" when forward gets NULL, sampled there by
+ * the twin: the scheduler's path for a backend that samples, on any machine. */
+typedef struct twin_backend {
+    sd_backend base;
+    sd_backend *cpu;
+    float *logits; /* [cap_rows, vocab] */
+    int32_t cap_rows, rows;
+    int calls, sampled;
+} twin_backend;
+
+static int tw_forward(sd_backend *b, const sd_batch_seq *seqs, int n, float *logits, sd_diag *d)
+{
+    twin_backend *t = (twin_backend *)b;
+    t->rows = 0;
+    if (logits)
+        return sd_backend_forward(t->cpu, seqs, n, logits, d);
+    int32_t rows = 0;
+    for (int i = 0; i < n; i++)
+        rows += seqs[i].all_logits ? seqs[i].n_tokens : 1;
+    if (rows > t->cap_rows) {
+        float *p = realloc(t->logits, sizeof *p * (size_t)rows * (size_t)b->vocab);
+        if (!p)
+            return SD_ENOMEM;
+        t->logits = p;
+        t->cap_rows = rows;
+    }
+    int rc = sd_backend_forward(t->cpu, seqs, n, t->logits, d);
+    t->rows = rc == 0 ? rows : 0;
+    return rc;
+}
+
+static int tw_sample(sd_backend *b, const sd_sample_req *reqs, int n, sd_sample_out *out, sd_diag *d)
+{
+    twin_backend *t = (twin_backend *)b;
+    t->calls++;
+    for (int i = 0; i < n; i++) {
+        if (reqs[i].row < 0 || reqs[i].row >= t->rows)
+            return sd_diag_set(d, SD_EINVAL, "twin: row %d of %d", (int)reqs[i].row, (int)t->rows);
+        int rc =
+            sd_sample_twin(t->logits + (size_t)reqs[i].row * (size_t)b->vocab, b->vocab, &reqs[i], &out[i]);
+        if (rc < 0)
+            return rc;
+        t->sampled++;
+    }
+    return 0;
+}
+
+static void tw_free(sd_backend *b)
+{
+    twin_backend *t = (twin_backend *)b;
+    if (!t)
+        return;
+    sd_backend_free(t->cpu);
+    free(t->logits);
+    free(t);
+}
+
+static const sd_backend_vtbl twin_vtbl = {"twin", tw_forward, tw_free, tw_sample};
+
+static twin_backend *twin_new(void)
+{
+    twin_backend *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->cpu = backend_new(256, 16);
+    if (!t->cpu) {
+        free(t);
+        return NULL;
+    }
+    t->base = *t->cpu;
+    t->base.vt = &twin_vtbl;
+    return t;
+}
+
+#define N_SREQ 6
+#define SGEN 24
+
+static const char *STEXTS[N_SREQ] = {
+    "import numpy as np\n\ndef",
+    "def fibonacci(n):\n    if n < 2:\n",
+    "class Config:\n    def __init__(self,",
+    "# Installation\n\nRun",
+    "for key, value in items:\n",
+    "if __name__ == \"__main__\":\n",
+};
+
+/* Greedy with logprobs, seeded temperature / top-p / top-k / min-p with penalties, and one
+ * request with prompt logprobs (its prefill steps sample on the host). */
+static void sched_params(sd_request_params *ps, int32_t **ids, int32_t *n_ids)
+{
+    for (int i = 0; i < N_SREQ; i++) {
+        greedy_params(&ps[i], ids[i], n_ids[i], SGEN);
+        sd_sampling *s = &ps[i].sampling;
+        s->seed = 1000 + (uint64_t)i;
+        ps[i].logprobs = i % 2 ? 3 : -1;
+        switch (i) {
+        case 0:
+            ps[i].logprobs = 2;
+            break;
+        case 1:
+            s->temperature = 0.9f;
+            s->top_p = 0.95f;
+            break;
+        case 2:
+            s->temperature = 1.2f;
+            s->top_k = 20;
+            s->presence_penalty = 0.4f;
+            s->frequency_penalty = 0.3f;
+            break;
+        case 3:
+            s->temperature = 0.7f;
+            s->min_p = 0.1f;
+            s->repetition_penalty = 1.2f;
+            break;
+        case 4:
+            s->temperature = 1.0f;
+            ps[i].prompt_logprobs = 1;
+            break;
+        default:
+            s->temperature = 0.8f;
+            s->top_k = 50;
+            s->top_p = 0.9f;
+            s->min_p = 0.02f;
+            s->repetition_penalty = 1.1f;
+        }
+    }
+}
+
+static void compare_runs(const res *a, const res *b, const char *what)
+{
+    for (int i = 0; i < N_SREQ; i++) {
+        CHECK_MSG(a[i].n == SGEN && b[i].n == SGEN && a[i].n_error == 0 && b[i].n_error == 0,
+                  "%s req %d: %d / %d tokens", what, i, a[i].n, b[i].n);
+        int same = a[i].n == b[i].n && memcmp(a[i].tok, b[i].tok, sizeof a[i].tok[0] * (size_t)a[i].n) == 0;
+        CHECK_MSG(same, "%s req %d: tokens differ", what, i);
+        CHECK(strcmp(a[i].text, b[i].text) == 0);
+        for (int j = 0; same && j < a[i].n; j++) {
+            CHECK_MSG(sc_diff(a[i].lp[j], b[i].lp[j]) <= 1e-4, "%s req %d token %d: logprob %g vs %g", what,
+                      i, j, a[i].lp[j], b[i].lp[j]);
+            for (int t = 0; t < a[i].n_top && t < 4; t++)
+                CHECK(a[i].top_id[j][t] == b[i].top_id[j][t] &&
+                      sc_diff(a[i].top_lp[j][t], b[i].top_lp[j][t]) <= 1e-4);
+        }
+    }
+}
+
+static void test_sched_backend_sampling(void)
+{
+    if (!M)
+        SKIP("%s not found", MODEL_DIR);
+    int32_t *ids[N_SREQ], n_ids[N_SREQ];
+    for (int i = 0; i < N_SREQ; i++) {
+        ids[i] = encode(STEXTS[i], &n_ids[i]);
+        REQUIRE(ids[i]);
+    }
+    sd_request_params ps[N_SREQ];
+    sched_params(ps, ids, n_ids);
+    sd_engine_opts o;
+    opts(&o, 8, 64);
+    static res host[N_SREQ], twin[N_SREQ], forced[N_SREQ];
+
+    twin_backend *t = twin_new();
+    REQUIRE(t);
+    REQUIRE(run_all(t->cpu, &o, ps, host, N_SREQ, NULL) == 0); /* the CPU backend, host sampling */
+    REQUIRE(run_all(&t->base, &o, ps, twin, N_SREQ, NULL) == 0);
+    fprintf(stderr, "  backend sampling: %d calls, %d rows\n", t->calls, t->sampled);
+    CHECK(t->calls > 0 && t->sampled >= N_SREQ * (SGEN - 1));
+    compare_runs(twin, host, "twin vs host");
+    CHECK(twin[4].n_prompt_ev == 1 && twin[4].plp != NULL);
+
+    setenv("SD_CPU_SAMPLING", "1", 1);
+    int calls = t->calls;
+    REQUIRE(run_all(&t->base, &o, ps, forced, N_SREQ, NULL) == 0);
+    unsetenv("SD_CPU_SAMPLING");
+    CHECK_MSG(t->calls == calls, "SD_CPU_SAMPLING=1 still sampled on the backend");
+    compare_runs(forced, host, "SD_CPU_SAMPLING vs host");
+
+    for (int i = 0; i < N_SREQ; i++) {
+        res_reset(&host[i]);
+        res_reset(&twin[i]);
+        res_reset(&forced[i]);
+        free(ids[i]);
+    }
+    tw_free(&t->base);
+}
+
+int main(void)
+{
+    RUN(test_prep);
+    RUN(test_twin_matches_sd_sample);
+    sd_diag d = {0};
+    int rc = sd_model_open(&M, MODEL_DIR, &d);
+    if (rc < 0 || !sd_model_tokenizer(M)) {
+        fprintf(stderr, "  %s: %s\n", MODEL_DIR, sd_diag_str(&d, rc));
+        sd_model_free(M);
+        M = NULL;
+    }
+    RUN(test_sched_backend_sampling);
+    sd_model_free(M);
+    return sd_test_done();
+}
