@@ -397,7 +397,7 @@ static void test_small_model_layer(void)
             free(W);
         }
     fprintf(stderr,
-            "  small layer %d, 7 linears x 5 patterns: %lld of %lld rows with other masks, worst rel weight "
+            "  %s layer %d, 7 linears x 5 patterns: %lld of %lld rows with other masks, worst rel weight "
             "error %.3g\n",
             model, c.layer, (long long)diff_rows, (long long)all_rows, worst);
     CHECK_MSG(diff_rows == 0, "%lld rows", (long long)diff_rows);
