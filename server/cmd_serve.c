@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/backend.h"
 #include "engine/model.h"
@@ -16,6 +17,22 @@
 
 #define SD_DEFAULT_CONFIG "config/sparsed.json"
 
+/* SIGTERM/SIGINT on a follower: rank 0 decides when the group ends (a follower that left
+ * first would fail the requests rank 0 is draining), so the first one only says so; a second
+ * one exits at once. */
+static volatile sig_atomic_t follower_signals;
+
+static void on_follower_signal(int sig)
+{
+    (void)sig;
+    if (follower_signals++)
+        _exit(1);
+    static const char msg[] = "sparsed: tensor parallel follower: stopping with rank 0 (signal again to "
+                              "exit now)\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+}
+
 /* Rank c->tp_rank >= 1: loads the model, joins rank 0 at c->tp_addr and runs the steps it
  * sends until rank 0 shuts down (exit 0) or the group fails — rank 0 died, a peer timed out
  * (exit 1). The backend options are the ones rank 0 uses (the ranks check they agree). */
@@ -24,6 +41,12 @@ static int follow(const sd_conf *c)
     sd_log_set_level(sd_log_level_parse(c->log_level));
     sd_log_set_prefix(c->log_priority_prefix);
     signal(SIGPIPE, SIG_IGN); /* a dead rank 0 is an error return, not a signal */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_follower_signal;
+    sa.sa_flags = SA_RESTART; /* the blocking waits retry (they also poll with deadlines) */
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
     sd_diag d = {0};
     sd_model *m = NULL;
     sd_backend *b = NULL;

@@ -121,3 +121,30 @@ def test_ranks_with_other_step_options_are_refused():
     skip_without_cuda(r)
     assert r.returncode == 1 and "config hash" in r.stderr, r.stderr
     assert rank0.returncode == 1 and "rank(s) 1" in out0 and "config hash" in out0, out0
+
+
+def test_follower_waits_for_rank0_on_sigterm():
+    """A follower outlives its first SIGTERM (rank 0, still draining, needs it) and leaves at a
+    second one."""
+    addr = f"127.0.0.1:{free_port()}"  # no rank 0: the follower keeps trying to join
+    p = subprocess.Popen([sparsed_bin(), "serve", "--model", str(MODEL),
+                          *map(str, group_args(addr, 1, "--tp-timeout", "60"))],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        if p.poll() is not None:
+            r = subprocess.CompletedProcess(p.args, p.returncode, *p.communicate())
+            skip_without_cuda(r)
+            pytest.fail(f"the follower exited early: {r.returncode} {r.stderr}")
+        p.terminate()
+        time.sleep(1.0)
+        assert p.poll() is None, "the first SIGTERM ended the follower"
+        t0 = time.time()
+        p.terminate()
+        _, err = p.communicate(timeout=10)
+        assert time.time() - t0 < 5
+        assert p.returncode == 1 and "stopping with rank 0" in err, (p.returncode, err)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -110,7 +110,7 @@ def test_kill_follower_mid_decode(tmp_path):
     rank0, rank1, log1 = start_group(tmp_path)
     try:
         rank0.wait_ready(timeout=300)
-        streams = [Stream(rank0.port, 4000) for _ in range(4)]
+        streams = [Stream(rank0.port, 1900) for _ in range(4)]
         for s in streams:
             s.start()
         wait_streaming(streams)
@@ -143,7 +143,7 @@ def test_kill_rank0_follower_exits(tmp_path):
     rank0, rank1, log1 = start_group(tmp_path)
     try:
         rank0.wait_ready(timeout=300)
-        streams = [Stream(rank0.port, 4000) for _ in range(2)]
+        streams = [Stream(rank0.port, 1900) for _ in range(2)]
         for s in streams:
             s.start()
         wait_streaming(streams)
