@@ -9,6 +9,7 @@
 
 #ifdef SD_HAVE_CUDA
 #include <cuda_runtime.h>
+#include <time.h>
 
 #include "tests/engine/sample_cases.h"
 #include "tests/engine/sched_util.h"
@@ -267,6 +268,114 @@ static void test_sched_gpu_sampling_tp(void)
     sd_backend_free(b);
 }
 
+/* ---- SD_SAMPLE_BENCH=1: how long sampling takes (printed, never asserted) ---- */
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median ms of REPS launches of n rows, and of sd_sample (+ logprobs when asked) for n rows on
+ * the host (what the host path pays after copying [n, vocab] floats over PCIe, not counted). */
+static void bench_one(int32_t vocab, int n, const char *name, const sd_sampling *s, int n_hist, int n_top)
+{
+    enum { REPS = 9 };
+    sc_rng r = {42};
+    size_t row_bytes = sizeof(float) * (size_t)vocab;
+    float *host = malloc(row_bytes * (size_t)n), *work = malloc(row_bytes), *dev = NULL;
+    int32_t *hist = malloc(sizeof *hist * (size_t)(n_hist + 1));
+    void *scratch = malloc(sd_sampler_scratch_bytes(vocab));
+    sd_sample_req *qs = calloc((size_t)n, sizeof *qs);
+    sd_sample_out *os = calloc((size_t)n, sizeof *os);
+    float **rows = calloc((size_t)n, sizeof *rows);
+    sd_sample_prep p;
+    sd_cu_sampler sm;
+    memset(&sm, 0, sizeof sm);
+    if (!host || !work || !hist || !scratch || !qs || !os || !rows || sd_sample_prep_init(&p, vocab, NULL) ||
+        cudaMalloc((void **)&dev, row_bytes * (size_t)n) != cudaSuccess)
+        return;
+    for (int i = 0; i < n; i++)
+        sc_fill_row(&r, host + (size_t)i * vocab, vocab, 0);
+    for (int i = 0; i < n_hist; i++)
+        hist[i] = (int32_t)(sc_next(&r) % (uint64_t)vocab);
+    double gpu[REPS], cpu[REPS];
+    for (int rep = 0; rep < REPS; rep++) {
+        sd_sample_prep_begin(&p, (size_t)n * (size_t)n_hist, NULL);
+        for (int i = 0; i < n; i++) {
+            sd_rng rng;
+            sd_rng_seed(&rng, (uint64_t)(rep * n + i));
+            sd_sample_prep_add(&p, &qs[i], i, s, hist, n_hist, n_hist / 2, &rng, n_top);
+            rows[i] = dev + (size_t)i * vocab;
+        }
+        cudaMemcpy(dev, host, row_bytes * (size_t)n, cudaMemcpyHostToDevice);
+        double t0 = now_ms();
+        sd__cu_sample(&sm, rows, vocab, qs, n, os, 0, NULL);
+        gpu[rep] = now_ms() - t0;
+        t0 = now_ms();
+        int n_cpu = n < 4 ? n : 4; /* the host cost is per row: time a few, scale to n */
+        for (int i = 0; i < n_cpu; i++) {
+            sd_rng rng;
+            sd_rng_seed(&rng, (uint64_t)i);
+            memcpy(work, host + (size_t)i * vocab, row_bytes);
+            sd_sample(work, vocab, s, hist, n_hist, n_hist / 2, &rng, scratch);
+            if (n_top >= 0) {
+                int32_t ids[SD_SAMPLE_MAX_TOP];
+                float lps[SD_SAMPLE_MAX_TOP];
+                sd_logprob_of(host + (size_t)i * vocab, vocab, 0);
+                sd_logprobs_top(host + (size_t)i * vocab, vocab, n_top, ids, lps);
+            }
+        }
+        cpu[rep] = (now_ms() - t0) * n / n_cpu;
+    }
+    qsort(gpu, REPS, sizeof gpu[0], cmp_d);
+    qsort(cpu, REPS, sizeof cpu[0], cmp_d);
+    printf("| %-28s | %6d | %4d | %9.3f | %9.3f |\n", name, (int)vocab, n, gpu[REPS / 2], cpu[REPS / 2]);
+    cudaFree(dev);
+    sd__cu_sampler_free(&sm);
+    sd_sample_prep_free(&p);
+    free(host), free(work), free(hist), free(scratch), free(qs), free(os), free(rows);
+}
+
+static void bench_sampling(void)
+{
+    const char *e = getenv("SD_SAMPLE_BENCH");
+    if (!e || strcmp(e, "1") != 0 || sd_cuda_device_count() <= 0)
+        return;
+    printf("| sampling (random normal logits, sd 3) | vocab | rows | GPU ms (launch to tokens) | CPU "
+           "sd_sample ms |\n");
+    printf("| --- | ---: | ---: | ---: | ---: |\n");
+    sd_sampling g, t1, tp, all;
+    sd_sampling_default(&g);
+    g.temperature = 0;
+    sd_sampling_default(&t1);
+    sd_sampling_default(&tp);
+    tp.temperature = 0.8f;
+    tp.top_p = 0.9f;
+    tp.top_k = 50;
+    sd_sampling_default(&all);
+    all.temperature = 0.7f;
+    all.top_p = 0.95f;
+    all.min_p = 0.05f;
+    all.repetition_penalty = 1.1f;
+    all.presence_penalty = 0.3f;
+    all.frequency_penalty = 0.2f;
+    static const int ns[] = {1, 16, 64};
+    for (int i = 0; i < 3; i++) {
+        bench_one(151936, ns[i], "greedy", &g, 0, -1);
+        bench_one(151936, ns[i], "T=1 (no cut-off)", &t1, 0, -1);
+        bench_one(151936, ns[i], "T=0.8 top-k 50 top-p 0.9", &tp, 0, -1);
+        bench_one(151936, ns[i], "all + 512 history + top-5 lp", &all, 512, 5);
+    }
+}
+
 int main(void)
 {
     (void)backend_new; /* sched_util.h's CPU backend is not needed here */
@@ -281,6 +390,7 @@ int main(void)
     }
     RUN(test_sched_gpu_sampling);
     RUN(test_sched_gpu_sampling_tp);
+    bench_sampling();
     sd_model_free(M);
     return sd_test_done();
 }
