@@ -85,53 +85,29 @@ static void cache_put(sd_kernels_ctx *ctx, const sd_nm_key *k, int rw, int split
     ctx->entries[slot].split = split;
 }
 
-// Median time (ms) per launch of one config: kBurst launches rotating over the n_args problems,
-// captured in a CUDA graph and replayed `reps` times between two events — how a decode step
-// runs them (a graph, kernels chained by programmatic launches, pdl.cuh). Single launches ranked
-// the configs by launch latency and noise (kernels/NOTES.md). Falls back to bursts of plain
-// launches when the stream cannot be captured (it is capturing already).
+// Median time (ms) of `reps` single launches of one config, rotating over the n_args problems.
+// Timing bursts of launches instead (plain, or captured in a graph as the decode step runs them)
+// was tried and ranked worse: it picked kernels that ran slower in the benchmark's graphs and in
+// the decode step (kernels/NOTES.md, v5).
 static int time_cfg(const sd_nm_spmv_args *a, int n_args, int dense, int rw, int split, cudaStream_t s,
                     cudaEvent_t e0, cudaEvent_t e1, float *ret_ms)
 {
-    const int reps = 7, kBurst = 8;
-    int rc = 0;
-    for (int j = 0; j < 2 && !rc; j++) // warm-up: module load, function attributes
-        rc = sd__nm_launch_cfg(&a[j % n_args], dense, rw, split, s);
-    if (rc)
-        return rc;
-    cudaGraph_t g = nullptr;
-    cudaGraphExec_t ge = nullptr;
-    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
-        for (int j = 0; j < kBurst && !rc; j++)
-            rc = sd__nm_launch_cfg(&a[j % n_args], dense, rw, split, s);
-        cudaError_t e = cudaStreamEndCapture(s, &g);
-        if (!rc && e == cudaSuccess && cudaGraphInstantiate(&ge, g, 0) != cudaSuccess)
-            ge = nullptr;
-        if (g)
-            cudaGraphDestroy(g);
+    const int reps = 15;
+    std::vector<float> t;
+    for (int i = 0; i < reps + 2; i++) { // two warm-ups
+        const sd_nm_spmv_args *ai = &a[i % n_args];
+        if (cudaEventRecord(e0, s) != cudaSuccess)
+            return SD_ECUDA;
+        int rc = sd__nm_launch_cfg(ai, dense, rw, split, s);
         if (rc)
             return rc;
-    }
-    cudaGetLastError(); // a refused capture leaves its error behind
-    std::vector<float> t;
-    for (int i = 0; i < reps + 1 && !rc; i++) { // one warm-up replay
-        if (cudaEventRecord(e0, s) != cudaSuccess)
-            rc = SD_ECUDA;
-        if (!rc && ge)
-            rc = cudaGraphLaunch(ge, s) == cudaSuccess ? 0 : SD_ECUDA;
-        for (int j = 0; j < kBurst && !rc && !ge; j++)
-            rc = sd__nm_launch_cfg(&a[(i * kBurst + j) % n_args], dense, rw, split, s);
         float ms;
-        if (!rc && (cudaEventRecord(e1, s) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
-                    cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess))
-            rc = SD_ECUDA;
-        if (!rc && i >= 1)
-            t.push_back(ms / kBurst);
+        if (cudaEventRecord(e1, s) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
+            return SD_ECUDA;
+        if (i >= 2)
+            t.push_back(ms);
     }
-    if (ge)
-        cudaGraphExecDestroy(ge);
-    if (rc)
-        return rc;
     std::sort(t.begin(), t.end());
     *ret_ms = t[t.size() / 2];
     return 0;

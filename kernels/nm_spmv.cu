@@ -148,15 +148,7 @@ template <int BT, int RW> __global__ void __launch_bounds__(kThreads) nm_spmv_ke
         mrow[r] = p.mask + row * words;
         vrow[r] = reinterpret_cast<const uint4 *>(p.values + row * (p.cols >> 1));
     }
-    // The weights do not depend on the grid before this one (x does): send this warp's share
-    // to L2 before waiting for it (pdl.cuh), one lane per row's values and one per its masks.
-#pragma unroll
-    for (int r = 0; r < RW; r++) {
-        if (lane == r)
-            prefetch_l2(vrow[r] + 2 * w_begin, (w_end - w_begin) * 32);
-        else if (lane == RW + r)
-            prefetch_l2(mrow[r] + w_begin, (w_end - w_begin) * 4);
-    }
+    // Nothing above depends on the grid before this one; x does (pdl.cuh).
     pdl_wait();
     pdl_trigger();
     float acc[RW][BT] = {};
@@ -209,10 +201,6 @@ template <int BT> __global__ void __launch_bounds__(kThreads) un_spmv_kernel(KPa
     const int64_t row = min(row0, p.rows - 1);
     const uint32_t *mrow = p.mask + row * words;
     const uint16_t *vrow = p.values + row * (p.cols >> 1);
-    if (lane == 0)
-        prefetch_l2(vrow, p.cols); // cols/2 bf16 values
-    else if (lane == 1)
-        prefetch_l2(mrow, words * 4);
     pdl_wait();
     pdl_trigger();
     float acc[1][BT] = {};
@@ -315,10 +303,6 @@ template <int BT, int RW> __global__ void __launch_bounds__(kThreads) gemv_kerne
 #pragma unroll
     for (int r = 0; r < RW; r++)
         wrow[r] = reinterpret_cast<const uint4 *>(p.values + min(row0 + r, p.rows - 1) * p.cols);
-#pragma unroll
-    for (int r = 0; r < RW; r++)
-        if (lane == r)
-            prefetch_l2(wrow[r] + c_begin, (c_end - c_begin) * 16);
     pdl_wait();
     pdl_trigger();
     float acc[RW][BT] = {};

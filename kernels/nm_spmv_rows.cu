@@ -214,20 +214,13 @@ template <int BT, int S> __global__ void __launch_bounds__(kThreads) rows_kernel
     const uint32_t mine_s = (uint32_t)__cvta_generic_to_shared(mine);
     const CopySrc src = copy_src(p, row0, lane);
 
-    // The first S-1 tiles are in flight while the block stages x, and the rest of this lane's
-    // row (its share of the warp's tiles) is on its way to L2; neither depends on the grid
-    // before this one, x does (pdl.cuh).
+    // The first S-1 tiles are in flight while the block stages x; they do not depend on the
+    // grid before this one, x does (pdl.cuh).
 #pragma unroll
     for (int s = 0; s < S - 1; s++) {
         if (s < n)
             issue_tile(src, mine_s + s * kStageBytes, ws + (int64_t)(tb + s) * kT, lane);
         cp_async_commit();
-    }
-    if (n > S - 1) {
-        const int64_t w0 = ws + (int64_t)(tb + S - 1) * kT, nw = (int64_t)(n - (S - 1)) * kT;
-        const int64_t row = min(row0 + lane, p.rows - 1);
-        prefetch_l2(p.values + row * (p.cols >> 1) + w0 * 16, nw * 32);
-        prefetch_l2(p.mask + row * (p.cols >> 5) + w0, nw * 4);
     }
     pdl_wait();
     pdl_trigger();

@@ -164,15 +164,7 @@ template <int NT> __global__ void __launch_bounds__(kThreads) tc_spmv_kernel(TcP
     ChunkRegs cur;
     if (cw < w_end)
         load_chunk(cur, mrow, vrow, cw + 2 * h, w_begin, w_end);
-    // Before waiting for the grid before (pdl.cuh): the block's weights to L2, warp 0 lane r
-    // the values of row r, lane 16 + r its masks.
-    if (warp == 0) {
-        const int64_t row = min(row0 + (lane & 15), p.rows - 1);
-        if (lane < 16)
-            prefetch_l2(p.values + row * (p.cols >> 1) + w_begin * 16, (w_end - w_begin) * 32);
-        else
-            prefetch_l2(p.mask + row * words + w_begin, (w_end - w_begin) * 4);
-    }
+    // The first chunk's weights are in flight; x comes from the grid before (pdl.cuh).
     pdl_wait();
     pdl_trigger();
     for (; cw < w_end; cw += step) {
@@ -216,8 +208,6 @@ template <int NT> __global__ void __launch_bounds__(kThreads) tc_gemv_kernel(TcP
     const uint4 *wg = reinterpret_cast<const uint4 *>(p.values + min(row0 + g, p.rows - 1) * p.cols);
     const uint4 *wg8 = reinterpret_cast<const uint4 *>(p.values + min(row0 + g + 8, p.rows - 1) * p.cols);
     float c[NT][4] = {};
-    if (warp == 0 && lane < 16) // the block's rows to L2 before waiting for the grid before
-        prefetch_l2(p.values + min(row0 + lane, p.rows - 1) * p.cols + w_begin * 32, (w_end - w_begin) * 64);
     pdl_wait();
     pdl_trigger();
     // two 64-column pieces (4 words) per warp step: 8 x 16-byte weight loads in flight per lane

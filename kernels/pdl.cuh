@@ -35,18 +35,6 @@ __device__ __forceinline__ void pdl_trigger()
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
-// Asks L2 to fetch [p, p + bytes) (cp.async.bulk.prefetch: one instruction per 64 KB; a hint,
-// nothing waits for it). The range is shrunk to 16-byte boundaries, as the instruction needs.
-__device__ __forceinline__ void prefetch_l2(const void *p, int64_t bytes)
-{
-    uintptr_t a = (reinterpret_cast<uintptr_t>(p) + 15) & ~(uintptr_t)15;
-    uintptr_t e = (reinterpret_cast<uintptr_t>(p) + (uintptr_t)bytes) & ~(uintptr_t)15;
-    for (; a + 16 <= e; a += 65536) {
-        uint32_t n = (uint32_t)(e - a < 65536 ? e - a : 65536);
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"(n) : "memory");
-    }
-}
-
 // Launches k<<<grid, block, smem, s>>>(args...), with programmatic stream serialization when
 // pdl is set (see the rules above).
 template <typename... KArgs, typename... Args>
