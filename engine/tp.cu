@@ -105,7 +105,7 @@ int sd_tp_failed(const sd_backend *b)
     /* rank 0 of the multi-process mode, idle or not: a follower's connection closing means
      * the follower died (they never close it first), so the next step could only fail */
     for (int r = 1; g->o.rank == 0 && g->fds && r < g->o.world; r++)
-        if (sd_tp_chan_closed(g->fds[r]))
+        if (sd_tp_chan_closed(g->fds[r], 1))
             return 1;
     return 0;
 }
@@ -126,6 +126,7 @@ static int rank_setup(sd_tp_backend *g, tp_rank_ctx *c, sd_diag *d)
     if (g->o.rank >= 0) { /* processes: a peer's death closes its control connection */
         t.watch_fds = g->fds;
         t.n_watch = g->o.world;
+        t.watch_unread_too = g->o.rank == 0; /* a follower never closes first */
     }
     /* the plan first: a config that cannot be split fails alike on every rank, before NCCL */
     SD_TRY(sd_shard_plan_init(&t.plan, &g->cfg, g->o.world, c->rank, d));

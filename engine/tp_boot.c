@@ -423,7 +423,7 @@ int sd_tp_chan_recv(int fd, void *buf, size_t n, int timeout_ms, sd_diag *d)
     return io_full(fd, buf, n, 0, deadline, "receiving a step plan", d);
 }
 
-int sd_tp_chan_closed(int fd)
+int sd_tp_chan_closed(int fd, int unread_too)
 {
     if (fd < 0)
         return 0;
@@ -439,5 +439,7 @@ int sd_tp_chan_closed(int fd)
         return 0;
     if (p.revents & (POLLERR | POLLNVAL))
         return 1;
-    return (p.revents & (POLLRDHUP | POLLHUP)) && ioctl(fd, FIONREAD, &unread) == 0 && unread == 0;
+    if (!(p.revents & (POLLRDHUP | POLLHUP)))
+        return 0;
+    return unread_too || (ioctl(fd, FIONREAD, &unread) == 0 && unread == 0);
 }

@@ -57,10 +57,12 @@ int sd_tp_boot_join_keep(const char *addr, int rank, int world, uint64_t cfg_has
 int sd_tp_chan_send(int fd, const void *buf, size_t n, int timeout_ms, sd_diag *d);
 int sd_tp_chan_recv(int fd, void *buf, size_t n, int timeout_ms, sd_diag *d);
 /* 1 when the peer of a kept connection has closed it (a dead process's sockets are closed by
- * the kernel) and nothing it sent is left unread, or the connection failed; 0 while it is up.
- * Does not block and reads nothing: a peer that sent a last message (rank 0's quit) and
- * closed reads as closed only once that message has been read. fd < 0: 0. */
-int sd_tp_chan_closed(int fd);
+ * the kernel) or the connection failed; 0 while it is up. Does not block and reads nothing.
+ * unread_too = 0: a peer that sent a last message and closed (rank 0's quit) reads as closed
+ * only once that message has been read; 1: a close counts at once, bytes left unread or not
+ * (rank 0 watching a follower, which never closes first: a follower that failed its set-up
+ * has sent its status and gone). fd < 0: 0. */
+int sd_tp_chan_closed(int fd, int unread_too);
 
 /* A hash of everything the ranks must agree on: the model's shapes and the world size,
  * plus `extra` (e.g. the checkpoint's sparsity) when non-NULL. FNV-1a, stable across builds. */

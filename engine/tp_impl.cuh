@@ -24,6 +24,7 @@ typedef struct sd_tp_rank {
      * that died ends the wait at once instead of at the deadline. NULL in the threads mode. */
     const int *watch_fds;
     int n_watch;
+    int watch_unread_too; /* sd_tp_chan_closed's: 1 on rank 0 (a follower's close is its death) */
 } sd_tp_rank;
 
 /* Waits for a non-blocking communicator's pending call (ncclInProgress) to finish. Like every

@@ -55,7 +55,7 @@ static const char *wait_over(const sd_tp_rank *t, waiter *w)
     if (t->watch_fds && now >= w->next_watch) {
         w->next_watch = now + 1;
         for (int i = 0; i < t->n_watch; i++)
-            if (sd_tp_chan_closed(t->watch_fds[i]))
+            if (sd_tp_chan_closed(t->watch_fds[i], t->watch_unread_too))
                 return "a peer process closed its connection (it died or quit)";
     }
     return NULL;

@@ -283,15 +283,15 @@ static void test_channel(void)
 }
 
 /* Polls sd_tp_chan_closed for up to ms; returns its last answer. */
-static int closed_within(int fd, int ms)
+static int closed_within(int fd, int unread_too, int ms)
 {
     for (int i = 0; i < ms; i++) {
-        if (sd_tp_chan_closed(fd))
+        if (sd_tp_chan_closed(fd, unread_too))
             return 1;
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    return sd_tp_chan_closed(fd);
+    return sd_tp_chan_closed(fd, unread_too);
 }
 
 /* A follower killed with SIGKILL: the kept connection reads as closed on rank 0's side at
@@ -331,33 +331,38 @@ static void test_channel_peer_death(void)
     close(p[0]);
     uint8_t buf[16];
     if (!rc) {
-        CHECK(sd_tp_chan_closed(-1) == 0);
-        CHECK_MSG(closed_within(fds[1], 50) == 0, "a live peer with unread data reads as closed");
+        CHECK(sd_tp_chan_closed(-1, 0) == 0 && sd_tp_chan_closed(-1, 1) == 0);
+        CHECK_MSG(closed_within(fds[1], 0, 50) == 0 && closed_within(fds[1], 1, 50) == 0,
+                  "a live peer with unread data reads as closed");
         CHECK(sd_tp_chan_recv(fds[1], buf, sizeof buf, 5000, &d) == 0 && buf[2] == 3);
-        CHECK(closed_within(fds[1], 20) == 0);
+        CHECK(closed_within(fds[1], 0, 20) == 0);
     }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     if (!rc) {
-        CHECK_MSG(closed_within(fds[1], 2000) == 1, "the killed peer's connection does not read as closed");
+        CHECK_MSG(closed_within(fds[1], 0, 2000) == 1 && sd_tp_chan_closed(fds[1], 1) == 1,
+                  "the killed peer's connection does not read as closed");
         close(fds[1]);
     }
     sd_tp_boot_close(l);
 }
 
 /* A peer that sends a last message and closes (rank 0's quit) reads as closed only once the
- * message has been read: the follower's step must not fail on a quit that is still queued. */
+ * message has been read: the follower's step must not fail on a quit that is still queued.
+ * Rank 0's view of a follower (unread_too) sees the close at once. */
 static void test_channel_last_message(void)
 {
     int sv[2];
     REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
     uint8_t msg[8] = {7}, got[8] = {0};
     CHECK(sd_tp_chan_send(sv[1], msg, sizeof msg, 1000, NULL) == 0);
-    CHECK(sd_tp_chan_closed(sv[0]) == 0);
+    CHECK(sd_tp_chan_closed(sv[0], 0) == 0 && sd_tp_chan_closed(sv[0], 1) == 0);
     close(sv[1]);
-    CHECK_MSG(sd_tp_chan_closed(sv[0]) == 0, "a queued last message reads as closed");
+    CHECK_MSG(sd_tp_chan_closed(sv[0], 0) == 0, "a queued last message reads as closed");
+    CHECK_MSG(sd_tp_chan_closed(sv[0], 1) == 1, "with unread_too, a close behind a message is not seen");
     CHECK(sd_tp_chan_recv(sv[0], got, sizeof got, 1000, NULL) == 0 && got[0] == 7);
-    CHECK_MSG(sd_tp_chan_closed(sv[0]) == 1, "a closed connection with nothing left does not read as closed");
+    CHECK_MSG(sd_tp_chan_closed(sv[0], 0) == 1,
+              "a closed connection with nothing left does not read as closed");
     close(sv[0]);
 }
 
