@@ -63,7 +63,7 @@ typedef struct sd_sample_req {
 
 typedef struct sd_sample_out {
     int32_t token;
-    float logprob;                     /* log-softmax of the raw (unpenalised) logits at token */
+    float logprob;                      /* log-softmax of the raw (unpenalised) logits at token */
     int32_t top_ids[SD_SAMPLE_MAX_TOP]; /* [n_top], descending, ties by lower id; -1 past the non-NaN ones */
     float top_lps[SD_SAMPLE_MAX_TOP];
 } sd_sample_out;

@@ -575,8 +575,8 @@ static int cuda_sample(sd_backend *base, const sd_sample_req *reqs, int n, sd_sa
         return sd_diag_set(d, SD_EINVAL, "cuda sample: %d rows (at most %d)", n, SD_CU_MAX_SEQS);
     for (int i = 0; i < n; i++)
         if (reqs[i].row < 0 || reqs[i].row >= b->last_rows)
-            return sd_diag_set(d, SD_EINVAL, "cuda sample: row %d of a forward with %d rows", (int)reqs[i].row,
-                               b->last_rows);
+            return sd_diag_set(d, SD_EINVAL, "cuda sample: row %d of a forward with %d rows",
+                               (int)reqs[i].row, b->last_rows);
     if (n == 0)
         return 0;
     SD_CU(d, cudaSetDevice(b->device));
