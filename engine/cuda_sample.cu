@@ -14,6 +14,9 @@
 
 #define SMP_THREADS 1024
 #define SMP_WARPS (SMP_THREADS / 32)
+/* Histogram copies, one per group of warps: the first passes of a descent put most of a row in
+ * a few buckets, and 8 copies cut the shared-atomic collisions on them by 8. */
+#define SMP_COPIES 8
 
 /* One row's work order, built on the host from an sd_sample_req. */
 typedef struct cu_row {
@@ -26,9 +29,9 @@ typedef struct cu_row {
 } cu_row;
 
 typedef struct smp_shared {
-    uint32_t cnt[SD_SR_BUCKETS];
-    unsigned long long w[SD_SR_BUCKETS];
-    int32_t first[SD_SR_BUCKETS];
+    uint32_t cnt[SMP_COPIES][SD_SR_BUCKETS]; /* [0] holds the merged histogram */
+    unsigned long long w[SMP_COPIES][SD_SR_BUCKETS];
+    int32_t first[SMP_COPIES][SD_SR_BUCKETS];
     int fixed, done, result;
     unsigned long long pre, target;
     float rf[SMP_WARPS];
@@ -120,9 +123,22 @@ static __device__ void block_lse(const float *row, int V, smp_shared &sh, float 
 static __device__ __forceinline__ void flush(smp_shared &sh, int b, uint32_t c, unsigned long long w,
                                              int first)
 {
-    atomicAdd(&sh.cnt[b], c);
-    atomicAdd(&sh.w[b], w);
-    atomicMin(&sh.first[b], first);
+    const int k = (threadIdx.x >> 5) % SMP_COPIES;
+    atomicAdd(&sh.cnt[k][b], c);
+    atomicAdd(&sh.w[k][b], w);
+    atomicMin(&sh.first[k][b], first);
+}
+
+/* Sums the copies into copy 0. */
+static __device__ void merge_copies(smp_shared &sh)
+{
+    for (int b = threadIdx.x; b < SD_SR_BUCKETS; b += SMP_THREADS) {
+        for (int k = 1; k < SMP_COPIES; k++) {
+            sh.cnt[0][b] += sh.cnt[k][b];
+            sh.w[0][b] += sh.w[k][b];
+            sh.first[0][b] = min(sh.first[0][b], sh.first[k][b]);
+        }
+    }
 }
 
 /* Thread 0's part of a pass: the total and target on the first, then the crossing bucket. */
@@ -131,7 +147,7 @@ static __device__ void descend_choose(smp_shared &sh, int keybits, int ge, doubl
     if (sh.fixed == 0) {
         unsigned long long total = 0;
         for (int b = 0; b < SD_SR_BUCKETS; b++)
-            total += sh.w[b];
+            total += sh.w[0][b];
         if (frac >= 0)
             sh.target = sd_sr_target(frac, total, ge);
         if (!sd_sr_crosses(total, sh.target, ge)) {
@@ -140,14 +156,14 @@ static __device__ void descend_choose(smp_shared &sh, int keybits, int ge, doubl
         }
     }
     uint64_t before = 0;
-    int b = sd_sr_pick_bucket(sh.cnt, sh.w, sh.target, ge, &before);
+    int b = sd_sr_pick_bucket(sh.cnt[0], sh.w[0], sh.target, ge, &before);
     if (b < 0) {
         sh.done = 1;
         return;
     }
     sh.target -= before;
-    if (sh.cnt[b] == 1 || sh.fixed + SD_SR_DIGIT >= keybits) {
-        sh.result = sh.first[b];
+    if (sh.cnt[0][b] == 1 || sh.fixed + SD_SR_DIGIT >= keybits) {
+        sh.result = sh.first[0][b];
         sh.done = 1;
         return;
     }
@@ -172,10 +188,10 @@ static __device__ int descend(const float *row, int V, const sd_sr_set &set, int
     }
     const int kb = set.keybits;
     for (;;) {
-        for (int b = threadIdx.x; b < SD_SR_BUCKETS; b += SMP_THREADS) {
-            sh.cnt[b] = 0;
-            sh.w[b] = 0;
-            sh.first[b] = INT_MAX;
+        for (int j = threadIdx.x; j < SMP_COPIES * SD_SR_BUCKETS; j += SMP_THREADS) {
+            sh.cnt[j / SD_SR_BUCKETS][j % SD_SR_BUCKETS] = 0;
+            sh.w[j / SD_SR_BUCKETS][j % SD_SR_BUCKETS] = 0;
+            sh.first[j / SD_SR_BUCKETS][j % SD_SR_BUCKETS] = INT_MAX;
         }
         __syncthreads();
         const int fixed = sh.fixed;
@@ -204,6 +220,8 @@ static __device__ int descend(const float *row, int V, const sd_sr_set &set, int
         }
         if (cur >= 0)
             flush(sh, cur, c, w, first);
+        __syncthreads();
+        merge_copies(sh);
         __syncthreads();
         if (threadIdx.x == 0)
             descend_choose(sh, kb, ge, frac);
