@@ -2,7 +2,7 @@
 # Second PDL run (one H200), after dropping the L2 prefetch and restoring single-launch autotune:
 # build, GPU tests, kernels (8B shapes, PDL on), decode with PDL on and off, then the GPU
 # scripts for sampling and pruning (tools/gpu/sample.sh, tools/gpu/prune.sh).
-#   bash results/2026-11-30-pdl/run2.sh      (from the repo root, .debs carried)
+#   [SKIP_HELPERS=1] bash results/2026-11-30-pdl/run2.sh      (from the repo root, .debs carried)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 R=$OUT/r
@@ -27,8 +27,10 @@ for pdl in 1 0; do
     echo "decode SD_PDL=$pdl rc=$?" | tee -a "$OUT/summary.txt"
 done
 echo "mine: $(($(date +%s) - start)) s" | tee -a "$OUT/summary.txt"
+if [ -z "${SKIP_HELPERS:-}" ]; then
 SAMPLE_BUDGET_S=150 OUT=$R timeout 170 bash tools/gpu/sample.sh >"$R/sample-run.log" 2>&1
 echo "sample.sh rc=$? at $(($(date +%s) - start)) s" | tee -a "$OUT/summary.txt"
 OUT=$R timeout 230 bash tools/gpu/prune.sh >"$R/prune-run.log" 2>&1
 echo "prune.sh rc=$? at $(($(date +%s) - start)) s" | tee -a "$OUT/summary.txt"
+fi
 tar czf "$OUT/r.tgz" -C "$OUT" r
