@@ -234,6 +234,8 @@ static json_t *inst_info(const sd_admin_models *mm, const sd_admin_inst *in)
 
 int sd_admin_models_failed(sd_admin_models *mm)
 {
+    if (!mm)
+        return 0;
     pthread_mutex_lock(&mm->mu);
     int failed = mm->cur && sd_tp_failed(mm->cur->backend);
     pthread_mutex_unlock(&mm->mu);
