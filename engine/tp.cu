@@ -491,7 +491,8 @@ static void tp_free(sd_backend *b)
         for (int r = 0; g->fds && r < g->o.world; r++) {
             if (g->fds[r] < 0)
                 continue;
-            if (g->o.rank == 0 && r > 0)
+            /* a failed group gets no quit: the bare close makes the followers exit non-zero */
+            if (g->o.rank == 0 && r > 0 && !is_dead(g))
                 sd_tp_chan_send(g->fds[r], quit, sizeof quit, 1000, NULL);
             close(g->fds[r]);
         }
