@@ -82,7 +82,10 @@ def start_group(tmp_path, extra=()):
     common = ["--backend", "cuda", "--tensor-parallel", "2", "--tp-addr", addr, "--tp-timeout", "60",
               "--device", "0", "--model", model_dir(), *extra]
     log1 = open(tmp_path / "rank1.log", "wb")
-    rank1 = subprocess.Popen([sparsed_bin(), "serve", *common, "--tp-rank", "1"], cwd=ROOT, stdout=log1,
+    empty = tmp_path / "rank1.json"  # defaults, as rank 0's Server uses (not config/sparsed.json)
+    empty.write_text("{}")
+    rank1 = subprocess.Popen([sparsed_bin(), "serve", "--config", str(empty), *common, "--tp-rank", "1"],
+                             cwd=ROOT, stdout=log1,
                              stderr=subprocess.STDOUT,
                              env={**os.environ, **NCCL_ENV, "CUDA_VISIBLE_DEVICES": "1"})
     rank0 = Server(tmp_path, [*common, "--tp-rank", "0"],

@@ -101,8 +101,10 @@ def test_two_processes_match_one_process(tmp_path, model):
     addr = f"127.0.0.1:{free_port()}"
     group = ["--tensor-parallel", "2", "--tp-addr", addr, "--tp-timeout", "120", "--device", "0"]
     log1 = open(tmp_path / "rank1.log", "wb")
-    rank1 = subprocess.Popen([sparsed_bin(), "serve", "--backend", "cuda", "--model", model, *group,
-                              "--tp-rank", "1"], cwd=ROOT, stdout=log1, stderr=subprocess.STDOUT,
+    empty = tmp_path / "rank1.json"  # defaults, as rank 0's Server uses (not config/sparsed.json)
+    empty.write_text("{}")
+    rank1 = subprocess.Popen([sparsed_bin(), "serve", "--config", str(empty), "--backend", "cuda", "--model",
+                              model, *group, "--tp-rank", "1"], cwd=ROOT, stdout=log1, stderr=subprocess.STDOUT,
                              env={**os.environ, **SOCKET_NCCL, "CUDA_VISIBLE_DEVICES": "1"})
     try:
         procs, log0 = run_server(tmp_path, model, [*group, "--tp-rank", "0"],
