@@ -282,7 +282,8 @@ static pid_t spawn_follower(const char *addr, const char *dir, const char *mode)
     return pid;
 }
 
-/* The follower's main: rank 1 of 2 on GPU 1, runs the steps until rank 0 quits. */
+/* The follower's main: rank 1 of 2 on GPU 1, runs the steps until rank 0 quits; mode "die":
+ * dies (SIGKILL-like, no teardown) as soon as the group is up, before any step. */
 static int follower_main(const char *addr, const char *dir, const char *mode)
 {
     sd_model *m = NULL;
@@ -299,7 +300,8 @@ static int follower_main(const char *addr, const char *dir, const char *mode)
     to.timeout_ms = 60000;
     if (!rc)
         rc = sd_tp_backend_init(&b, m, &o, &to, &d);
-    (void)mode;
+    if (!rc && !strcmp(mode, "die"))
+        _exit(9); /* the kernel closes its sockets; its NCCL peers are left waiting */
     if (!rc)
         rc = sd_tp_follow(b, &d);
     if (rc)
@@ -366,10 +368,9 @@ static void test_processes(void)
     sd_model_free(m);
 }
 
-/* A rank killed between two steps: rank 0's next step fails (the closed socket, or the
- * collective's deadline and ncclCommAbort), the group is marked failed, nothing hangs. The
- * first step runs while both live, so that no first-use autotuning (which synchronizes the
- * stream without a deadline) is left for the step after the death. */
+/* A rank killed between two steps: rank 0 sees the group failed even while idle (its closed
+ * connection), the next step fails (the peer watch, the closed socket, or the collective's
+ * deadline and ncclCommAbort), the group is marked failed, nothing hangs. */
 static void test_dead_rank(void)
 {
     if (!two_gpus())
@@ -390,9 +391,17 @@ static void test_dead_rank(void)
         int r0 = sd_backend_forward(b, &q, 1, lg, &d);
         CHECK_MSG(r0 == 0, "step with both ranks alive: %s", sd_diag_str(&d, r0));
     }
+    if (!rc)
+        CHECK(sd_tp_failed(b) == 0);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     if (!rc) {
+        int seen = 0; /* idle: the closed connection shows within moments */
+        for (int i = 0; i < 2000 && !seen; i++) {
+            seen = sd_tp_failed(b);
+            usleep(1000);
+        }
+        CHECK_MSG(seen, "rank 0 idle does not see its follower's death");
         memset(&d, 0, sizeof d);
         int r1 = sd_backend_forward(b, &q, 1, lg, &d);
         CHECK_MSG(r1 == SD_ENCCL || r1 == SD_EIO || r1 == SD_ECUDA, "first step after the death: %d %s", r1,
@@ -402,6 +411,42 @@ static void test_dead_rank(void)
         CHECK_MSG(r2 == SD_ENCCL && strstr(d.msg, "failed earlier"), "%d %s", r2, d.msg);
     }
     free(lg);
+    sd_backend_free(b);
+    sd_model_free(m);
+}
+
+/* A rank dead before the first step: rank 0's first step autotunes its linears (timing with
+ * stream synchronisations) right after the embedding's all-reduce, which waits on the dead
+ * peer. The tuner drains the stream under the group's deadline and peer watch first, so the
+ * step fails with a group error found by the watch (or by NCCL), not by the deadline. */
+static void test_dead_before_first_step(void)
+{
+    if (!two_gpus())
+        SKIP("needs 2 GPUs");
+    sd_model *m = NULL;
+    sd_diag d = {0};
+    REQUIRE(sd_model_open(&m, TINY, &d) == 0);
+    char addr[64];
+    REQUIRE(free_addr(addr, sizeof addr) == 0);
+    pid_t pid = spawn_follower(addr, TINY, "die");
+    sd_backend *b = NULL;
+    int rc = rank0_init(&b, m, addr, 60000, &d);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 9, "follower status %d", st);
+    if (rc) { /* the death may already show during set-up: then the error must name it */
+        CHECK_MSG(rc == SD_ENCCL || rc == SD_EIO, "rank 0 set-up: %d %s", rc, d.msg);
+    } else {
+        int32_t V = sd_model_cfg(m)->vocab, toks[4] = {1, 2, 3, 4}, bt[1] = {0};
+        float *lg = malloc((size_t)4 * V * 4);
+        sd_batch_seq q = {0, 4, toks, bt, 1};
+        memset(&d, 0, sizeof d);
+        int r1 = lg ? sd_backend_forward(b, &q, 1, lg, &d) : SD_ENOMEM;
+        CHECK_MSG(r1 == SD_ENCCL || r1 == SD_EIO, "first step after the death: %d %s", r1, d.msg);
+        CHECK_MSG(!strstr(d.msg, "timed out"), "found by the deadline, not the watch: %s", d.msg);
+        CHECK(sd_tp_failed(b) == 1);
+        free(lg);
+    }
     sd_backend_free(b);
     sd_model_free(m);
 }
@@ -423,5 +468,6 @@ int main(int argc, char **argv)
     RUN(test_random_unstructured);
     RUN(test_processes);
     RUN(test_dead_rank);
+    RUN(test_dead_before_first_step);
     return sd_test_done();
 }
