@@ -52,7 +52,7 @@ step() {
 echo "GPUs: $(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" | tee -a "$SUM"
 
 step test_tp_bootstrap 30 $B/tests/engine/test_tp_bootstrap
-step test_tp_gpu 70 $B/tests/engine/test_tp_gpu
+step test_tp_gpu 90 $B/tests/engine/test_tp_gpu
 step test_cuda_backend 40 $B/tests/engine/test_cuda_backend
 step test_tp_processes 80 python3 -m pytest -q -x -p no:cacheprovider tests/server/test_tp_processes.py
 step test_tp_kill 60 python3 -m pytest -q -p no:cacheprovider tests/server/test_tp_kill.py
