@@ -462,7 +462,9 @@ static void test_small_model_job(void)
             }
         fprintf(stderr, "  %s job: %lld of %lld rows with the CPU job's masks (%.2f%%)\n", model,
                 (long long)same, (long long)rows, 100.0 * (double)same / (double)rows);
-        CHECK(same > 0);
+        /* the solvers agree exactly on equal Hessians (test_small_model_layer); the Hessians here
+         * differ by about 1e-7 relative, which flips only groups that were near-ties */
+        CHECK_MSG(same >= rows - rows / 100, "%lld of %lld rows", (long long)same, (long long)rows);
     }
     sd_model_free(m[0]);
     sd_model_free(m[1]);
