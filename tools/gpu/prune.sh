@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The CUDA pruning path on the GPU machine (about 4 minutes on one H200): tests/prune/
+# The CUDA pruning path on the GPU machine (about 3 minutes on one H200): tests/prune/
 # test_prune_cuda (GPU factor, sweep and Hessians against the CPU solver; a real model; a whole
-# `--device cuda` prune), then SparseGPT timings on 8B-class linear shapes with a synthetic
-# Hessian, CPU (all cores) against GPU. Run from the repo root after
+# `--device cuda` prune) and test_prune_device.py (the CLI; the GPU solver against NumPy), then
+# SparseGPT timings on 8B-class linear shapes with a synthetic Hessian, CPU (all cores) against
+# GPU. Run from the repo root after
 #   source tools/device_env.sh && make -j32 BUILD=build/gpu all
 # Writes $OUT/prune_gpu.log (test output, every bench line) and $OUT/prune_bench.md (the table).
 # The CPU gets CPU_LIMIT seconds (default 90) for the 4096x14336 down_proj shape: its factorisation
@@ -20,6 +21,9 @@ echo "cpu cores: $(nproc)" >>"$LOG"
 echo "== test_prune_cuda" >>"$LOG"
 timeout 150 "$B/tests/prune/test_prune_cuda" >>"$LOG" 2>&1
 echo "test_prune_cuda rc=$?" >>"$LOG"
+echo "== test_prune_device.py" >>"$LOG"
+SD_BUILD="$B" timeout 60 python3 -m pytest -q -p no:cacheprovider tests/prune/test_prune_device.py >>"$LOG" 2>&1
+echo "test_prune_device.py rc=$?" >>"$LOG"
 
 bench() { # rows cols pattern device
     timeout "${5:-120}" "$B/sparsed" prune --bench-solver --rows "$1" --cols "$2" --pattern "$3" --device "$4" \
