@@ -270,6 +270,8 @@ extern "C" int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, 
     dim3 grid((unsigned)((a->rows + 15) / 16), (unsigned)nsplit);
     void (*k)(TcParams) = dense ? (NT == 1 ? tc_gemv_kernel<1> : tc_gemv_kernel<2>)
                                 : (NT == 1 ? tc_spmv_kernel<1> : tc_spmv_kernel<2>);
-    const int pdl = (a->ctx ? a->ctx->pdl : 1) && !(p.atomic && !a->accumulate); // not after a memset
+    // Not after a memset (pdl.cuh), and not for the sparse kernel: its early blocks hold shared
+    // memory the running grid's later waves need (B=16 decode 6% slower with it, NOTES.md v5).
+    const int pdl = (a->ctx ? a->ctx->pdl : 1) && !(p.atomic && !a->accumulate) && dense;
     return sd_launch(k, grid, dim3(kThreads), smem, s, pdl, p) == cudaSuccess ? 0 : SD_ECUDA;
 }

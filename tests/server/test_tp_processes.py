@@ -103,12 +103,14 @@ def test_two_processes_match_one_process(tmp_path, model):
     log1 = open(tmp_path / "rank1.log", "wb")
     empty = tmp_path / "rank1.json"  # defaults, as rank 0's Server uses (not config/sparsed.json)
     empty.write_text("{}")
+    # NCCL's INFO lines go to a file of their own (NCCL_DEBUG_FILE, %p = pid), not the daemon's log
+    nccl_env = {**SOCKET_NCCL, "NCCL_DEBUG_FILE": str(tmp_path / "nccl.%p.log")}
     rank1 = subprocess.Popen([sparsed_bin(), "serve", "--config", str(empty), "--backend", "cuda", "--model",
                               model, *group, "--tp-rank", "1"], cwd=ROOT, stdout=log1, stderr=subprocess.STDOUT,
-                             env={**os.environ, **SOCKET_NCCL, "CUDA_VISIBLE_DEVICES": "1"})
+                             env={**os.environ, **nccl_env, "CUDA_VISIBLE_DEVICES": "1"})
     try:
         procs, log0 = run_server(tmp_path, model, [*group, "--tp-rank", "0"],
-                                 {**SOCKET_NCCL, "CUDA_VISIBLE_DEVICES": "0"})
+                                 {**nccl_env, "CUDA_VISIBLE_DEVICES": "0"})
         assert rank1.wait(timeout=60) == 0, "rank 1 did not quit with rank 0"
     finally:
         if rank1.poll() is None:
@@ -116,7 +118,9 @@ def test_two_processes_match_one_process(tmp_path, model):
             rank1.wait()
         log1.close()
     # NCCL really went over sockets (its INFO log names the transport of each channel)
-    assert "NET/Socket" in log0 and "via P2P" not in log0 and "via SHM" not in log0, log0[-3000:]
+    nccl = "".join(f.read_text(errors="replace") for f in sorted(tmp_path.glob("nccl.*.log")))
+    nccl += log0 + (tmp_path / "rank1.log").read_text(errors="replace")
+    assert "NET/Socket" in nccl and "via P2P" not in nccl and "via SHM" not in nccl, nccl[-3000:]
 
     parted = []
     for kind in procs:
