@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine/cuda_backend.h"
+#include "engine/cuda_capture.h"
 #include "engine/cuda_impl.cuh"
 #include "engine/cuda_sample.cuh"
 #include "engine/model.h"
@@ -51,6 +52,9 @@ typedef struct sd_cuda_backend {
     int last_rows, last_padded; /* logits rows of the last forward (real, and with graph padding) */
     sd_tp_rank tp;              /* tensor-parallel membership; tp.comm NULL on a single GPU */
     float *gathered;            /* TP: [ranks, rows, vocab_pad] every rank's logits (all-gather) */
+    sd_cuda_capture_fn cap_fn;  /* calibration hook (engine/cuda_capture.h) or NULL */
+    void *cap_ud;
+    int32_t cap_stop; /* with cap_fn: the last layer run, or -1 for all */
 } sd_cuda_backend;
 
 /* Offsets into the meta buffer for one step. */
@@ -329,6 +333,17 @@ static void cuda_free(sd_backend *base)
 
 /* ---- one step on the stream (eager, or recorded into a graph) ---- */
 
+/* Hands the linear input just formed in b->act ([T, cols] bf16) to the calibration hook. Only
+ * eager steps get here (cuda_forward bypasses graphs while a hook is set); the stream is drained
+ * first so the rows are complete, and the hook is done with them when it returns. */
+static int capture_input(sd_cuda_backend *b, int li, sd_capture_site site, int64_t cols, const step_shape *s,
+                         sd_diag *d)
+{
+    SD_CU(d, cudaStreamSynchronize(b->st));
+    const int32_t *pos = b->h_meta + s->T, *seq = b->h_meta + 2 * (size_t)s->T; /* fill_meta's layout */
+    return b->cap_fn(b->cap_ud, li, site, b->act, cols, s->T, pos, seq);
+}
+
 static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d)
 {
     const sd_model_config *c = &b->cfg;
@@ -337,6 +352,8 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
     const float *resid = li ? b->mmo : NULL; /* the previous layer's down_proj output */
     const int pdl = b->pdl;
     SD_TRY(sd__cu_add_rmsnorm(b->x, resid, L->attn_norm, b->act, s->T, c->hidden, c->rms_eps, pdl, st, d));
+    if (b->cap_fn)
+        SD_TRY(capture_input(b, li, SD_CAP_QKV, c->hidden, s, d));
     SD_TRY(sd__cu_linear(&b->mm, &L->qkv, b->act, b->mmo, s->T, st, d));
     __nv_bfloat16 *kc = b->k_cache + (size_t)li * b->layer_kv_elems;
     __nv_bfloat16 *vc = b->v_cache + (size_t)li * b->layer_kv_elems;
@@ -376,11 +393,17 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
                           b->part_ml,
                           b->act};
     SD_TRY(sd__cu_attention(&aa, pdl, st, d));
+    if (b->cap_fn)
+        SD_TRY(capture_input(b, li, SD_CAP_O, (int64_t)c->n_heads * c->head_dim, s, d));
     SD_TRY(sd__cu_linear(&b->mm, &L->o, b->act, b->mmo, s->T, st, d));
     SD_TRY(sd__tp_allreduce_sum(&b->tp, b->mmo, (size_t)s->T * c->hidden, st, d)); /* TP: partial sums */
     SD_TRY(sd__cu_add_rmsnorm(b->x, b->mmo, L->mlp_norm, b->act, s->T, c->hidden, c->rms_eps, pdl, st, d));
+    if (b->cap_fn)
+        SD_TRY(capture_input(b, li, SD_CAP_GATEUP, c->hidden, s, d));
     SD_TRY(sd__cu_linear(&b->mm, &L->gate_up, b->act, b->mmo, s->T, st, d));
     SD_TRY(sd__cu_swiglu(b->mmo, b->act, s->T, c->intermediate, pdl, st, d));
+    if (b->cap_fn)
+        SD_TRY(capture_input(b, li, SD_CAP_DOWN, c->intermediate, s, d));
     SD_TRY(sd__cu_linear(&b->mm, &L->down, b->act, b->mmo, s->T, st, d));
     return sd__tp_allreduce_sum(&b->tp, b->mmo, (size_t)s->T * c->hidden, st, d);
 }
@@ -393,8 +416,11 @@ static int enqueue_step(sd_cuda_backend *b, const step_shape *s, sd_diag *d)
         SD_TRY(sd__tp_embed(&b->tp, b->w.embed, s->tokens, b->x, s->T, c->hidden, b->st, d));
     else
         SD_TRY(sd__cu_embed(b->w.embed, s->tokens, b->x, s->T, c->hidden, 0, b->st, d));
-    for (int li = 0; li < c->n_layers; li++)
+    for (int li = 0; li < c->n_layers; li++) {
         SD_TRY(run_layer(b, li, s, d));
+        if (b->cap_fn && li == b->cap_stop) /* a calibration replay that needs no later layer */
+            return 0;
+    }
     const float *resid = c->n_layers ? b->mmo : NULL;
     SD_TRY(sd__cu_add_rmsnorm(b->x, resid, b->w.final_norm, b->act, s->T, c->hidden, c->rms_eps, b->pdl,
                               b->st, d));
@@ -543,7 +569,8 @@ static int cuda_forward(sd_backend *base, const sd_batch_seq *seqs, int n_seqs, 
     SD_TRY(check_batch(b, seqs, n_seqs, &T, &R, &dec, d));
     SD_CU(d, cudaSetDevice(b->device));
     int k = bucket_of(n_seqs), padded = 1 << k;
-    int graph = b->use_graphs && dec && k < SD_CU_N_BUCKETS && padded <= b->tmax && padded <= b->max_seqs;
+    int graph = b->use_graphs && !b->cap_fn && dec && k < SD_CU_N_BUCKETS && padded <= b->tmax &&
+                padded <= b->max_seqs;
     step_shape s;
     if (graph)
         fill_meta(b, seqs, n_seqs, padded, padded, padded, &s);
@@ -591,6 +618,26 @@ static int cuda_sample(sd_backend *base, const sd_sample_req *reqs, int n, sd_sa
 }
 
 /* ---- hooks and numbers for tests and benchmarks ---- */
+
+int sd_backend_cuda_set_capture(sd_backend *base, sd_cuda_capture_fn fn, void *ud, int32_t stop_after_layer,
+                                sd_diag *d)
+{
+    if (!base || base->vt != &cuda_vtbl)
+        return sd_diag_set(d, SD_EINVAL, "cuda capture: not a CUDA backend");
+    sd_cuda_backend *b = (sd_cuda_backend *)base;
+    if (fn && b->tp.comm)
+        return sd_diag_set(d, SD_ENOTSUP,
+                           "cuda capture: a tensor-parallel rank sees only shards of the inputs");
+    b->cap_fn = fn;
+    b->cap_ud = fn ? ud : NULL;
+    b->cap_stop = fn ? stop_after_layer : -1;
+    return 0;
+}
+
+int sd_backend_cuda_device(const sd_backend *b)
+{
+    return ((const sd_cuda_backend *)b)->device;
+}
 
 void sd_backend_cuda_set_graphs(sd_backend *b, int enable)
 {

@@ -134,6 +134,16 @@ int sd_hess_add(sd_hess *h, sd_cpu_pool *pool, const float *x, int64_t ld, int64
     return 0;
 }
 
+int sd_hess_add_dev(sd_hess *h, const void *x_bf16, int64_t ld, int64_t n, sd_diag *d)
+{
+    if (!h->gacc)
+        return sd_diag_set(d, SD_EINVAL, "hessian: rows in GPU memory need a GPU accumulator");
+    int rc = sd_prune_gpu_acc_add_dev(h->gacc, x_bf16, ld, n, d);
+    if (rc == 0)
+        h->n += n;
+    return rc;
+}
+
 int sd_hess_finish(sd_hess *h, sd_cpu_pool *pool, double **ret, sd_diag *d)
 {
     if (!h->diag_only) {

@@ -30,6 +30,10 @@ void sd_hess_free(sd_hess *h);
  * in chunks with `pool` (which must outlive the accumulator's use). */
 int sd_hess_add(sd_hess *h, sd_cpu_pool *pool, const float *x, int64_t ld, int64_t n, sd_diag *d);
 
+/* Adds n rows already in GPU memory (bf16 [n, ld], the first cols of each row used; the CUDA
+ * backend's capture hook) to a GPU accumulator, device to device. SD_EINVAL for a CPU one. */
+int sd_hess_add_dev(sd_hess *h, const void *x_bf16, int64_t ld, int64_t n, sd_diag *d);
+
 /* Rows added so far. */
 int64_t sd_hess_rows(const sd_hess *h);
 int64_t sd_hess_cols(const sd_hess *h);

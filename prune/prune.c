@@ -121,6 +121,50 @@ static int check_spec(const sd_prune_spec *s, sd__job *j, sd_diag *d)
 
 static int hess_layer_init(sd__job *j, int32_t l);
 
+/* The forward backend. CPU: as many KV blocks as it picks. CUDA: a pool sized for the
+ * generation slots or a replay batch of sequences up to seq_tokens long, not the backend's 90%
+ * of free memory — the Hessian accumulators live on the same GPU. */
+static int backend_init(sd__job *j, int32_t seq_tokens)
+{
+    const sd_prune_spec *s = j->spec;
+    sd_backend_opts bo;
+    sd_backend_opts_default(&bo);
+    bo.n_threads = s->threads;
+    bo.max_batch_tokens = s->seq_len > 2048 ? s->seq_len : 2048;
+    if (!j->cuda_cap)
+        return sd_backend_cpu_init(&j->backend, j->model, &bo, j->d);
+#ifdef SD_HAVE_CUDA
+    sd_calib_gen_opts go;
+    sd_calib_gen_opts_default(&go);
+    int32_t per_seq = (seq_tokens + bo.block_size) / bo.block_size; /* seq_tokens + 1, rounded up */
+    int32_t gen = go.parallel * per_seq, replay = bo.max_batch_tokens / bo.block_size + 64;
+    bo.kv_blocks = (gen > replay ? gen : replay) + per_seq;
+    bo.device = s->cuda_device;
+    return sd_backend_cuda_init(&j->backend, j->model, &bo, j->d);
+#else
+    return sd_diag_set(j->d, SD_ENOTSUP, "prune: this build has no CUDA backend");
+#endif
+}
+
+/* Longest sequence of the calibration set (the replay's KV need). */
+static int32_t longest_seq(const sd_calib_set *s)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->n; i++)
+        n = s->seqs[i].n > n ? s->seqs[i].n : n;
+    return n;
+}
+
+/* One-shot SparseGPT on the GPU runs its forward passes there too, unless SD_PRUNE_CPU_CAPTURE=1
+ * asks for the CPU backend. Sequential mode (which writes pruned weights into the backend
+ * between layers) and the CPU-side solvers keep the CPU backend. */
+static int want_cuda_capture(const sd__job *j)
+{
+    const char *e = getenv("SD_PRUNE_CPU_CAPTURE");
+    return j->gpu && j->spec->solver == SD_SOLVER_SPARSEGPT && j->spec->mode == SD_PRUNE_ONESHOT &&
+           !(e && strcmp(e, "1") == 0);
+}
+
 static int load_calib(sd__job *j)
 {
     const sd_prune_spec *s = j->spec;
@@ -144,6 +188,10 @@ static int load_calib(sd__job *j)
     go.sampling.top_p = s->top_p;
     go.sampling.seed = s->seed;
     set_phase(j, 0.02, 0.45);
+    if (!j->backend && (rc = backend_init(j, longest_seq(&prompts) + s->max_new_tokens)) != 0) {
+        sd_calib_set_clear(&prompts);
+        return rc;
+    }
     /* one-shot: the decode-step rows are captured live as the dense model generates (the
      * replay identity makes this equal to a replay of the finished sequences, minus each
      * sequence's last token, which is never fed); sequential mode replays per layer */
@@ -157,11 +205,12 @@ static int load_calib(sd__job *j)
         }
         go.begin = sd__prune_cap_begin_live;
         go.begin_ud = &cap;
-        sd_backend_cpu_set_capture(j->backend, sd__prune_cap_hook, &cap, -1);
+        rc = sd__prune_cap_install(j, &cap, -1);
         j->live = 1;
     }
-    rc = sd_calib_generate(j->backend, j->model, &prompts, &go, gen_tick, j, j->cancel, &j->calib, j->d);
-    sd_backend_cpu_set_capture(j->backend, NULL, NULL, -1);
+    if (rc == 0)
+        rc = sd_calib_generate(j->backend, j->model, &prompts, &go, gen_tick, j, j->cancel, &j->calib, j->d);
+    sd__prune_cap_install(j, NULL, -1);
     memcpy(j->calib.input_sha, prompts.input_sha, sizeof prompts.input_sha);
     sd_calib_set_clear(&prompts);
     return rc;
@@ -265,6 +314,10 @@ static json_t *provenance(const sd__job *j, const char *dense_sha)
     }
     json_object_set_new(p, "total_sparsegpt_error", json_real(j->total_loss));
     json_object_set_new(p, "solver_device", json_string(j->gpu ? "cuda" : "cpu"));
+    json_object_set_new(p, "capture_device",
+                        json_string(s->solver == SD_SOLVER_MAGNITUDE ? "none"
+                                    : j->cuda_cap                    ? "cuda"
+                                                                     : "cpu"));
     json_object_set_new(p, "writer", json_string("sparsed prune"));
     return p;
 }
@@ -360,13 +413,11 @@ int sd_prune_run(const sd_prune_spec *spec, sd_prune_progress_fn progress, void 
                              spec->model_dir, sd_model_sparsity(j.model));
     }
     sd__prune_report(&j, SD_PH_LOAD, -1, 0, 0, 1, NULL);
-    sd_backend_opts bo;
-    sd_backend_opts_default(&bo);
-    bo.n_threads = spec->threads;
-    bo.max_batch_tokens = spec->seq_len > 2048 ? spec->seq_len : 2048;
+    j.cuda_cap = want_cuda_capture(&j);
+    /* the CUDA backend is made once the sequence lengths are known (its KV pool is sized to them) */
     if (rc == 0 && (rc = sd_cpu_pool_init(&j.pool, spec->threads, d)) == 0 &&
-        (rc = sd_backend_cpu_init(&j.backend, j.model, &bo, d)) == 0 && (rc = alloc_state(&j)) == 0 &&
-        (rc = load_calib(&j)) == 0) {
+        (j.cuda_cap || (rc = backend_init(&j, 0)) == 0) && (rc = alloc_state(&j)) == 0 &&
+        (rc = load_calib(&j)) == 0 && (j.backend || (rc = backend_init(&j, longest_seq(&j.calib))) == 0)) {
         if (spec->save_tokens)
             rc = sd_calib_save_tokens(&j.calib, spec->save_tokens, d);
         if (rc == 0)

@@ -2,6 +2,8 @@
  * and fp64 Hessian accumulators folded with cuBLAS DSYRK. */
 #include "prune/prune_cuda_impl.cuh"
 
+#include <cuda_bf16.h>
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,7 +310,14 @@ struct sd_prune_gpu_acc {
     float *xt;   /* [cols, cap] staged rows as uploaded */
     double *x;   /* [k, cols] column-major fp64 copy for DSYRK */
     int64_t cap; /* rows per add the staging buffers hold */
+    double *xs;  /* device-side staging (sd_prune_gpu_acc_add_dev): [ACC_DEV_CHUNK, cols]
+                    column-major, rows 0..staged-1 filled */
+    int64_t staged;
 };
+
+/* Rows staged on the device per DSYRK: a rank-k update reads and writes the whole [cols, cols]
+ * accumulator, so folding decode steps of a few rows one by one would be memory-bound. */
+#define ACC_DEV_CHUNK 256
 
 int sd_prune_gpu_acc_init(sd_prune_gpu *g, sd_prune_gpu_acc **ret, int64_t cols, sd_diag *d)
 {
@@ -337,6 +346,7 @@ void sd_prune_gpu_acc_free(sd_prune_gpu_acc *a)
     cudaFree(a->acc);
     cudaFree(a->xt);
     cudaFree(a->x);
+    cudaFree(a->xs);
     free(a);
 }
 
@@ -378,6 +388,60 @@ int sd_prune_gpu_acc_add(sd_prune_gpu_acc *a, const float *xt, int64_t ld, int64
     return 0;
 }
 
+/* xs[t0 + t, j] (column-major, leading dimension ACC_DEV_CHUNK) = x[t, j] for t < n, j < cols;
+ * x: bf16 rows of ld elements (device). */
+__global__ void k_stage_bf16(const __nv_bfloat16 *x, int64_t ld, int64_t n, int64_t cols, double *xs,
+                             int64_t t0)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n * cols;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t t = i / cols, j = i % cols;
+        xs[j * ACC_DEV_CHUNK + t0 + t] = (double)__bfloat162float(x[t * ld + j]);
+    }
+}
+
+/* acc += the staged device rows (upper triangle). */
+static int acc_fold_dev(sd_prune_gpu_acc *a, sd_diag *d)
+{
+    if (a->staged == 0)
+        return 0;
+    const double one = 1;
+    SD_PG_BLAS(d, cublasDsyrk(a->g->blas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, (int)a->cols, (int)a->staged,
+                              &one, a->xs, ACC_DEV_CHUNK, &one, a->acc, (int)a->cols));
+    a->staged = 0;
+    return 0;
+}
+
+int sd_prune_gpu_acc_add_dev(sd_prune_gpu_acc *a, const void *x, int64_t ld, int64_t n, sd_diag *d)
+{
+    if (n <= 0)
+        return 0;
+    sd_prune_gpu *g = a->g;
+    int64_t c = a->cols;
+    if (ld < c)
+        return sd_diag_set(d, SD_EINVAL, "prune gpu: rows of %lld elements for a %lld-column Hessian",
+                           (long long)ld, (long long)c);
+    SD_PG_CU(d, cudaSetDevice(g->device));
+    if (!a->xs)
+        SD_PG_CU(d, cudaMalloc(&a->xs, (size_t)(c * ACC_DEV_CHUNK) * sizeof(double)));
+    const __nv_bfloat16 *src = (const __nv_bfloat16 *)x;
+    for (int64_t t = 0; t < n;) {
+        int64_t k = n - t < ACC_DEV_CHUNK - a->staged ? n - t : ACC_DEV_CHUNK - a->staged;
+        k_stage_bf16<<<sd__pg_grid(k * c), 256, 0, g->st>>>(src + t * ld, ld, k, c, a->xs, a->staged);
+        SD_PG_CU(d, cudaGetLastError());
+        a->staged += k;
+        t += k;
+        if (a->staged == ACC_DEV_CHUNK) {
+            int rc = acc_fold_dev(a, d);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    /* the caller's buffer is overwritten once we return: its rows must have been read */
+    SD_PG_CU(d, cudaStreamSynchronize(g->st));
+    return 0;
+}
+
 /* out[i, j] = scale * acc(min(i, j), max(i, j)) (acc column-major upper). */
 __global__ void k_acc_out(const double *acc, int64_t n, double scale, double *out)
 {
@@ -395,6 +459,9 @@ int sd_prune_gpu_acc_get(sd_prune_gpu_acc *a, double scale, double *out, sd_diag
     int64_t n = a->cols;
     double *tmp = NULL;
     SD_PG_CU(d, cudaSetDevice(g->device));
+    int rc = acc_fold_dev(a, d); /* rows still staged on the device */
+    if (rc != 0)
+        return rc;
     SD_PG_CU(d, cudaMalloc(&tmp, (size_t)(n * n) * sizeof(double)));
     k_acc_out<<<sd__pg_grid(n * n), 256, 0, g->st>>>(a->acc, n, scale, tmp);
     cudaError_t e =

@@ -59,7 +59,13 @@ void sd_prune_gpu_acc_free(sd_prune_gpu_acc *a);
  * row j holding column j of the k rows (the layout hess.c stages). */
 int sd_prune_gpu_acc_add(sd_prune_gpu_acc *a, const float *xt, int64_t ld, int64_t k, sd_diag *d);
 
-/* out (fp64 [cols, cols] host, full symmetric) = scale * acc. */
+/* acc += X^T X for n rows already in device memory on g's device (the CUDA backend's capture
+ * hook, engine/cuda_capture.h): x bf16 [n, ld], the first cols of each row used. Rows are staged
+ * on the device in fp64 and folded with DSYRK 256 at a time (no host round trip); the call
+ * returns once x has been read. */
+int sd_prune_gpu_acc_add_dev(sd_prune_gpu_acc *a, const void *x, int64_t ld, int64_t n, sd_diag *d);
+
+/* out (fp64 [cols, cols] host, full symmetric) = scale * acc (rows still staged are folded first). */
 int sd_prune_gpu_acc_get(sd_prune_gpu_acc *a, double scale, double *out, sd_diag *d);
 
 #ifdef __cplusplus

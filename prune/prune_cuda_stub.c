@@ -45,6 +45,11 @@ int sd_prune_gpu_acc_add(sd_prune_gpu_acc *a, const float *xt, int64_t ld, int64
     return no_cuda(d);
 }
 
+int sd_prune_gpu_acc_add_dev(sd_prune_gpu_acc *a, const void *x, int64_t ld, int64_t n, sd_diag *d)
+{
+    return no_cuda(d);
+}
+
 int sd_prune_gpu_acc_get(sd_prune_gpu_acc *a, double scale, double *out, sd_diag *d)
 {
     return no_cuda(d);

@@ -8,6 +8,7 @@
 #include "engine/backend.h"
 #include "engine/cpu_capture.h"
 #include "engine/cpu_pool.h"
+#include "engine/cuda_capture.h"
 #include "engine/model.h"
 #include "prune/calib.h"
 #include "prune/hess.h"
@@ -44,6 +45,8 @@ typedef struct sd__job {
     int64_t rows;      /* calibration rows that entered the Hessians */
     sd_prune_gpu *gpu; /* SparseGPT on the GPU (spec->device == CUDA), else NULL */
     int gpu_site;      /* layer * SD_CAP_N + site whose factor the GPU holds, or -1 */
+    int cuda_cap;      /* the backend is CUDA: generation and capture run on the GPU, rows go
+                          device to device into the GPU Hessians (one-shot SparseGPT on CUDA) */
 } sd__job;
 
 /* Capture state: the layers to collect and the prompt length of each sequence of the forward
@@ -55,10 +58,12 @@ typedef struct sd__cap {
     int32_t prefill[SD__CAP_MAX_SEQS];
 } sd__cap;
 
-/* The backend hook and the generator's begin callback for live capture (one-shot decode). */
-int sd__prune_cap_hook(void *ud, int32_t layer, sd_capture_site site, const float *x, int64_t cols, int T,
-                       const int32_t *pos, const int32_t *seq);
+/* The generator's begin callback for live capture (one-shot decode). */
 void sd__prune_cap_begin_live(void *ud, const int32_t *prefill_len, int n);
+
+/* Installs the capture hook with state c on the job's backend (CPU, or CUDA when j->cuda_cap),
+ * the forward stopping after layer stop (-1: none); c == NULL removes it. */
+int sd__prune_cap_install(sd__job *j, sd__cap *c, int32_t stop);
 
 /* Progress report at fraction frac_lo + f * (frac_hi - frac_lo) of the job. */
 void sd__prune_report(sd__job *j, sd_prune_phase ph, int32_t layer, int64_t tokens, int64_t target, double f,

@@ -27,30 +27,65 @@ void sd__prune_cap_begin_live(void *ud, const int32_t *prefill_len, int n)
         c->prefill[k] = prefill_len[k];
 }
 
-/* The hook: rows at positions >= their sequence's prefill_len, in contiguous runs. */
-int sd__prune_cap_hook(void *ud, int32_t layer, sd_capture_site site, const float *x, int64_t cols, int T,
-                       const int32_t *pos, const int32_t *seq)
+/* The next run [*t0, *t1) of rows at positions >= their sequence's prefill_len, from *t0 on;
+ * 0 when there is none. */
+static int next_run(const sd__cap *c, int T, const int32_t *pos, const int32_t *seq, int *t0, int *t1)
+{
+    int t = *t0;
+    while (t < T && pos[t] < c->prefill[seq[t]])
+        t++;
+    if (t >= T)
+        return 0;
+    int e = t + 1;
+    while (e < T && pos[e] >= c->prefill[seq[e]])
+        e++;
+    *t0 = t;
+    *t1 = e;
+    return 1;
+}
+
+/* The accumulator the hook feeds for (layer, site), or NULL. */
+static sd_hess *cap_target(const sd__cap *c, int32_t layer, sd_capture_site site)
+{
+    return layer < c->lo || layer > c->hi ? NULL : c->j->hess[layer][site];
+}
+
+/* The CPU hook: fp32 rows at positions >= their sequence's prefill_len, in contiguous runs. */
+static int cap_hook(void *ud, int32_t layer, sd_capture_site site, const float *x, int64_t cols, int T,
+                    const int32_t *pos, const int32_t *seq)
 {
     sd__cap *c = ud;
     sd__job *j = c->j;
     if (j->cancel && *j->cancel)
         return SD_ECANCEL;
-    if (layer < c->lo || layer > c->hi || !j->hess[layer][site])
-        return 0;
-    sd_hess *h = j->hess[layer][site];
-    for (int t = 0; t < T;) {
-        if (pos[t] < c->prefill[seq[t]]) {
-            t++;
-            continue;
-        }
-        int t1 = t + 1;
-        while (t1 < T && pos[t1] >= c->prefill[seq[t1]])
-            t1++;
-        int rc = sd_hess_add(h, j->pool, x + (int64_t)t * cols, cols, t1 - t, j->d);
-        if (rc != 0)
-            return rc;
-        t = t1;
-    }
+    sd_hess *h = cap_target(c, layer, site);
+    int rc = 0;
+    for (int t0 = 0, t1 = 0; h && rc == 0 && next_run(c, T, pos, seq, &t0, &t1); t0 = t1)
+        rc = sd_hess_add(h, j->pool, x + (int64_t)t0 * cols, cols, t1 - t0, j->d);
+    return rc;
+}
+
+/* The CUDA hook: the same rows, bf16 in device memory, into the GPU accumulators. */
+static int cap_hook_cuda(void *ud, int32_t layer, sd_capture_site site, const void *x, int64_t cols, int T,
+                         const int32_t *pos, const int32_t *seq)
+{
+    sd__cap *c = ud;
+    sd__job *j = c->j;
+    if (j->cancel && *j->cancel)
+        return SD_ECANCEL;
+    sd_hess *h = cap_target(c, layer, site);
+    const uint16_t *rows = x; /* bf16 [T, cols] */
+    int rc = 0;
+    for (int t0 = 0, t1 = 0; h && rc == 0 && next_run(c, T, pos, seq, &t0, &t1); t0 = t1)
+        rc = sd_hess_add_dev(h, rows + (int64_t)t0 * cols, cols, t1 - t0, j->d);
+    return rc;
+}
+
+int sd__prune_cap_install(sd__job *j, sd__cap *c, int32_t stop)
+{
+    if (j->cuda_cap)
+        return sd_backend_cuda_set_capture(j->backend, c ? cap_hook_cuda : NULL, c, stop, j->d);
+    sd_backend_cpu_set_capture(j->backend, c ? cap_hook : NULL, c, stop);
     return 0;
 }
 
@@ -64,9 +99,10 @@ int sd__prune_capture(sd__job *j, int32_t lo, int32_t hi)
 {
     sd__cap c = {.j = j, .lo = lo, .hi = hi};
     sd_calib_replay_cb cb = {.begin = cap_begin, .ud = &c};
-    sd_backend_cpu_set_capture(j->backend, sd__prune_cap_hook, &c, hi);
-    int rc = sd_calib_replay(j->backend, &j->calib, &cb, 0, cap_tick, &c, j->cancel, j->d);
-    sd_backend_cpu_set_capture(j->backend, NULL, NULL, -1);
+    int rc = sd__prune_cap_install(j, &c, hi);
+    if (rc == 0)
+        rc = sd_calib_replay(j->backend, &j->calib, &cb, 0, cap_tick, &c, j->cancel, j->d);
+    sd__prune_cap_install(j, NULL, -1);
     if (rc == SD_ECANCEL)
         sd_diag_set(j->d, SD_ECANCEL, "prune: cancelled during capture");
     return rc;
