@@ -1,7 +1,9 @@
 # sparsed — one build for the CPU objects (always) and the CUDA objects (when nvcc exists).
 #   make            build build/sparsed (+ CUDA objects if nvcc is found; CUDA=0 turns them off)
 #   make deps       install the Debian and Python packages the build and the tests need
-#   make test       install deps, build, run every test (C unit, ASan fuzz, Python integration)
+#   make test       install deps, build, run every test (C unit, fuzz, Python integration), then
+#                   all of them again against the ASan + UBSan build (build-asan/)
+#   make test-san   only that sanitized pass (C tests + Python integration on build-asan/sparsed)
 #   make run        serve the bundled model (models/tiny)
 #   make asan       build with AddressSanitizer + UBSan into build-asan/
 #   make format     clang-format the tree
@@ -14,6 +16,7 @@ CUDA_ARCH ?= 90
 PYTHON  ?= python3
 BUILD   ?= build
 SAN     ?=
+ASAN_BUILD ?= build-asan
 
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -I. -Wall -Wextra -Wno-unused-parameter -pthread -MMD -MP
 OPT     ?= -O2 -g
@@ -45,7 +48,7 @@ TEST_BINS = $(TEST_SRCS:%.c=$(BUILD)/%)
 
 MODEL   ?= models/tiny
 
-.PHONY: all deps deps-build test test-c test-asan test-py run asan format clean bench-kernels
+.PHONY: all deps deps-build test test-c test-asan test-san test-py run asan format clean bench-kernels
 all: $(BIN) $(TEST_BINS)
 
 $(BUILD)/%.o: %.c
@@ -80,17 +83,22 @@ deps:
 deps-build:
 	@tools/deps.sh build
 
+# Two passes: the plain build, then the whole suite against the sanitized one (any ASan, UBSan
+# or LeakSanitizer report fails it; tools/run_tests.sh). Both run even if the first fails.
 test: deps
 	$(MAKE) all
 	$(MAKE) test-asan
-	@tools/run_tests.sh $(BUILD)
+	@rc=0; tools/run_tests.sh $(BUILD) || rc=1; SD_SANITIZED=1 tools/run_tests.sh $(ASAN_BUILD) || rc=1; exit $$rc
+
+test-san: test-asan
+	@SD_SANITIZED=1 tools/run_tests.sh $(ASAN_BUILD)
 
 test-c: all
 	@SD_TEST_ONLY_C=1 tools/run_tests.sh $(BUILD)
 
-# The parsers of untrusted files run under ASan + UBSan in every test run.
+# Library, daemon and every C test under ASan + UBSan (no CUDA objects: CI has no GPU).
 asan test-asan:
-	$(MAKE) BUILD=build-asan CUDA=0 OPT="-O1 -g -fno-omit-frame-pointer" \
+	$(MAKE) BUILD=$(ASAN_BUILD) CUDA=0 OPT="-O1 -g -fno-omit-frame-pointer" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
 
 run: deps-build
@@ -104,7 +112,7 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
 
 clean:
-	rm -rf build build-asan
+	rm -rf build $(ASAN_BUILD)
 
 -include $(LIB_OBJS:.o=.d) $(BUILD)/server/main.d
 

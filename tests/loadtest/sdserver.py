@@ -30,7 +30,7 @@ def fd_count(s):
 
 def wait_idle(s, timeout=60):
     """Waits until no sequence runs or waits and the KV cache is empty; returns the metrics."""
-    deadline = time.time() + timeout
+    deadline = time.time() + timeout * srv.TIMEOUT_SCALE
     while True:
         m = metrics(s)
         idle = (m.get("sparsed_num_requests_running") == 0 and m.get("sparsed_num_requests_waiting") == 0

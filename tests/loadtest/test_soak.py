@@ -12,7 +12,9 @@ import time
 
 import pytest
 
-from sdserver import ROOT, fd_count, metrics, wait_idle
+from sdserver import ROOT, fd_count, metrics, srv, wait_idle
+
+TIMEOUT_SCALE = srv.TIMEOUT_SCALE
 
 SDLOAD = ROOT / "loadtest" / "sdload.py"
 MAX_SEQS, MAX_QUEUE = 8, 48
@@ -22,8 +24,8 @@ def sdload(s, tmp_path, name, *args):
     """Runs one sdload phase; returns its single run's summary."""
     out = tmp_path / f"{name}.json"
     cmd = [sys.executable, str(SDLOAD), "--base-url", s.url, "--progress-interval", "0", "--quiet",
-           "--result-json", str(out), "--timeout", "120", "--seed", str(len(name)), *map(str, args)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+           "--result-json", str(out), "--timeout", str(120 * TIMEOUT_SCALE), "--seed", str(len(name)), *map(str, args)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600 * TIMEOUT_SCALE)
     assert out.exists(), f"sdload {name} wrote no result (rc={r.returncode}):\n{r.stdout}\n{r.stderr}"
     (run,) = json.loads(out.read_text())["runs"]
     print(f"{name}: {run['completed']} ok, {run['cancelled']} cancelled, {run['rejected_429']} x 429, "
@@ -105,9 +107,11 @@ def test_soak_mixed_requests_leave_nothing_behind(soak_server, tmp_path):
     while fd_count(s) > fds0 and time.time() < deadline:
         time.sleep(0.2)
     assert fd_count(s) <= fds0, (fds0, sorted(os.listdir(f"/proc/{s.proc.pid}/fd")))
-    # ... and memory is back near its warmed-up baseline (kB).
+    # ... and memory is back near its warmed-up baseline (kB). Not under ASan: its quarantine
+    # holds up to 256 MB of freed memory; LeakSanitizer checks the daemon at exit instead.
     rss1 = s.proc_status("VmRSS")
-    assert rss1 <= rss0 * 1.25 + 16 * 1024, (rss0, rss1)
+    if os.environ.get("SD_SANITIZED") != "1":
+        assert rss1 <= rss0 * 1.25 + 16 * 1024, (rss0, rss1)
     # The daemon still answers.
     st, _, body = s.post("/v1/completions", {"prompt": "def", "max_tokens": 2})
     assert st == 200 and json.loads(body)["usage"]["completion_tokens"] == 2

@@ -29,7 +29,10 @@ DOCUMENTED = {
 
 def make(*args):
     sparsed_bin()  # skips when the daemon is not built
-    r = subprocess.run(["make", "-s", f"BUILD={BUILD}", *args], cwd=ROOT, capture_output=True, text=True)
+    # -o: install the daemon that was built and tested, never rebuild it here (with other flags:
+    # the sanitized pass's build-asan/ would be relinked without its sanitizers).
+    r = subprocess.run(["make", "-s", f"BUILD={BUILD}", "-o", f"{BUILD}/sparsed", *args], cwd=ROOT,
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     return r
 

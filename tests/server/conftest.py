@@ -14,6 +14,9 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODEL = ROOT / "models" / "tiny"
+# Deadlines that depend on how fast the daemon computes stretch by $SD_TIMEOUT_SCALE (the
+# sanitized pass of tools/run_tests.sh sets 3: ASan makes the CPU backend ~3x slower).
+TIMEOUT_SCALE = float(os.environ.get("SD_TIMEOUT_SCALE", "1"))
 
 
 def sparsed_bin():
@@ -68,7 +71,7 @@ class Server:
                                      env={**os.environ, **(env or {})})
 
     def wait_ready(self, timeout=60):
-        deadline = time.time() + timeout
+        deadline = time.time() + timeout * TIMEOUT_SCALE
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"sparsed exited with {self.proc.returncode}:\n{self.log_text()}")
@@ -116,6 +119,16 @@ class Server:
         return total / os.sysconf("SC_CLK_TCK")
 
     def stop(self):
+        # $SD_STOP_GRACE seconds (the sanitized run sets it): SIGTERM, then SIGTERM again (exit
+        # without draining), so the daemon tears down and LeakSanitizer checks it; else SIGKILL.
+        grace = float(os.environ.get("SD_STOP_GRACE", "0"))
+        for wait in (min(grace, 3), grace) if grace > 0 else ():
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout=wait)
+                except subprocess.TimeoutExpired:
+                    pass
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)

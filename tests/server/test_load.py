@@ -4,6 +4,7 @@ import socket
 import threading
 import time
 import json
+import os
 
 from conftest import http
 from sse import completion_text, stream_request
@@ -60,7 +61,8 @@ def test_64_concurrent_streams(start_server):
         run_threads(one, ps)
     time.sleep(1.0)
     rss1 = s.proc_status("VmRSS")
-    assert rss1 <= rss0 * 1.25 + 16 * 1024, (rss0, rss1)  # kB: no growth per request
+    if os.environ.get("SD_SANITIZED") != "1":  # ASan's quarantine keeps freed memory; LSan checks instead
+        assert rss1 <= rss0 * 1.25 + 16 * 1024, (rss0, rss1)  # kB: no growth per request
     st, _, body = s.get("/metrics")
     assert st == 200 and b"sparsed_num_requests_running 0" in body and b"sparsed_num_requests_waiting 0" in body
 
