@@ -28,9 +28,10 @@ typedef struct tp_rank_ctx {
     int rank, device;
     pthread_t th;
     int started;
-    sd_backend *rb;  /* the rank's CUDA backend */
-    ncclComm_t comm; /* owned here; the backend holds a copy */
-    int rc;          /* set-up, then last step */
+    sd_backend *rb;    /* the rank's CUDA backend */
+    ncclComm_t comm;   /* owned here; the backend holds a copy */
+    sd_tp_bg *aborter; /* the abort of comm, on its own thread (NULL: inline) */
+    int rc;            /* set-up, then last step */
     sd_diag diag;
 } tp_rank_ctx;
 
@@ -118,11 +119,22 @@ static int group_error(int rc)
 
 /* ---- one rank ---- */
 
+/* SD_TP_ABORT_INLINE=1 brings back the old inline ncclCommAbort (which, with decode graphs
+ * captured, does not return until they are destroyed: a failed step would hang). */
+static int abort_inline(void)
+{
+    const char *v = getenv("SD_TP_ABORT_INLINE");
+    return v && !strcmp(v, "1");
+}
+
 static int rank_setup(sd_tp_backend *g, tp_rank_ctx *c, sd_diag *d)
 {
     sd_tp_rank t;
     memset(&t, 0, sizeof t);
     t.timeout_ms = g->o.timeout_ms;
+    if (!abort_inline() && sd_tp_bg_init(&c->aborter))
+        return sd_diag_set(d, SD_ENOMEM, "tensor parallel rank %d: aborter", c->rank);
+    t.aborter = c->aborter;
     if (g->o.rank >= 0) { /* processes: a peer's death closes its control connection */
         t.watch_fds = g->fds;
         t.n_watch = g->o.world;
@@ -156,29 +168,35 @@ static int rank_setup(sd_tp_backend *g, tp_rank_ctx *c, sd_diag *d)
 }
 
 /* Frees the rank's backend, then its communicator: finalized when healthy, aborted otherwise
- * (a finalize could wait on a dead peer). */
+ * (a finalize could wait on a dead peer). The backend goes first: its CUDA graphs hold NCCL
+ * references that an abort (even one started by a failed step) waits for. */
 static void rank_teardown(tp_rank_ctx *c, int healthy, int timeout_ms)
 {
     int aborted = c->rb && sd__cu_backend_aborted(c->rb);
     sd_backend_free(c->rb);
     c->rb = NULL;
-    if (!c->comm || aborted) {
-        c->comm = NULL;
-        return;
-    }
-    cudaSetDevice(c->device);
-    ncclResult_t r = healthy ? ncclCommFinalize(c->comm) : ncclInternalError;
-    if (r == ncclSuccess || r == ncclInProgress) {
+    if (c->comm && !aborted) {
+        cudaSetDevice(c->device);
         sd_tp_rank t;
         memset(&t, 0, sizeof t);
         t.comm = c->comm;
         t.timeout_ms = timeout_ms;
-        if (sd__tp_wait_comm(&t, "ncclCommFinalize", NULL) == 0) /* else aborted by the wait */
-            ncclCommDestroy(c->comm);
-    } else {
-        ncclCommAbort(c->comm);
+        t.aborter = c->aborter;
+        ncclResult_t r = healthy ? ncclCommFinalize(c->comm) : ncclInternalError;
+        if (r == ncclSuccess || r == ncclInProgress) {
+            if (sd__tp_wait_comm(&t, "ncclCommFinalize", NULL) == 0) /* else aborted by the wait */
+                ncclCommDestroy(c->comm);
+        } else {
+            sd__tp_abort(&t);
+        }
     }
     c->comm = NULL;
+    /* an abort still running (its graphs are gone now) gets a bounded while to finish; past
+     * that it keeps its memory and the process goes on exiting */
+    if (c->aborter)
+        sd_tp_bg_wait(c->aborter, timeout_ms < 10000 ? timeout_ms : 10000);
+    sd_tp_bg_free(c->aborter);
+    c->aborter = NULL;
 }
 
 /* ---- threads mode ---- */
@@ -487,6 +505,10 @@ static void tp_free(sd_backend *b)
             if (g->r[i].started)
                 pthread_join(g->r[i].th, NULL);
     } else if (g->o.rank >= 0) {
+        /* a follower already gone (seen by its closed connection, before any step failed) makes
+         * the group failed too: no finalize that would wait for it until the deadline */
+        if (sd_tp_failed(b))
+            set_dead(g);
         int32_t quit[TP_HDR_INTS] = {TP_PLAN_QUIT, 0, 0, 0};
         for (int r = 0; g->fds && r < g->o.world; r++) {
             if (g->fds[r] < 0)

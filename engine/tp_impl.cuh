@@ -12,6 +12,7 @@
 #include "engine/backend.h"
 #include "engine/diag.h"
 #include "engine/shard.h"
+#include "engine/tp_bg.h"
 
 /* One rank's membership; comm == NULL means a single GPU (every collective is a no-op). */
 typedef struct sd_tp_rank {
@@ -25,7 +26,18 @@ typedef struct sd_tp_rank {
     const int *watch_fds;
     int n_watch;
     int watch_unread_too; /* sd_tp_chan_closed's: 1 on rank 0 (a follower's close is its death) */
+    /* runs ncclCommAbort on its own thread (engine/tp_bg.h): with CUDA graphs that captured
+     * collectives still alive the abort does not return until they are destroyed (NCCL >=
+     * 2.26), so a failing step waits for it only SD_TP_ABORT_WAIT_MS. Owned by engine/tp.cu
+     * and shared by every copy of the rank's sd_tp_rank (one abort per communicator). NULL:
+     * the abort runs inline, as before (SD_TP_ABORT_INLINE=1). */
+    sd_tp_bg *aborter;
 } sd_tp_rank;
+
+/* How long a failing step waits for its ncclCommAbort to return before it fails anyway (the
+ * abort flags are set at once: the rank's pending collectives end; the rest of the abort
+ * finishes when the backend, and with it its graphs, is freed). */
+#define SD_TP_ABORT_WAIT_MS 2000
 
 /* Waits for a non-blocking communicator's pending call (ncclInProgress) to finish. Like every
  * wait below: an NCCL error, a closed peer connection (watch_fds) or the deadline aborts the
@@ -41,8 +53,9 @@ int sd__tp_bcast_i32(sd_tp_rank *t, int32_t *dev, size_t n, cudaStream_t st, sd_
  * the deadline aborts the communicator and returns SD_ENCCL. Plain cudaStreamSynchronize when
  * comm is NULL. */
 int sd__tp_sync(sd_tp_rank *t, cudaStream_t st, sd_diag *d);
-/* Aborts the communicator (idempotent): pending collectives of the peers fail instead of
- * waiting for this rank. */
+/* Aborts the communicator (idempotent; through t->aborter when set, waiting at most
+ * SD_TP_ABORT_WAIT_MS): pending collectives of the peers fail instead of waiting for this
+ * rank. */
 void sd__tp_abort(sd_tp_rank *t);
 
 /* engine/tp_embed.cu: x [T, hidden] fp32 = the embedding rows of tokens [T] (device), where

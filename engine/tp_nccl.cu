@@ -19,12 +19,20 @@ static void nap(void)
     nanosleep(&ts, NULL);
 }
 
+static void abort_comm(void *comm)
+{
+    ncclCommAbort((ncclComm_t)comm);
+}
+
 void sd__tp_abort(sd_tp_rank *t)
 {
-    if (t && t->comm && !t->aborted) {
-        t->aborted = 1;
+    if (!t || !t->comm || t->aborted)
+        return;
+    t->aborted = 1;
+    /* through the aborter: its abort flags are set at once, the rest may wait for our own
+     * graphs (freed later, with the backend); no thread for it: inline, as before */
+    if (!t->aborter || sd_tp_bg_start(t->aborter, abort_comm, t->comm, SD_TP_ABORT_WAIT_MS) < 0)
         ncclCommAbort(t->comm);
-    }
 }
 
 static int fail(sd_tp_rank *t, const char *what, const char *why, sd_diag *d)

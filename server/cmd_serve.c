@@ -3,9 +3,11 @@
  * rank 0 sends. */
 #include "server/cmd.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/backend.h"
@@ -31,6 +33,34 @@ static void on_follower_signal(int sig)
                               "exit now)\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
+}
+
+/* A failed follower frees its backend (which waits, with bounds, for its communicator's abort)
+ * and exits 1; should a GPU wait still never end, this ends the process after 15 s anyway. */
+static void *exit_backstop(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {15, 0};
+    while (nanosleep(&ts, &ts) < 0) /* EINTR: sleep the rest */
+        ;
+    static const char msg[] = "sparsed: tensor parallel follower: the shutdown of the failed group did not "
+                              "finish in time: exiting with status 1\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(1);
+    return NULL;
+}
+
+static void arm_exit_backstop(void)
+{
+    pthread_t th;
+    pthread_attr_t at;
+    if (pthread_attr_init(&at))
+        return;
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &at, exit_backstop, NULL))
+        sd_log_warn(NULL, "no thread to bound the shutdown of the failed group");
+    pthread_attr_destroy(&at);
 }
 
 /* Rank c->tp_rank >= 1: loads the model, joins rank 0 at c->tp_addr and runs the steps it
@@ -74,9 +104,11 @@ static int follow(const sd_conf *c)
                     c->tensor_parallel);
         rc = sd_tp_follow(b, &d);
     }
-    if (rc < 0)
+    if (rc < 0) {
         sd_log_error(NULL, "tensor parallel rank %d: %s", c->tp_rank, sd_diag_str(&d, rc));
-    else
+        if (b) /* the group failed after set-up: its teardown must not hold the exit */
+            arm_exit_backstop();
+    } else
         sd_log_info(NULL, "tensor parallel rank %d: rank 0 shut down; exiting", c->tp_rank);
     sd_backend_free(b);
     sd_model_free(m);

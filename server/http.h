@@ -26,6 +26,7 @@ typedef struct sd_http_opts {
     double request_timeout;   /* idle seconds */
     int web_ui;               /* serve the web console at / (server/web.c) */
     int gpu_first, gpu_count; /* the backend's GPUs, reported on /metrics; gpu_count 0: none */
+    int tensor_parallel;      /* ranks of the model's tensor-parallel group, on /info (0: 1) */
 } sd_http_opts;
 
 /* What generation requests are served from, published once the model is loaded. The

@@ -1,11 +1,13 @@
 /* srv: libuv main loop, background model load, signals, drain, reload and shutdown. */
 #include "server/srv.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "engine/backend.h"
@@ -40,7 +42,15 @@ typedef struct srv {
     sd_admin_inst *inst; /* filled by the load worker */
     sd_diag load_diag;
     int load_rc, loading, draining, exit_code, stopping;
+    int failing; /* the tensor-parallel group failed: failing the requests in flight, then exit 1 */
 } srv;
+
+/* A failed tensor-parallel group: the requests in flight get their error (every step fails at
+ * once) within FAIL_GRACE_MS, or are cancelled; whatever then still hangs the shutdown (a wait
+ * on a GPU that never ends) is cut short FAIL_EXIT_S after the failure was seen: exit status 1
+ * either way, so that the service manager restarts the group. */
+#define FAIL_GRACE_MS 5000
+#define FAIL_EXIT_S 15
 
 /* Keys from the config list and the key file. */
 static int collect_keys(const sd_conf *c, char ***ret, int *ret_n, sd_diag *d)
@@ -281,18 +291,52 @@ static int activate_model(void *ud, const char *dir, sd_diag *d)
     return sd_admin_models_swap(s->models, dir, NULL, NULL, d);
 }
 
+/* The last resort of a failed group: whatever the shutdown waits on, the process ends. */
+static void *exit_backstop(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {FAIL_EXIT_S, 0};
+    while (nanosleep(&ts, &ts) < 0) /* EINTR: sleep the rest */
+        ;
+    static const char msg[] = "sparsed: the tensor-parallel group failed and the shutdown did not finish "
+                              "in time: exiting with status 1\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(1);
+    return NULL;
+}
+
+/* A failed tensor-parallel group cannot recover: every later step fails at once. Let the
+ * requests in flight end with their error event (new ones get 503), then exit non-zero so
+ * that the service manager restarts the group. */
+static void fail_group(srv *s)
+{
+    s->failing = 1;
+    s->exit_code = 1;
+    sd_log_error(NULL,
+                 "the tensor-parallel group failed (a rank died or timed out): ending %d request(s) in "
+                 "flight, then exiting",
+                 sd_http_inflight(s->http));
+    sd_notify_send(s->notify, "STOPPING=1\nSTATUS=tensor-parallel group failed");
+    pthread_t th;
+    pthread_attr_t at;
+    if (pthread_attr_init(&at) == 0) {
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&th, &at, exit_backstop, NULL))
+            sd_log_warn(NULL, "no thread to bound the shutdown of the failed group");
+        pthread_attr_destroy(&at);
+    }
+    s->draining = 1; /* a signal now exits without waiting (start_drain) */
+    sd_http_set_draining(s->http, http_idle, s);
+    uv_timer_start(&s->drain_timer, on_drain_timeout, FAIL_GRACE_MS, 0);
+}
+
 static void on_reap(uv_timer_t *t)
 {
     srv *s = t->data;
     sd_http_reap_disconnected(s->http);
-    /* A failed tensor-parallel group cannot recover: the requests in flight already got their
-     * error, later ones would too; exit non-zero so that the service manager restarts us. */
-    if (!s->stopping && sd_admin_models_failed(s->models)) {
-        sd_log_error(NULL, "the tensor-parallel group failed (a rank died or timed out): exiting");
-        sd_notify_send(s->notify, "STATUS=tensor-parallel group failed");
-        s->exit_code = 1;
-        stop_loop(s);
-    }
+    if (!s->stopping && !s->failing && sd_admin_models_failed(s->models))
+        fail_group(s);
 }
 
 static void on_watchdog(uv_timer_t *t)
@@ -399,6 +443,7 @@ static int start(srv *s, sd_diag *d)
     if (!strcmp(s->conf->backend, "cuda")) { /* GPUs 0..N-1 with one-process TP, else `device` */
         ho.gpu_count = s->conf->tp_rank < 0 ? s->conf->tensor_parallel : 1;
         ho.gpu_first = ho.gpu_count > 1 ? 0 : s->conf->device;
+        ho.tensor_parallel = s->conf->tensor_parallel; /* both modes: the group's size */
     }
     if ((rc = sd_http_start(&s->http, &ho, s->metrics, s->auth, d)) < 0)
         return rc;

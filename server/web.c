@@ -81,13 +81,14 @@ static char *info_json(const sd_http *h)
     const sd_model_config *cfg = sd_model_cfg(m);
     const char *sparsity = sd_model_sparsity(m);
     int64_t now = (int64_t)time(NULL);
-    /* The server runs one backend instance; tensor parallelism is not wired into serve yet. */
+    /* the whole group's size, also on rank 0 of the one-process-per-GPU mode */
+    int tp = h->o.tensor_parallel > 1 ? h->o.tensor_parallel : 1;
     json_t *o = json_pack(
         "{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:b}", "model", h->model.name,
         "architecture", cfg->arch_name, "checkpoint", strcmp(sparsity, "dense") ? "bitmask" : "dense",
         "sparsity", sparsity, "n_layers", cfg->n_layers, "hidden_size", cfg->hidden, "vocab_size", cfg->vocab,
-        "max_model_len", h->model.max_model_len, "tensor_parallel_size", 1, "started", (json_int_t)h->started,
-        "uptime_seconds", (json_int_t)(now - h->started), "web_ui", h->o.web_ui);
+        "max_model_len", h->model.max_model_len, "tensor_parallel_size", tp, "started",
+        (json_int_t)h->started, "uptime_seconds", (json_int_t)(now - h->started), "web_ui", h->o.web_ui);
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return s;

@@ -5,6 +5,10 @@ within seconds with an error (not hang, not finish as if nothing happened), and 
 non-zero within seconds. Then the reverse: rank 0 killed,
 rank 1 exits non-zero by itself.
 
+The group deadline (--tp-timeout 30) and the clients' socket timeout (60 s) differ, so a failure
+tells a group that only noticed at its deadline from one that never noticed; a failing test
+prints the tails of both ranks' logs and how each stream ended.
+
 $SD_TP_KILL_MODEL picks the model (default models/tiny)."""
 import http.client
 import json
@@ -19,6 +23,8 @@ import pytest
 from conftest import MODEL, ROOT, Server, free_port, sparsed_bin
 
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0"}
+TP_TIMEOUT = 30  # the group's deadline (s)
+CLIENT_TIMEOUT = 60  # the streams' socket timeout (s): longer, so the two cannot be confused
 
 
 def gpu_count():
@@ -48,7 +54,7 @@ class Stream(threading.Thread):
         body = {"prompt": "Once upon a time", "max_tokens": self.max_tokens, "stream": True,
                 "ignore_eos": True, "temperature": 0}
         try:
-            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=CLIENT_TIMEOUT)
             conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
             r = conn.getresponse()
             if r.status != 200:
@@ -76,10 +82,15 @@ class Stream(threading.Thread):
         finally:
             self.ended_at = time.time()
 
+    def describe(self, t0):
+        end = f"{self.ended_at - t0:+.1f}s" if self.ended_at else "still open"
+        return (f"chunks={self.chunks} finish={self.finish} done={self.done} error={self.error!r} "
+                f"exc={self.exc} ended={end}")
+
 
 def start_group(tmp_path, extra=()):
     addr = f"127.0.0.1:{free_port()}"
-    common = ["--backend", "cuda", "--tensor-parallel", "2", "--tp-addr", addr, "--tp-timeout", "60",
+    common = ["--backend", "cuda", "--tensor-parallel", "2", "--tp-addr", addr, "--tp-timeout", str(TP_TIMEOUT),
               "--device", "0", "--model", model_dir(), *extra]
     log1 = open(tmp_path / "rank1.log", "wb")
     empty = tmp_path / "rank1.json"  # defaults, as rank 0's Server uses (not config/sparsed.json)
@@ -91,6 +102,20 @@ def start_group(tmp_path, extra=()):
     rank0 = Server(tmp_path, [*common, "--tp-rank", "0"],
                    env={**NCCL_ENV, "CUDA_VISIBLE_DEVICES": "0"})
     return rank0, rank1, log1
+
+
+def report(tmp_path, rank0, streams=(), t0=None):
+    """On a failure: how each stream ended (relative to t0, the kill) and both logs' tails."""
+    print(f"rank 0 exit status: {rank0.proc.poll()}")
+    for i, s in enumerate(streams):
+        print(f"stream {i}: {s.describe(t0 or time.time())}")
+    print("---- rank 0 log (tail) ----")
+    print(rank0.log_text()[-6000:])
+    try:
+        print("---- rank 1 log (tail) ----")
+        print((tmp_path / "rank1.log").read_text(errors="replace")[-3000:])
+    except OSError:
+        pass
 
 
 def stop(rank0, rank1, log1):
@@ -111,8 +136,11 @@ def wait_streaming(streams, timeout=60):
 
 def test_kill_follower_mid_decode(tmp_path):
     rank0, rank1, log1 = start_group(tmp_path)
+    streams, t_kill = [], None
     try:
         rank0.wait_ready(timeout=300)
+        status, _, body = rank0.get("/info")  # the console's page: the group's size, not 1
+        assert status == 200 and json.loads(body)["tensor_parallel_size"] == 2, (status, body[:300])
         streams = [Stream(rank0.port, 1900) for _ in range(4)]
         for s in streams:
             s.start()
@@ -138,6 +166,9 @@ def test_kill_follower_mid_decode(tmp_path):
         rc = rank0.proc.wait(timeout=20)
         assert rc != 0, rank0.log_text()[-2000:]
         assert "tensor-parallel group failed" in rank0.log_text(), rank0.log_text()[-2000:]
+    except BaseException:
+        report(tmp_path, rank0, streams, t_kill)
+        raise
     finally:
         stop(rank0, rank1, log1)
 
@@ -154,6 +185,9 @@ def test_kill_rank0_follower_exits(tmp_path):
         rank0.proc.wait(timeout=30)
         rc = rank1.wait(timeout=30)  # the follower must not wait forever for rank 0
         assert rc != 0, (tmp_path / "rank1.log").read_text()[-2000:]
+    except BaseException:
+        report(tmp_path, rank0)
+        raise
     finally:
         stop(rank0, rank1, log1)
 
@@ -168,5 +202,8 @@ def test_clean_shutdown_ends_the_follower(tmp_path):
         rank0.proc.terminate()
         assert rank0.proc.wait(timeout=60) == 0, rank0.log_text()[-2000:]
         assert rank1.wait(timeout=30) == 0, (tmp_path / "rank1.log").read_text()[-2000:]
+    except BaseException:
+        report(tmp_path, rank0)
+        raise
     finally:
         stop(rank0, rank1, log1)
