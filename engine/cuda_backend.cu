@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cuda_attn_prefill.h"
 #include "engine/cuda_backend.h"
 #include "engine/cuda_capture.h"
 #include "engine/cuda_impl.cuh"
@@ -46,6 +47,7 @@ typedef struct sd_cuda_backend {
     size_t meta_cap;
     int use_graphs;
     int pdl; /* programmatic dependent launch of the step's kernels (kernels/pdl.cuh); SD_PDL=0: off */
+    int attn_min_run; /* tiled attention for runs this long; 0: off (engine/cuda_attn_prefill.h) */
     cudaGraphExec_t graphs[SD_CU_N_BUCKETS];
     int64_t replays;
     sd_cu_sampler smp;          /* sampling on the GPU (engine/cuda_sample.cu) */
@@ -61,6 +63,7 @@ typedef struct sd_cuda_backend {
 typedef struct step_shape {
     int T, R, n_seqs, n_splits;
     const int32_t *tokens, *pos, *tok_seq, *rows, *bt; /* device pointers */
+    int n_runs, run_len[SD_CU_MAX_SEQS];               /* host: tokens of each real sequence */
 } step_shape;
 
 static void cuda_free(sd_backend *b);
@@ -213,6 +216,7 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     b->use_graphs = 1;
     const char *pdl_env = getenv("SD_PDL");
     b->pdl = !(pdl_env && !strcmp(pdl_env, "0"));
+    b->attn_min_run = sd_cu_attn_prefill_min_run();
     /* block-table width, needed to size the meta buffers before the pool is known */
     int64_t ctx = cfg->max_pos > 0 ? cfg->max_pos : 131072;
     if (o.kv_blocks > 0 && (int64_t)o.kv_blocks * b->base.block_size < ctx)
@@ -392,7 +396,7 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
                           b->part_acc,
                           b->part_ml,
                           b->act};
-    SD_TRY(sd__cu_attention(&aa, pdl, st, d));
+    SD_TRY(sd__cu_attn_step(&aa, s->run_len, s->n_runs, b->attn_min_run, pdl, st, d));
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_O, (int64_t)c->n_heads * c->head_dim, s, d));
     SD_TRY(sd__cu_linear(&b->mm, &L->o, b->act, b->mmo, s->T, st, d));
@@ -504,7 +508,11 @@ static void fill_meta(sd_cuda_backend *b, const sd_batch_seq *seqs, int n_seqs, 
                       dm + T,
                       dm + 2 * T,
                       dm + 3 * T,
-                      dm + 3 * T + R};
+                      dm + 3 * T + R,
+                      n_seqs,
+                      {0}};
+    for (int i = 0; i < n_seqs; i++)
+        s->run_len[i] = seqs[i].n_tokens;
 }
 
 static size_t meta_len(const sd_cuda_backend *b, const step_shape *s)

@@ -119,6 +119,19 @@ typedef struct sd_cu_qkv_args {
 
 int sd__cu_qkv_post(const sd_cu_qkv_args *a, int pdl, cudaStream_t st, sd_diag *d);
 int sd__cu_attention(const sd_cu_attn_args *a, int pdl, cudaStream_t st, sd_diag *d);
+
+/* ---- tiled causal attention (cuda_attn_prefill.cu) ---- */
+/* 1 when sd__cu_attn_prefill handles this head_dim (64, 128). */
+int sd__cu_attn_prefill_supported(int head_dim);
+/* All a->T tokens belong to sequence a->tok_seq[0] (positions ascending); a->n_splits and the
+ * partial buffers are not used. Output as sd__cu_attention's. */
+int sd__cu_attn_prefill(const sd_cu_attn_args *a, int pdl, cudaStream_t st, sd_diag *d);
+/* A step whose tokens are n_runs consecutive runs (host run_len, in token order), one sequence
+ * each: runs of at least min_run tokens take sd__cu_attn_prefill, the rest (and rows past the
+ * runs: graph padding) sd__cu_attention. min_run <= 0: sd__cu_attention for the whole step
+ * (min_run comes from sd_cu_attn_prefill_min_run, engine/cuda_attn_prefill.h). */
+int sd__cu_attn_step(const sd_cu_attn_args *a, const int *run_len, int n_runs, int min_run, int pdl,
+                     cudaStream_t st, sd_diag *d);
 /* gu: [T, 2*inter] (gate then up) -> out bf16 [T, inter] = silu(gate) * up */
 int sd__cu_swiglu(const float *gu, __nv_bfloat16 *out, int T, int inter, int pdl, cudaStream_t st,
                   sd_diag *d);

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# tools/gpu/prefill.sh: the tiled prefill attention checks, against build/gpu (built by the caller:
+# `source tools/device_env.sh && make -j32 BUILD=build/gpu all`). Run from the repo root:
+#   bash tools/gpu/prefill.sh
+# 1. test_attn_prefill_gpu: the tiled kernel vs a CPU fp64 reference and the split kernel (T 1 to
+#    1000, first and later chunks, GQA 1/4/8, head_dim 64/128), a mixed step through the dispatch,
+#    then the old vs new time for T = 2048 (printed as a table row).
+# 2. test_cuda_backend with SD_ATTN_PREFILL=1: CUDA vs CPU logits with prefill on the tiled path.
+# 3. test_cuda_backend with SD_ATTN_PREFILL=0, only if 2 failed: tells a tiled-path failure from a
+#    pre-existing one.
+# Fits in 55 seconds. Writes $OUT/prefill-summary.txt (one line per step, the timing row) and
+# $OUT/prefill.log (full output).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+B=${B:-build/gpu}
+SUM="$OUT/prefill-summary.txt"
+LOG="$OUT/prefill.log"
+: >"$SUM"
+: >"$LOG"
+START=$(date +%s)
+BUDGET=${PREFILL_BUDGET_S:-55}
+
+left() { echo $((BUDGET - ($(date +%s) - START))); }
+
+# step NAME MAX_SECONDS CMD...: runs CMD with the smaller of MAX_SECONDS and the time left;
+# the summary gets the exit status and the test's last line. Returns CMD's status.
+step() {
+    local name=$1 max=$2
+    shift 2
+    local t
+    t=$(left)
+    [ "$t" -gt "$max" ] && t=$max
+    if [ "$t" -lt 5 ]; then
+        echo "$name: SKIPPED (out of time)" | tee -a "$SUM"
+        return 1
+    fi
+    echo "===== $name (timeout ${t}s): $*" >>"$LOG"
+    local s0
+    s0=$(date +%s)
+    timeout "$t" "$@" >"$OUT/.step.out" 2>&1
+    local rc=$?
+    cat "$OUT/.step.out" >>"$LOG"
+    echo "$name: rc=$rc $(($(date +%s) - s0))s $(grep -E '^[0-9]+ passed' "$OUT/.step.out" | tail -1)" | tee -a "$SUM"
+    return $rc
+}
+
+{ nvidia-smi --query-gpu=index,name --format=csv,noheader; } 2>&1 | head -2 >>"$SUM"
+step test_attn_prefill_gpu 30 "$B/tests/engine/test_attn_prefill_gpu"
+grep -E '^  \||worst rel L2|mixed step|FAIL' "$OUT/.step.out" >>"$SUM" 2>/dev/null
+if ! step "test_cuda_backend SD_ATTN_PREFILL=1" 40 env SD_ATTN_PREFILL=1 "$B/tests/engine/test_cuda_backend"; then
+    grep -E 'FAIL' "$OUT/.step.out" >>"$SUM" 2>/dev/null
+    step "test_cuda_backend SD_ATTN_PREFILL=0" 40 env SD_ATTN_PREFILL=0 "$B/tests/engine/test_cuda_backend"
+fi
+rm -f "$OUT/.step.out"
+echo "total: $(($(date +%s) - START)) s" | tee -a "$SUM"
