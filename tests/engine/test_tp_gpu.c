@@ -505,6 +505,56 @@ static void test_dead_rank_after_graphs(void)
     sd_model_free(m);
 }
 
+/* The reverse, run as a process exec'd from this binary: rank 0 of 2 on GPU 0 runs the script
+ * (graphs captured on both ranks) and dies without a teardown. */
+static int rank0_die_main(const char *addr, const char *dir)
+{
+    sd_model *m = NULL;
+    sd_diag d = {0};
+    sd_backend *b = NULL;
+    int rc = sd_model_open(&m, dir, &d);
+    float *got = rc ? NULL : malloc((size_t)MAX_ROWS * sd_model_cfg(m)->vocab * 4);
+    if (!rc)
+        rc = got ? rank0_init(&b, m, addr, 60000, &d) : SD_ENOMEM;
+    if (!rc && run_script(b, sd_model_cfg(m)->vocab, got) <= 0)
+        rc = SD_EIO;
+    if (rc)
+        fprintf(stderr, "  rank 0: %s\n", sd_diag_str(&d, rc));
+    _exit(rc ? 1 : 9); /* the kernel closes its sockets; the follower is mid-wait for a plan */
+}
+
+/* A follower whose rank 0 died after graph replays must leave (status 1) instead of hanging in
+ * the abort of its communicator, which its own decode graphs hold (issue #6, follower side). */
+static void test_rank0_dead_after_graphs(void)
+{
+    if (!two_gpus())
+        SKIP("needs 2 GPUs");
+    char addr[64];
+    REQUIRE(free_addr(addr, sizeof addr) == 0);
+    pid_t fpid = spawn_follower(addr, TINY, "follow");
+    fflush(stderr);
+    pid_t r0 = fork();
+    if (r0 == 0) {
+        execl("/proc/self/exe", "test_tp_gpu", "--tp-rank0-die", addr, TINY, (char *)NULL);
+        _exit(127);
+    }
+    int st0 = 0, st1 = 0;
+    waitpid(r0, &st0, 0);
+    CHECK_MSG(WIFEXITED(st0) && WEXITSTATUS(st0) == 9, "rank 0 did not run its steps: status %d", st0);
+    pid_t got = 0;
+    for (int i = 0; i < 12000 && got == 0; i++) { /* up to 12 s */
+        got = waitpid(fpid, &st1, WNOHANG);
+        if (!got)
+            usleep(1000);
+    }
+    if (!got) {
+        kill(fpid, SIGKILL);
+        waitpid(fpid, &st1, 0);
+    }
+    CHECK_MSG(got == fpid, "the follower still ran 12 s after rank 0 died (a hang)");
+    CHECK_MSG(!got || (WIFEXITED(st1) && WEXITSTATUS(st1) == 1), "follower status %d (want exit 1)", st1);
+}
+
 /* SD_TP_GPU_ONLY=<part of a case's name> runs only the matching cases (the GPU scripts' short runs). */
 #define RUN_SEL(fn)                                                                                          \
     do {                                                                                                     \
@@ -517,6 +567,8 @@ int main(int argc, char **argv)
 {
     if (argc == 5 && !strcmp(argv[1], "--tp-follower"))
         return follower_main(argv[2], argv[3], argv[4]);
+    if (argc == 4 && !strcmp(argv[1], "--tp-rank0-die"))
+        return rank0_die_main(argv[2], argv[3]);
     if (access(TINY "/config.json", R_OK)) {
         fprintf(stderr, "  SKIP: run from the repository root (needs %s)\n", TINY);
         sd__t_skip++;
@@ -532,5 +584,6 @@ int main(int argc, char **argv)
     RUN_SEL(test_dead_rank);
     RUN_SEL(test_dead_before_first_step);
     RUN_SEL(test_dead_rank_after_graphs);
+    RUN_SEL(test_rank0_dead_after_graphs);
     return sd_test_done();
 }

@@ -2,9 +2,10 @@
 # tools/gpu/tpkill.sh: issue #6 (rank 0 hung when a follower died mid-decode) on a 2-GPU machine,
 # against build/gpu (built by the caller: `source tools/device_env.sh && make -j32 BUILD=build/gpu
 # all`). Run from the repo root: bash tools/gpu/tpkill.sh   (about 60 s at most)
-# 1. test_tp_gpu's test_dead_rank_after_graphs: TP=2 over processes, decode steps replayed from
-#    CUDA graphs, the follower killed: the next step fails by the peer watch and the teardown
-#    ends (before the fix the abort waited for the graphs: a hang, cut by the timeout).
+# 1. test_tp_gpu's *_after_graphs cases: TP=2 over processes, decode steps replayed from CUDA
+#    graphs, then the follower killed (rank 0's next step fails by the peer watch and its
+#    teardown ends) or rank 0 killed (the follower exits 1 within 12 s). Before the fix the abort
+#    waited for the graphs: a hang, cut by the timeout.
 # 2. tests/server/test_tp_kill.py: SIGKILL to rank 1 while four completions stream (each ends
 #    with an error within seconds, rank 0 exits 1); then, time permitting, SIGKILL to rank 0.
 # Writes $OUT/tpkill-summary.txt (one line per step) and $OUT/tpkill.log (all output).
@@ -44,8 +45,8 @@ step() {
 }
 
 echo "GPUs: $(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" | tee -a "$SUM"
-step test_tp_gpu:dead_rank_after_graphs 20 env SD_TP_GPU_ONLY=dead_rank_after_graphs $B/tests/engine/test_tp_gpu
-step test_tp_kill:follower_mid_decode 35 python3 -m pytest -q -p no:cacheprovider \
+step test_tp_gpu:after_graphs 25 env SD_TP_GPU_ONLY=after_graphs $B/tests/engine/test_tp_gpu
+step test_tp_kill:follower_mid_decode 30 python3 -m pytest -q -p no:cacheprovider \
     "tests/server/test_tp_kill.py::test_kill_follower_mid_decode"
 step test_tp_kill:rank0_follower_exits 25 python3 -m pytest -q -p no:cacheprovider \
     "tests/server/test_tp_kill.py::test_kill_rank0_follower_exits"
