@@ -14,8 +14,9 @@ struct sd_tp_bg {
     pthread_cond_t cv; /* CLOCK_MONOTONIC: a wall-clock jump does not stretch a wait */
     int started, done;
     int refs; /* the owner's, plus the thread's while it runs */
-    void (*fn)(void *);
+    void (*fn)(void *, int);
     void *arg;
+    int iarg;
 };
 
 int sd_tp_bg_init(sd_tp_bg **ret)
@@ -58,7 +59,7 @@ static void unref_unlock(sd_tp_bg *b)
 static void *run(void *arg)
 {
     sd_tp_bg *b = arg;
-    b->fn(b->arg);
+    b->fn(b->arg, b->iarg);
     pthread_mutex_lock(&b->mu);
     b->done = 1;
     pthread_cond_broadcast(&b->cv);
@@ -80,12 +81,13 @@ static int wait_locked(sd_tp_bg *b, int wait_ms)
     return !b->started || b->done;
 }
 
-int sd_tp_bg_start(sd_tp_bg *b, void (*fn)(void *), void *arg, int wait_ms)
+int sd_tp_bg_start(sd_tp_bg *b, void (*fn)(void *arg, int iarg), void *arg, int iarg, int wait_ms)
 {
     pthread_mutex_lock(&b->mu);
     if (!b->started) {
         b->fn = fn;
         b->arg = arg;
+        b->iarg = iarg;
         pthread_attr_t at;
         pthread_t th;
         int e = pthread_attr_init(&at);

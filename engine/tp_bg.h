@@ -16,11 +16,11 @@ extern "C" {
 typedef struct sd_tp_bg sd_tp_bg;
 
 int sd_tp_bg_init(sd_tp_bg **ret);
-/* Runs fn(arg) on a new detached thread, the first time only, and waits up to wait_ms for it
+/* Runs fn(arg, iarg) on a new detached thread, the first time only, and waits up to wait_ms for it
  * to return. 1: it has returned; 0: it still runs (the caller carries on; sd_tp_bg_wait
  * later); SD_ENOMEM: no thread could be started and fn was not run (the caller may run it
  * itself). A later call returns as sd_tp_bg_wait(b, wait_ms) would, starting nothing. */
-int sd_tp_bg_start(sd_tp_bg *b, void (*fn)(void *), void *arg, int wait_ms);
+int sd_tp_bg_start(sd_tp_bg *b, void (*fn)(void *arg, int iarg), void *arg, int iarg, int wait_ms);
 /* Waits up to wait_ms for the started call: 1 when it has returned or none was started, 0 when
  * it still runs. */
 int sd_tp_bg_wait(sd_tp_bg *b, int wait_ms);

@@ -19,8 +19,11 @@ static void nap(void)
     nanosleep(&ts, NULL);
 }
 
-static void abort_comm(void *comm)
+/* On the aborter's thread: the caller's device first (the abort frees device memory). */
+static void abort_comm(void *comm, int device)
 {
+    if (device >= 0)
+        cudaSetDevice(device);
     ncclCommAbort((ncclComm_t)comm);
 }
 
@@ -31,7 +34,10 @@ void sd__tp_abort(sd_tp_rank *t)
     t->aborted = 1;
     /* through the aborter: its abort flags are set at once, the rest may wait for our own
      * graphs (freed later, with the backend); no thread for it: inline, as before */
-    if (!t->aborter || sd_tp_bg_start(t->aborter, abort_comm, t->comm, SD_TP_ABORT_WAIT_MS) < 0)
+    int dev = -1;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        dev = -1;
+    if (!t->aborter || sd_tp_bg_start(t->aborter, abort_comm, t->comm, dev, SD_TP_ABORT_WAIT_MS) < 0)
         ncclCommAbort(t->comm);
 }
 

@@ -42,7 +42,7 @@ static void gate_destroy(gate *g)
     pthread_mutex_destroy(&g->mu);
 }
 
-static void blocking_call(void *arg)
+static void blocking_call(void *arg, int iarg)
 {
     gate *g = arg;
     atomic_fetch_add(&g->runs, 1);
@@ -53,9 +53,9 @@ static void blocking_call(void *arg)
     atomic_fetch_add(&g->returned, 1);
 }
 
-static void quick_call(void *arg)
+static void quick_call(void *arg, int iarg)
 {
-    atomic_fetch_add((atomic_int *)arg, 1);
+    atomic_fetch_add((atomic_int *)arg, iarg); /* iarg reaches the call */
 }
 
 static void test_returns(void)
@@ -66,11 +66,11 @@ static void test_returns(void)
     CHECK(sd_tp_bg_wait(b, 0) == 1); /* nothing started: nothing to wait for */
     atomic_int n;
     atomic_init(&n, 0);
-    CHECK(sd_tp_bg_start(b, quick_call, &n, 60000) == 1);
+    CHECK(sd_tp_bg_start(b, quick_call, &n, 1, 60000) == 1);
     CHECK(atomic_load(&n) == 1);
     CHECK(sd_tp_bg_started(b));
     /* one start per handle: a second abort of the same communicator does nothing */
-    CHECK(sd_tp_bg_start(b, quick_call, &n, 60000) == 1);
+    CHECK(sd_tp_bg_start(b, quick_call, &n, 1, 60000) == 1);
     CHECK(atomic_load(&n) == 1);
     sd_tp_bg_free(b);
     sd_tp_bg_free(NULL);
@@ -83,11 +83,11 @@ static void test_blocks_then_returns(void)
     sd_tp_bg *b = NULL;
     REQUIRE(sd_tp_bg_init(&b) == 0);
     /* the caller gets control back although the call never returns by itself */
-    CHECK(sd_tp_bg_start(b, blocking_call, &g, 50) == 0);
+    CHECK(sd_tp_bg_start(b, blocking_call, &g, 0, 50) == 0);
     CHECK(atomic_load(&g.returned) == 0);
     CHECK(sd_tp_bg_wait(b, 0) == 0);
-    CHECK(sd_tp_bg_start(b, blocking_call, &g, 0) == 0); /* no second run meanwhile */
-    gate_open(&g);                                       /* what the teardown does by destroying the graphs */
+    CHECK(sd_tp_bg_start(b, blocking_call, &g, 0, 0) == 0); /* no second run meanwhile */
+    gate_open(&g); /* what the teardown does by destroying the graphs */
     CHECK(sd_tp_bg_wait(b, 60000) == 1);
     CHECK(atomic_load(&g.runs) == 1 && atomic_load(&g.returned) == 1);
     sd_tp_bg_free(b);
@@ -100,7 +100,7 @@ static void test_owner_lets_go_first(void)
     gate_init(&g);
     sd_tp_bg *b = NULL;
     REQUIRE(sd_tp_bg_init(&b) == 0);
-    CHECK(sd_tp_bg_start(b, blocking_call, &g, 0) == 0);
+    CHECK(sd_tp_bg_start(b, blocking_call, &g, 0, 0) == 0);
     sd_tp_bg_free(b); /* the thread keeps the handle until its call returns (ASan: no leak) */
     gate_open(&g);
     for (int i = 0; i < 60000 && !atomic_load(&g.returned); i++)
