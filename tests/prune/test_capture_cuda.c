@@ -19,6 +19,7 @@
 #include "engine/dtype.h"
 #include "engine/model.h"
 #include "prune/calib.h"
+#include "prune/eval.h"
 #include "prune/hess.h"
 #include "prune/prune.h"
 #include "prune/prune_cuda.h"
@@ -280,17 +281,19 @@ static const sd_linear *lin(const sd_layer_weights *lw, int which)
     return ls[which];
 }
 
-/* Rows of every pruned linear with the same mask in both checkpoints; -1 if one does not load. */
-static double mask_agreement(const char *a_dir, const char *b_dir)
+/* The fraction of 2:4 groups (4 mask bits) with the same mask in both checkpoints, and of whole
+ * rows (every group of the row); -1 if one does not load. */
+static double mask_agreement(const char *a_dir, const char *b_dir, double *rows_frac)
 {
     sd_model *m[2] = {0};
     sd_diag d = {0};
     double frac = -1;
+    *rows_frac = -1;
     if (sd_model_open(&m[0], a_dir, &d) != 0 || sd_model_open(&m[1], b_dir, &d) != 0) {
         fprintf(stderr, "  load: %s\n", d.msg);
         goto out;
     }
-    int64_t rows = 0, same = 0;
+    int64_t rows = 0, same = 0, groups = 0, gsame = 0;
     const sd_model_config *cfg = sd_model_cfg(m[0]);
     for (int32_t l = 0; l < cfg->n_layers; l++)
         for (int which = 0; which < SD_LIN_N; which++) {
@@ -298,17 +301,56 @@ static double mask_agreement(const char *a_dir, const char *b_dir)
             const sd_linear *b = lin(&sd_model_w(m[1])->layers[l], which);
             if (!a->mask || !b->mask)
                 continue;
-            for (int64_t r = 0; r < a->rows; r++, rows++)
-                same += memcmp(a->mask + r * (a->cols / 32), b->mask + r * (b->cols / 32),
-                               (size_t)(a->cols / 32) * 4) == 0;
+            for (int64_t r = 0; r < a->rows; r++, rows++) {
+                const uint32_t *ma = a->mask + r * (a->cols / 32), *mb = b->mask + r * (b->cols / 32);
+                same += memcmp(ma, mb, (size_t)(a->cols / 32) * 4) == 0;
+                for (int64_t w = 0; w < a->cols / 32; w++)
+                    for (int sh = 0; sh < 32; sh += 4, groups++)
+                        gsame += ((ma[w] >> sh) & 15) == ((mb[w] >> sh) & 15);
+            }
         }
-    frac = rows ? (double)same / (double)rows : -1;
-    fprintf(stderr, "  %lld of %lld rows with the same mask (%.2f%%)\n", (long long)same, (long long)rows,
-            100 * frac);
+    frac = groups ? (double)gsame / (double)groups : -1;
+    *rows_frac = rows ? (double)same / (double)rows : -1;
+    fprintf(stderr, "  same mask: %.2f%% of %lld groups, %.2f%% of %lld rows\n", 100 * frac,
+            (long long)groups, 100 * *rows_frac, (long long)rows);
 out:
     sd_model_free(m[0]);
     sd_model_free(m[1]);
     return frac;
+}
+
+/* KL(dense || model) on the dense model's greedy continuations of the eval prompts; -1 on error. */
+static double kl_to_dense(const char *dir)
+{
+    sd_eval_spec e;
+    sd_eval_spec_default(&e);
+    e.model_dir = dir;
+    e.ref_dir = MODEL;
+    e.prompts = "prune/prompts/eval_code_prose.jsonl";
+    e.gen_tokens = 32;
+    sd_eval_result r = {0};
+    sd_diag d = {0};
+    int rc = sd_eval_run(&e, NULL, NULL, NULL, &r, &d);
+    CHECK_MSG(rc == 0, "eval %s: %s", dir, d.msg);
+    return rc == 0 ? r.kl : -1;
+}
+
+/* The CUDA-captured checkpoint against the CPU-captured one: 2:4 groups with the same mask, and
+ * its KL to the dense model no more than kl_ratio times the CPU-captured one's. Why groups, not
+ * whole rows: the GPU forms every linear input in bf16, and on models/tiny rounding the CPU's
+ * own captured rows to bf16 (nothing else changed) already leaves only 90.2% of the rows with
+ * all their groups equal but 98.6% of the groups (a row of down_proj holds 192 groups, one flip
+ * makes the row differ). With twice and four times that rounding error: 97.5% and 95.6% of the
+ * groups; a wrong capture is far lower (SparseGPT from other calibration text: 56%, magnitude
+ * pruning: 63%). The KL of those runs: 3.23 (CPU), 3.25 (bf16 rows), 3.24 (4x), 4.65
+ * (magnitude). */
+static void compare_jobs(const char *gpu_dir, const char *cpu_dir, double kl_ratio)
+{
+    double rows = 0, groups = mask_agreement(gpu_dir, cpu_dir, &rows);
+    CHECK_MSG(groups >= 0.95, "%.4f of the groups with the CPU capture's masks", groups);
+    double kg = kl_to_dense(gpu_dir), kc = kl_to_dense(cpu_dir);
+    fprintf(stderr, "  KL(dense || pruned): GPU capture %.4f, CPU capture %.4f nats/token\n", kg, kc);
+    CHECK_MSG(kg >= 0 && kc > 0 && kg <= kl_ratio * kc, "KL %.4f vs %.4f", kg, kc);
 }
 
 /* The checkpoint loads as 2:4 and the CPU backend runs it to finite logits. */
@@ -359,9 +401,12 @@ static int run_job(const char *out, sd_calib_source src, const char *input, cons
     else
         unsetenv("SD_PRUNE_CPU_CAPTURE");
     sd_diag d = {0};
-    int rc = sd_prune_run(&s, NULL, NULL, NULL, NULL, &d);
+    sd_prune_result r = {0};
+    int rc = sd_prune_run(&s, NULL, NULL, NULL, &r, &d);
     unsetenv("SD_PRUNE_CPU_CAPTURE");
     CHECK_MSG(rc == 0, "%s: %s", out, d.msg);
+    if (rc == 0)
+        fprintf(stderr, "  %s: %lld calibration rows, %.2f s\n", out, (long long)r.calib_tokens, r.seconds);
     return rc;
 }
 
@@ -396,20 +441,24 @@ static void test_jobs_match_cpu_capture(void)
     int same_seqs = files_equal(seq_gpu, seq_cpu);
     fprintf(stderr, "  decode: the GPU generated %s sequences as the CPU\n",
             same_seqs ? "the same" : "other");
-    double a = mask_agreement(dec_gpu, dec_cpu);
-    CHECK(a >= 0);
-    /* on other sequences (greedy near-ties decided differently in bf16) the Hessians differ by
-     * more than the capture; the same-sequence bound is checked below */
-    if (same_seqs)
-        CHECK_MSG(a >= 0.95, "%.4f", a);
+    /* other sequences (greedy near-ties decided the other way in bf16) change the Hessians by
+     * more than the capture does: then only the quality is held to the CPU job's */
+    if (same_seqs) {
+        compare_jobs(dec_gpu, dec_cpu, 1.1);
+    } else {
+        double rows = 0, groups = mask_agreement(dec_gpu, dec_cpu, &rows);
+        CHECK(groups >= 0);
+        double kg = kl_to_dense(dec_gpu), kc = kl_to_dense(dec_cpu);
+        fprintf(stderr, "  KL(dense || pruned): GPU capture %.4f, CPU capture %.4f nats/token\n", kg, kc);
+        CHECK_MSG(kg >= 0 && kc > 0 && kg <= 1.15 * kc, "KL %.4f vs %.4f", kg, kc);
+    }
     /* the same sequences through both captures */
     if (run_job(tok_gpu, SD_CALIB_TOKENS, seq_cpu, NULL, 0) != 0 ||
         run_job(tok_cpu, SD_CALIB_TOKENS, seq_cpu, NULL, 1) != 0)
         goto out;
     check_loadable(tok_gpu);
     CHECK_MSG(strcmp(prov_str(tok_gpu, "capture_device", buf, sizeof buf), "cuda") == 0, "%s", buf);
-    a = mask_agreement(tok_gpu, tok_cpu);
-    CHECK_MSG(a >= 0.95, "tokens: %.4f of rows with the CPU capture's masks", a);
+    compare_jobs(tok_gpu, tok_cpu, 1.1);
 out:
     rm_rf(tmp);
 }

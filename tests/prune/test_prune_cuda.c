@@ -427,6 +427,9 @@ static void test_small_model_job(void)
     char tmp[] = "/tmp/sd_prune_cuda_XXXXXX";
     REQUIRE(mkdtemp(tmp) != NULL);
     char out[2][256];
+    /* both jobs capture on the CPU backend: this compares the solvers (test_capture_cuda compares
+     * the GPU capture) */
+    setenv("SD_PRUNE_CPU_CAPTURE", "1", 1);
     for (int k = 0; k < 2; k++) {
         snprintf(out[k], sizeof out[k], "%s/%s", tmp, k ? "cuda" : "cpu");
         sd_prune_spec s;
@@ -444,6 +447,7 @@ static void test_small_model_job(void)
         if (rc != 0)
             goto out;
     }
+    unsetenv("SD_PRUNE_CPU_CAPTURE");
     sd_model *m[2] = {0};
     sd_diag d = {0};
     CHECK(sd_model_open(&m[0], out[0], &d) == 0);
@@ -474,7 +478,8 @@ static void test_small_model_job(void)
     const char *dev = json_string_value(json_object_get(json_object_get(js, "provenance"), "solver_device"));
     CHECK_MSG(dev && strcmp(dev, "cuda") == 0, "%s: solver_device %s", path, dev ? dev : "(none)");
     json_decref(js);
-out:;
+out:
+    unsetenv("SD_PRUNE_CPU_CAPTURE");
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     CHECK(system(cmd) == 0);
