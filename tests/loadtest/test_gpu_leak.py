@@ -108,7 +108,8 @@ def test_gpu_no_leak_over_10k_mixed_requests(cuda_server, tmp_path):
     for r in runs:
         assert r["rejected_429"] == 0, ("429 below the queue limit", r["http_status"])
     # Bursts past the queue, kept under the default per-IP connection limit (256): the admitted
-    # ones complete, the rest get 429.
+    # ones complete, the rest get 429. A 429 is allowed there, not required: on an H200 the tiny
+    # model finishes requests about as fast as a burst arrives, so the queue may never fill.
     rest = max(0, total - sum(r["sent"] for r in runs))
     burst = 240
     i = 0
@@ -116,7 +117,8 @@ def test_gpu_no_leak_over_10k_mixed_requests(cuda_server, tmp_path):
         k = min(burst, rest)
         runs.append(sdload(s, out_dir, f"burst-{i}", "--num-prompts", k, "--request-rate", "inf", "--input-len",
                            16, "--range-ratio", 0.5, "--output-len", 8, "--cancel-fraction", 0.1))
-        assert runs[-1]["rejected_429"] > 0 or k <= MAX_SEQS + MAX_QUEUE, runs[-1]["http_status"]
+        assert set(runs[-1]["http_status"]) <= {"200", "429"}, runs[-1]["http_status"]
+        assert runs[-1]["failed"] == 0, runs[-1]
         rest -= k
         i += 1
     sent = sum(r["sent"] for r in runs)
