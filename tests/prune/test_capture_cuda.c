@@ -246,11 +246,12 @@ static void test_hessians_match_cpu(void)
                 "  layer %d input %d: |H_cuda - H_cpu| / |H_cpu| = %.3g (CPU rows rounded to bf16: %.3g)\n",
                 l, s, e, eb);
             /* the CUDA backend forms every linear input in bf16 (8 significant bits: a relative
-             * rounding of up to 2^-9 = 2e-3 per element, about 1e-3 on H from rounding alone,
-             * the second number above) and runs its matmuls on bf16 weights with fp32
-             * accumulation in another order; those differences propagate through the layers
-             * below. 2e-2 is ten times the rounding alone: far above what a correct capture
-             * shows, far below a wrong row, site, layer or position selection (order 1). */
+             * rounding of up to 2^-9 per element; on H about 1e-3, the second number above) and
+             * runs its matmuls on bf16 weights with fp32 sums in another order; those
+             * differences propagate through the layers. HF transformers with tiny entirely in
+             * bf16 (a pessimistic proxy: its residual stream is bf16 too) moves these Hessians
+             * by 0.7e-3 to 1.1e-2 relative on 1024 tokens of text. 2e-2 leaves room above that
+             * and is far below a wrong row, site, layer or position selection (order 1). */
             CHECK_MSG(e < 2e-2, "layer %d site %d: %.3g", l, s, e);
             free(Hc);
             free(Hb);
@@ -335,19 +336,22 @@ static double kl_to_dense(const char *dir)
     return rc == 0 ? r.kl : -1;
 }
 
-/* The CUDA-captured checkpoint against the CPU-captured one: 2:4 groups with the same mask, and
- * its KL to the dense model no more than kl_ratio times the CPU-captured one's. Why groups, not
- * whole rows: the GPU forms every linear input in bf16, and on models/tiny rounding the CPU's
- * own captured rows to bf16 (nothing else changed) already leaves only 90.2% of the rows with
- * all their groups equal but 98.6% of the groups (a row of down_proj holds 192 groups, one flip
- * makes the row differ). With twice and four times that rounding error: 97.5% and 95.6% of the
- * groups; a wrong capture is far lower (SparseGPT from other calibration text: 56%, magnitude
- * pruning: 63%). The KL of those runs: 3.23 (CPU), 3.25 (bf16 rows), 3.24 (4x), 4.65
- * (magnitude). */
+/* The CUDA-captured checkpoint against the CPU-captured one: >= 90% of the 2:4 groups with the
+ * same mask, and its KL to the dense model at most kl_ratio times the CPU-captured one's.
+ * Why groups, not whole rows: the GPU forms every linear input in bf16. On models/tiny (this
+ * job's settings, CPU only), rounding the CPU's own captured rows to bf16 and changing nothing
+ * else already leaves only 90.2% of the rows with every group equal but 98.6% of the groups (a
+ * down_proj row holds 192 groups; one near-tie decided the other way makes the row differ).
+ * With rounding errors 2, 4, 8, 16 times larger: 97.5, 95.6, 92.8, 89.4% of the groups; the
+ * GPU forward's own differences come on top of the rounding (a whole-bf16 HF forward of tiny
+ * moves H 2 to 10 times more than the rounding alone). A wrong capture is far lower: SparseGPT
+ * calibrated on other text agrees on 56%, magnitude pruning on 63%. KL(dense || pruned) of
+ * those runs: 3.23 (CPU rows), 3.25 (bf16), 3.24 (4x), 3.11 (8x), 3.04 (16x) — noise of a few
+ * percent either way — and 4.65 for magnitude pruning. */
 static void compare_jobs(const char *gpu_dir, const char *cpu_dir, double kl_ratio)
 {
     double rows = 0, groups = mask_agreement(gpu_dir, cpu_dir, &rows);
-    CHECK_MSG(groups >= 0.95, "%.4f of the groups with the CPU capture's masks", groups);
+    CHECK_MSG(groups >= 0.90, "%.4f of the groups with the CPU capture's masks", groups);
     double kg = kl_to_dense(gpu_dir), kc = kl_to_dense(cpu_dir);
     fprintf(stderr, "  KL(dense || pruned): GPU capture %.4f, CPU capture %.4f nats/token\n", kg, kc);
     CHECK_MSG(kg >= 0 && kc > 0 && kg <= kl_ratio * kc, "KL %.4f vs %.4f", kg, kc);
@@ -444,13 +448,13 @@ static void test_jobs_match_cpu_capture(void)
     /* other sequences (greedy near-ties decided the other way in bf16) change the Hessians by
      * more than the capture does: then only the quality is held to the CPU job's */
     if (same_seqs) {
-        compare_jobs(dec_gpu, dec_cpu, 1.1);
+        compare_jobs(dec_gpu, dec_cpu, 1.15);
     } else {
         double rows = 0, groups = mask_agreement(dec_gpu, dec_cpu, &rows);
         CHECK(groups >= 0);
         double kg = kl_to_dense(dec_gpu), kc = kl_to_dense(dec_cpu);
         fprintf(stderr, "  KL(dense || pruned): GPU capture %.4f, CPU capture %.4f nats/token\n", kg, kc);
-        CHECK_MSG(kg >= 0 && kc > 0 && kg <= 1.15 * kc, "KL %.4f vs %.4f", kg, kc);
+        CHECK_MSG(kg >= 0 && kc > 0 && kg <= 1.25 * kc, "KL %.4f vs %.4f", kg, kc);
     }
     /* the same sequences through both captures */
     if (run_job(tok_gpu, SD_CALIB_TOKENS, seq_cpu, NULL, 0) != 0 ||
@@ -458,7 +462,7 @@ static void test_jobs_match_cpu_capture(void)
         goto out;
     check_loadable(tok_gpu);
     CHECK_MSG(strcmp(prov_str(tok_gpu, "capture_device", buf, sizeof buf), "cuda") == 0, "%s", buf);
-    compare_jobs(tok_gpu, tok_cpu, 1.1);
+    compare_jobs(tok_gpu, tok_cpu, 1.15);
 out:
     rm_rf(tmp);
 }

@@ -5,8 +5,8 @@
 # test_capture_cuda on models/tiny: every layer's four Hessians captured on the GPU against the
 # CPU capture of the same sequences (relative Frobenius < 2e-2), then whole `--device cuda`
 # one-shot prunes (decode and tokens sources) against SD_PRUNE_CPU_CAPTURE=1 jobs: loadable 2:4,
-# >= 95% of the 2:4 groups with the same mask, KL to the dense model within 10% (15% when the
-# GPU generated other sequences). Under a minute. Writes $OUT/capture.log (the test's output)
+# >= 90% of the 2:4 groups with the same mask, KL to the dense model within 15% (25% when the
+# GPU generated other sequences; the test explains the bounds). Under a minute. Writes $OUT/capture.log (the test's output)
 # and $OUT/capture-summary.txt (exit status and the last line).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
