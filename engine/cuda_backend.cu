@@ -10,6 +10,7 @@
 #include "engine/cuda_attn_prefill.h"
 #include "engine/cuda_backend.h"
 #include "engine/cuda_capture.h"
+#include "engine/dtype.h"
 #include "engine/cuda_impl.cuh"
 #include "engine/cuda_sample.cuh"
 #include "engine/model.h"
@@ -639,6 +640,60 @@ int sd_backend_cuda_set_capture(sd_backend *base, sd_cuda_capture_fn fn, void *u
     b->cap_fn = fn;
     b->cap_ud = fn ? ud : NULL;
     b->cap_stop = fn ? stop_after_layer : -1;
+    return 0;
+}
+
+/* The fused device linear holding linear `which` (SD_LIN_*) of layer li: its first row there
+ * and its row count. */
+static sd_cu_linear *fused_linear(sd_cuda_backend *b, int li, int which, int64_t *row0, int64_t *rows)
+{
+    const sd_model_config *c = &b->cfg;
+    sd_cu_layer *L = &b->w.layers[li];
+    int64_t q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
+    *row0 = 0;
+    *rows = which == SD_LIN_Q                           ? q
+            : which <= SD_LIN_V                         ? kv
+            : which == SD_LIN_O || which == SD_LIN_DOWN ? c->hidden
+                                                        : c->intermediate;
+    if (which <= SD_LIN_V) {
+        *row0 = which == SD_LIN_Q ? 0 : which == SD_LIN_K ? q : q + kv;
+        return &L->qkv;
+    }
+    if (which == SD_LIN_GATE || which == SD_LIN_UP) {
+        *row0 = which == SD_LIN_UP ? c->intermediate : 0;
+        return &L->gate_up;
+    }
+    return which == SD_LIN_O ? &L->o : &L->down;
+}
+
+int sd_backend_cuda_set_linear(sd_backend *base, int32_t layer, int which, const float *w, sd_diag *d)
+{
+    if (!base || base->vt != &cuda_vtbl)
+        return sd_diag_set(d, SD_EINVAL, "cuda set_linear: not a CUDA backend");
+    sd_cuda_backend *b = (sd_cuda_backend *)base;
+    if (layer < 0 || layer >= b->w.n_layers || which < 0 || which >= SD_LIN_N)
+        return sd_diag_set(d, SD_EINVAL, "cuda set_linear: layer %d, linear %d", layer, which);
+    if (b->tp.comm)
+        return sd_diag_set(d, SD_ENOTSUP, "cuda set_linear: a tensor-parallel rank holds shards");
+    int64_t row0 = 0, rows = 0;
+    sd_cu_linear *l = fused_linear(b, layer, which, &row0, &rows);
+    if (l->bitmask || !l->w)
+        return sd_diag_set(d, SD_ENOTSUP, "cuda set_linear: layer %d linear %d is not dense", layer, which);
+    size_t n = (size_t)rows * (size_t)l->cols;
+    uint16_t *h = (uint16_t *)malloc(n * sizeof *h);
+    if (!h)
+        return sd_diag_set(d, SD_ENOMEM, "cuda set_linear: out of memory");
+    for (size_t i = 0; i < n; i++)
+        h[i] = sd_f32_to_bf16(w[i]);
+    /* on the stream, after whatever step may still read these weights */
+    cudaError_t e = cudaSetDevice(b->device);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(l->w + row0 * l->cols, h, n * 2, cudaMemcpyHostToDevice, b->st);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->st);
+    free(h);
+    if (e != cudaSuccess)
+        return sd_diag_set(d, SD_ECUDA, "cuda set_linear: %s", cudaGetErrorString(e));
     return 0;
 }
 

@@ -33,6 +33,13 @@ typedef int (*sd_cuda_capture_fn)(void *ud, int32_t layer, sd_capture_site site,
 int sd_backend_cuda_set_capture(sd_backend *b, sd_cuda_capture_fn fn, void *ud, int32_t stop_after_layer,
                                 sd_diag *d);
 
+/* Copies w (fp32 [rows, cols] of linear `which` of `layer`, in the SD_LIN_* order of
+ * engine/cpu_capture.h) over the backend's dense bf16 weights of that linear (q/k/v and gate/up
+ * are rows of fused matrices), rounded to bf16 — exact for the bf16-rounded weights sequential
+ * pruning writes. SD_EINVAL on bad ids, SD_ENOTSUP for a bitmask linear or a tensor-parallel
+ * rank. */
+int sd_backend_cuda_set_linear(sd_backend *b, int32_t layer, int which, const float *w, sd_diag *d);
+
 /* The CUDA device the backend runs on. */
 int sd_backend_cuda_device(const sd_backend *b);
 

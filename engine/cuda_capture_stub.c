@@ -9,6 +9,11 @@ int sd_backend_cuda_set_capture(sd_backend *b, sd_cuda_capture_fn fn, void *ud, 
     return sd_diag_set(d, SD_ENOTSUP, "cuda capture: this build has no CUDA");
 }
 
+int sd_backend_cuda_set_linear(sd_backend *b, int32_t layer, int which, const float *w, sd_diag *d)
+{
+    return sd_diag_set(d, SD_ENOTSUP, "cuda capture: this build has no CUDA");
+}
+
 int sd_backend_cuda_device(const sd_backend *b)
 {
     return -1;

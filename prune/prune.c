@@ -155,14 +155,13 @@ static int32_t longest_seq(const sd_calib_set *s)
     return n;
 }
 
-/* One-shot SparseGPT on the GPU runs its forward passes there too, unless SD_PRUNE_CPU_CAPTURE=1
- * asks for the CPU backend. Sequential mode (which writes pruned weights into the backend
- * between layers) and the CPU-side solvers keep the CPU backend. */
+/* SparseGPT on the GPU runs its forward passes there too (one-shot and sequential), unless
+ * SD_PRUNE_CPU_CAPTURE=1 asks for the CPU backend. Wanda and magnitude (CPU solvers) keep the
+ * CPU backend. */
 static int want_cuda_capture(const sd__job *j)
 {
     const char *e = getenv("SD_PRUNE_CPU_CAPTURE");
-    return j->gpu && j->spec->solver == SD_SOLVER_SPARSEGPT && j->spec->mode == SD_PRUNE_ONESHOT &&
-           !(e && strcmp(e, "1") == 0);
+    return j->gpu && j->spec->solver == SD_SOLVER_SPARSEGPT && !(e && strcmp(e, "1") == 0);
 }
 
 static int load_calib(sd__job *j)

@@ -46,7 +46,7 @@ typedef struct sd__job {
     sd_prune_gpu *gpu; /* SparseGPT on the GPU (spec->device == CUDA), else NULL */
     int gpu_site;      /* layer * SD_CAP_N + site whose factor the GPU holds, or -1 */
     int cuda_cap;      /* the backend is CUDA: generation and capture run on the GPU, rows go
-                          device to device into the GPU Hessians (one-shot SparseGPT on CUDA) */
+                          device to device into the GPU Hessians (SparseGPT on CUDA) */
 } sd__job;
 
 /* Capture state: the layers to collect and the prompt length of each sequence of the forward

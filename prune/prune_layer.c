@@ -227,7 +227,8 @@ static int solve_linear(sd__job *j, int32_t layer, int which, const sd_sgpt_opts
         goto out;
     keep = NULL; /* owned by j->out now */
     if (j->spec->mode == SD_PRUNE_SEQUENTIAL)
-        rc = sd_backend_cpu_set_linear(j->backend, layer, which, W, j->d);
+        rc = j->cuda_cap ? sd_backend_cuda_set_linear(j->backend, layer, which, W, j->d)
+                         : sd_backend_cpu_set_linear(j->backend, layer, which, W, j->d);
     j->total_loss += loss;
     j->linears++;
     char detail[256];
