@@ -140,7 +140,15 @@ static int backend_init(sd__job *j, int32_t seq_tokens)
     int32_t gen = go.parallel * per_seq, replay = bo.max_batch_tokens / bo.block_size + 64;
     bo.kv_blocks = (gen > replay ? gen : replay) + per_seq;
     bo.device = s->cuda_device;
-    return sd_backend_cuda_init(&j->backend, j->model, &bo, j->d);
+    int rc = sd_backend_cuda_init(&j->backend, j->model, &bo, j->d);
+    if (rc != SD_ENOTSUP)
+        return rc;
+    /* a model the CUDA backend does not run (its head_dim, say): the CPU backend captures, as
+     * before; provenance then says capture_device "cpu" */
+    j->cuda_cap = 0;
+    bo.kv_blocks = 0;
+    bo.device = 0;
+    return sd_backend_cpu_init(&j->backend, j->model, &bo, j->d);
 #else
     return sd_diag_set(j->d, SD_ENOTSUP, "prune: this build has no CUDA backend");
 #endif
