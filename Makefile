@@ -99,7 +99,7 @@ test-c: all
 # Library, daemon and every C test under ASan + UBSan (no CUDA objects: CI has no GPU).
 asan test-asan:
 	$(MAKE) BUILD=$(ASAN_BUILD) CUDA=0 OPT="-O1 -g -fno-omit-frame-pointer" \
-	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
+	    SAN="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow" all
 
 run: deps-build
 	$(MAKE) $(BIN)
@@ -158,7 +158,7 @@ uninstall:
 #   make ubsan   UBSan build into build-ubsan/;  make tsan   ThreadSanitizer build into build-tsan/
 FUZZ_BUILD ?= build-fuzz
 FUZZ_CC    ?= clang
-FUZZ_SAN    = -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_SAN    = -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow
 FUZZ_SRCS   = $(wildcard fuzz/fuzz_*.c)
 FUZZ_BINS   = $(FUZZ_SRCS:fuzz/%.c=$(BUILD)/fuzz/%)
 
