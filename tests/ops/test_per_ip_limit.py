@@ -4,6 +4,7 @@ served; once one of the held connections closes, the first address is served aga
 limit at 0 there is no per-address limit."""
 import json
 import pathlib
+import signal
 import socket
 import subprocess
 import sys
@@ -95,3 +96,19 @@ def test_default_limit_is_on_and_below_max_connections(tmp_path):
     assert r.returncode == 0, r.stderr
     conf = json.loads(r.stdout)
     assert 0 < conf["max_connections_per_ip"] < conf["max_connections"]
+
+
+def test_sighup_reports_a_changed_limit_as_needing_a_restart(start_server):
+    s = start_server(config={"max_connections_per_ip": 8})
+    s.config_path.write_text(json.dumps({"max_connections_per_ip": 2}))
+    s.proc.send_signal(signal.SIGHUP)
+    deadline = time.time() + 10
+    while "restart to apply" not in s.log_text() and time.time() < deadline:
+        time.sleep(0.1)
+    assert "restart to apply" in s.log_text()
+    held_socks = held(s.port, 4)  # still the old limit (8): the fifth connection is served
+    try:
+        assert health(s.port).startswith("HTTP/1.1 200")
+    finally:
+        for c in held_socks:
+            c.close()
