@@ -125,7 +125,10 @@ def test_two_processes_match_one_process(tmp_path, model):
     parted = []
     for kind in procs:
         for i, p in enumerate(PROMPTS):
-            agree(procs[kind][i], threads[kind][i], 2e-3, f"processes vs threads, {kind}, {p!r}")
+            # the same shards and collectives, but each process autotunes its own kernel configs
+            # (split-K sums in another order, then bf16 activations): bf16-level tolerance, as
+            # against one GPU; the H200 pair showed 1.0e-2 on one logprob with equal tokens
+            agree(procs[kind][i], threads[kind][i], 2e-2, f"processes vs threads, {kind}, {p!r}")
             parted.append(agree(procs[kind][i], one_gpu[kind][i], 2e-2, f"processes vs one GPU, {kind}, {p!r}"))
     # near-ties are rare: most answers must agree with one GPU all the way
     assert sum(n == MAX_TOKENS for n in parted) >= len(parted) * 3 // 4, parted
