@@ -219,9 +219,10 @@ int sd__cu_attn_prefill(const sd_cu_attn_args *a, int pdl, cudaStream_t st, sd_d
     return 0;
 }
 
-/* Off by default until the H200 run has checked the tiled kernel against the split kernel and
- * the CPU reference (tests/engine/test_attn_prefill_gpu.c); SD_ATTN_PREFILL=1 turns it on. */
-#define SD_ATTN_PREFILL_DEFAULT 0
+/* On by default since the H200 run checked the tiled kernel against the split kernel and an
+ * fp64 reference (tests/engine/test_attn_prefill_gpu.c; 14x the split kernel at T = 2048,
+ * results/2026-11-30-gpu-last/); SD_ATTN_PREFILL=0 forces the split kernel. */
+#define SD_ATTN_PREFILL_DEFAULT 1
 
 extern "C" int sd_cu_attn_prefill_min_run(void)
 {
