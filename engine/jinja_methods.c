@@ -465,7 +465,7 @@ static sd_jv str_class(const sd_jv *self, int kind)
 #define CLASS_METHOD(name, kind)                                                                             \
     static sd_jv name(sd_jctx *c, const sd_jv *self, sd_jargs *a, int line)                                  \
     {                                                                                                        \
-        sd__jargs_check(c, a, 0, NULL, #name + 2, line);                                                     \
+        sd__jargs_check(c, a, 0, NULL, &(#name)[2], line);                                                   \
         return str_class(self, kind);                                                                        \
     }
 CLASS_METHOD(m_isdigit, 0)
