@@ -21,29 +21,8 @@ LOG="$OUT/prefill.log"
 START=$(date +%s)
 BUDGET=${PREFILL_BUDGET_S:-55}
 
-left() { echo $((BUDGET - ($(date +%s) - START))); }
-
-# step NAME MAX_SECONDS CMD...: runs CMD with the smaller of MAX_SECONDS and the time left;
-# the summary gets the exit status and the test's last line. Returns CMD's status.
-step() {
-    local name=$1 max=$2
-    shift 2
-    local t
-    t=$(left)
-    [ "$t" -gt "$max" ] && t=$max
-    if [ "$t" -lt 5 ]; then
-        echo "$name: SKIPPED (out of time)" | tee -a "$SUM"
-        return 1
-    fi
-    echo "===== $name (timeout ${t}s): $*" >>"$LOG"
-    local s0
-    s0=$(date +%s)
-    timeout "$t" "$@" >"$OUT/.step.out" 2>&1
-    local rc=$?
-    cat "$OUT/.step.out" >>"$LOG"
-    echo "$name: rc=$rc $(($(date +%s) - s0))s $(grep -E '^[0-9]+ passed' "$OUT/.step.out" | tail -1)" | tee -a "$SUM"
-    return $rc
-}
+STEP_MIN_S=5
+source "$(dirname "$0")/lib.sh" # left, step
 
 { nvidia-smi --query-gpu=index,name --format=csv,noheader; } 2>&1 | head -2 >>"$SUM"
 step test_attn_prefill_gpu 30 "$B/tests/engine/test_attn_prefill_gpu"

@@ -22,27 +22,7 @@ export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 START=$(date +%s)
 BUDGET=${SAMPLE_BUDGET_S:-170}
 
-left() { echo $((BUDGET - ($(date +%s) - START))); }
-
-# step NAME MAX_SECONDS CMD...: runs CMD with the smaller of MAX_SECONDS and the time left;
-# the summary gets the exit status and the test's last line.
-step() {
-    local name=$1 max=$2
-    shift 2
-    local t
-    t=$(left)
-    [ "$t" -gt "$max" ] && t=$max
-    if [ "$t" -lt 10 ]; then
-        echo "$name: SKIPPED (out of time)" | tee -a "$SUM"
-        return
-    fi
-    echo "===== $name (timeout ${t}s): $*" >>"$LOG"
-    local s0=$(date +%s)
-    timeout "$t" "$@" >"$OUT/.step.out" 2>&1
-    local rc=$?
-    cat "$OUT/.step.out" >>"$LOG"
-    echo "$name: rc=$rc $(($(date +%s) - s0))s $(grep -E '^[0-9]+ passed' "$OUT/.step.out" | tail -1)" | tee -a "$SUM"
-}
+source "$(dirname "$0")/lib.sh" # left, step
 
 nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader >>"$SUM" 2>&1
 step test_sample_req 40 "$B/tests/engine/test_sample_req"

@@ -25,25 +25,7 @@ export SD_BUILD=$B
 START=$(date +%s)
 BUDGET=${TP_BUDGET_S:-235}
 
-left() { echo $((BUDGET - ($(date +%s) - START))); }
-
-# step NAME MAX_SECONDS CMD...: runs CMD with the smaller of MAX_SECONDS and the time left.
-step() {
-    local name=$1 max=$2
-    shift 2
-    local t=$(left)
-    [ "$t" -gt "$max" ] && t=$max
-    if [ "$t" -lt 10 ]; then
-        echo "$name: SKIPPED (out of time)" | tee -a "$SUM"
-        return
-    fi
-    echo "===== $name (timeout ${t}s): $*" >>"$LOG"
-    local s0=$(date +%s) n0=$(wc -l <"$LOG")
-    timeout -k 5 "$t" "$@" >>"$LOG" 2>&1
-    local rc=$?
-    local last=$(tail -n +$((n0 + 1)) "$LOG" | grep -E "passed|failed|skipped|rror|SKIP" | tail -1)
-    echo "$name: rc=$rc $(($(date +%s) - s0))s | $last" | tee -a "$SUM"
-}
+source "$(dirname "$0")/lib.sh" # left, step
 
 {
     nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader

@@ -23,26 +23,8 @@ export SD_TP_KILL_JOIN_S=${SD_TP_KILL_JOIN_S:-12} # streams must end within 12 s
 START=$(date +%s)
 BUDGET=${TPKILL_BUDGET_S:-55}
 
-left() { echo $((BUDGET - ($(date +%s) - START))); }
-
-# step NAME MAX_SECONDS CMD...: CMD under the smaller of MAX_SECONDS and the time left.
-step() {
-    local name=$1 max=$2
-    shift 2
-    local t=$(left)
-    [ "$t" -gt "$max" ] && t=$max
-    if [ "$t" -lt 12 ]; then
-        echo "$name: SKIPPED (out of time)" | tee -a "$SUM"
-        return
-    fi
-    echo "===== $name (timeout ${t}s): $*" >>"$LOG"
-    local s0=$(date +%s) n0=$(wc -l <"$LOG")
-    timeout -k 2 "$t" "$@" >>"$LOG" 2>&1
-    local rc=$?
-    local last=$(tail -n +$((n0 + 1)) "$LOG" | grep -E "passed|failed|skipped|rror|SKIP" | tail -1)
-    [ $rc -eq 124 ] && last="TIMED OUT (a hang, or the group was slow to start) | $last"
-    echo "$name: rc=$rc $(($(date +%s) - s0))s | $last" | tee -a "$SUM"
-}
+STEP_MIN_S=12
+source "$(dirname "$0")/lib.sh" # left, step
 
 echo "GPUs: $(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" | tee -a "$SUM"
 step test_tp_gpu:after_graphs 25 env SD_TP_GPU_ONLY=after_graphs $B/tests/engine/test_tp_gpu
