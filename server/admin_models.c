@@ -79,24 +79,15 @@ void sd_admin_models_discard(sd_admin_inst *inst)
 static int init_backend(const sd_conf *c, sd_admin_inst *in, sd_diag *d)
 {
     sd_backend_opts bo;
-    sd_backend_opts_default(&bo);
-    bo.n_threads = c->threads;
-    bo.block_size = c->block_size;
-    bo.kv_blocks = c->kv_blocks;
-    bo.max_batch_tokens = c->max_batch_tokens;
-    bo.device = c->device;
+    sd_tp_opts to;
+    sd_conf_engine_opts(c, &bo, &to);
     if (!strcmp(c->backend, "cpu"))
         return sd_backend_cpu_init(&in->backend, in->model, &bo, d);
 #if SD_HAVE_CUDA
-    if (c->tensor_parallel > 1) { /* one thread per GPU (devices 0..N-1), or rank 0 of processes */
-        sd_tp_opts to;
-        sd_tp_opts_default(&to);
-        to.world = c->tensor_parallel;
-        to.rank = c->tp_rank; /* the followers run sd_tp_follow in server/cmd_serve.c */
-        to.addr = c->tp_addr;
-        to.timeout_ms = (int)(c->tp_timeout * 1000.0);
+    /* one thread per GPU (devices 0..N-1), or rank 0 of processes (the followers run
+     * sd_tp_follow in server/cmd_serve.c) */
+    if (c->tensor_parallel > 1)
         return sd_tp_backend_init(&in->backend, in->model, &bo, &to, d);
-    }
     return sd_backend_cuda_init(&in->backend, in->model, &bo, d);
 #else
     return sd_diag_set(d, SD_ENOTSUP, "backend 'cuda': this build has no CUDA support");

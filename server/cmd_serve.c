@@ -83,18 +83,8 @@ static int follow(const sd_conf *c)
     int rc = sd_model_open(&m, c->model, &d);
     if (rc == 0) {
         sd_backend_opts bo;
-        sd_backend_opts_default(&bo);
-        bo.n_threads = c->threads;
-        bo.block_size = c->block_size;
-        bo.kv_blocks = c->kv_blocks;
-        bo.max_batch_tokens = c->max_batch_tokens;
-        bo.device = c->device;
         sd_tp_opts to;
-        sd_tp_opts_default(&to);
-        to.world = c->tensor_parallel;
-        to.rank = c->tp_rank;
-        to.addr = c->tp_addr;
-        to.timeout_ms = (int)(c->tp_timeout * 1000.0);
+        sd_conf_engine_opts(c, &bo, &to);
         sd_log_info(NULL, "tensor parallel rank %d of %d: joining rank 0 at %s (device %d)", c->tp_rank,
                     c->tensor_parallel, c->tp_addr, c->device);
         rc = sd_tp_backend_init(&b, m, &bo, &to, &d);

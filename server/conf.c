@@ -372,8 +372,8 @@ static int validate_tp(const sd_conf *c, sd_diag *d)
         return sd_diag_set(d, SD_EINVAL, "tp_rank: %d needs tensor_parallel >= 2 (it is %d)", c->tp_rank,
                            c->tensor_parallel);
     if (c->tp_rank >= c->tensor_parallel)
-        return sd_diag_set(d, SD_EINVAL, "tp_rank: %d is not a rank of tensor_parallel %d (0..%d)", c->tp_rank,
-                           c->tensor_parallel, c->tensor_parallel - 1);
+        return sd_diag_set(d, SD_EINVAL, "tp_rank: %d is not a rank of tensor_parallel %d (0..%d)",
+                           c->tp_rank, c->tensor_parallel, c->tensor_parallel - 1);
     if (strcmp(c->backend, "cuda"))
         return sd_diag_set(d, SD_EINVAL, "tp_rank: the multi-process mode needs backend cuda (it is %s)",
                            c->backend);
@@ -381,9 +381,11 @@ static int validate_tp(const sd_conf *c, sd_diag *d)
     char *end = NULL;
     long port = colon ? strtol(colon + 1, &end, 10) : 0;
     if (!*c->tp_addr)
-        return sd_diag_set(d, SD_EINVAL, "tp_addr: tp_rank %d needs rank 0's address (host:port)", c->tp_rank);
+        return sd_diag_set(d, SD_EINVAL, "tp_addr: tp_rank %d needs rank 0's address (host:port)",
+                           c->tp_rank);
     if (!colon || colon == c->tp_addr || !colon[1] || *end || port < 1 || port > 65535)
-        return sd_diag_set(d, SD_EINVAL, "tp_addr: '%s' is not host:port with a port in 1..65535", c->tp_addr);
+        return sd_diag_set(d, SD_EINVAL, "tp_addr: '%s' is not host:port with a port in 1..65535",
+                           c->tp_addr);
     return 0;
 }
 
@@ -512,4 +514,19 @@ int sd_conf_read_key_file(const char *path, char ***ret_keys, int *ret_n, sd_dia
     *ret_keys = keys;
     *ret_n = n;
     return 0;
+}
+
+void sd_conf_engine_opts(const sd_conf *c, sd_backend_opts *bo, sd_tp_opts *to)
+{
+    sd_backend_opts_default(bo);
+    bo->n_threads = c->threads;
+    bo->block_size = c->block_size;
+    bo->kv_blocks = c->kv_blocks;
+    bo->max_batch_tokens = c->max_batch_tokens;
+    bo->device = c->device;
+    sd_tp_opts_default(to);
+    to->world = c->tensor_parallel;
+    to->rank = c->tp_rank;
+    to->addr = c->tp_addr;
+    to->timeout_ms = (int)(c->tp_timeout * 1000.0);
 }

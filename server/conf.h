@@ -5,7 +5,9 @@
 
 #include <stdio.h>
 
+#include "engine/backend.h"
 #include "engine/diag.h"
+#include "engine/tp.h"
 
 typedef struct sd_conf {
     char *model;             /* model directory */
@@ -22,8 +24,8 @@ typedef struct sd_conf {
     int tp_rank;       /* -1: one process drives every GPU; else this process's rank (processes mode) */
     char *tp_addr;     /* processes mode: rank 0's bootstrap address "host:port" */
     double tp_timeout; /* seconds any wait on the group may take (bootstrap, NCCL set-up, a step) */
-    int threads;      /* backend worker threads, 0 => cores */
-    int http_threads; /* HTTP event threads */
+    int threads;       /* backend worker threads, 0 => cores */
+    int http_threads;  /* HTTP event threads */
     int max_seqs;
     int max_batch_tokens;
     int max_queue;
@@ -70,6 +72,10 @@ int sd_conf_load(sd_conf *c, int argc, char **argv, const char *default_path, sd
 
 /* Cross-field checks done after everything is applied. */
 int sd_conf_validate(const sd_conf *c, sd_diag *d);
+
+/* What the config asks of the engine: backend options (threads, KV pool, device) and the
+ * tensor-parallel group (world, rank, bootstrap address, timeout), from the defaults up. */
+void sd_conf_engine_opts(const sd_conf *c, sd_backend_opts *bo, sd_tp_opts *to);
 
 void sd_conf_print_help(FILE *f);
 /* The effective config as JSON (API keys redacted). */
