@@ -234,7 +234,24 @@ typedef struct prog {
     int tty, quiet;
     double last_frac, last_t;
     int last_phase;
+    int solve_layer;   /* the layer being solved, -1 outside the solve phase */
+    double layer_mark; /* elapsed time when the previous layer's solve ended */
 } prog;
+
+/* Plain output gets one line per solved layer with its time (capture included in sequential
+ * mode), so a log shows where a long prune spends its time. */
+static void layer_line(prog *g, const sd_prune_progress *p)
+{
+    int solving = p->phase == SD_PH_SOLVE;
+    if (g->solve_layer >= 0 && (!solving || p->layer != g->solve_layer)) {
+        fprintf(stderr, "prune: layer %d/%d solved in %.2fs\n", g->solve_layer + 1, p->n_layers,
+                p->elapsed_s - g->layer_mark);
+        g->layer_mark = p->elapsed_s;
+    }
+    if (!solving && p->phase != SD_PH_CAPTURE)
+        g->layer_mark = p->elapsed_s;
+    g->solve_layer = solving ? p->layer : -1;
+}
 
 static void on_progress(void *ud, const sd_prune_progress *p)
 {
@@ -261,6 +278,7 @@ static void on_progress(void *ud, const sd_prune_progress *p)
             fputc('\n', stderr);
         return;
     }
+    layer_line(g, p);
     /* plain lines: on a phase change, every 10% and at most every 5 seconds otherwise */
     if ((int)p->phase == g->last_phase && p->fraction - g->last_frac < 0.1 && p->elapsed_s - g->last_t < 5)
         return;
@@ -404,7 +422,7 @@ int sd_cmd_prune(int argc, char **argv)
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    prog g = {.tty = isatty(2), .quiet = a.quiet, .last_phase = -1};
+    prog g = {.tty = isatty(2), .quiet = a.quiet, .last_phase = -1, .solve_layer = -1};
     sd_prune_result res;
     sd_diag d = {0};
     int rc = sd_prune_run(&a.s, on_progress, &g, &g_cancel, &res, &d);

@@ -50,7 +50,19 @@ for mode in $MODES; do
     s=$((SECONDS - t1))
     echo "| $mode | $s | $(python3 -c "print(f'{$s / $layers:.2f}')") | $peak | $rc |" >>"$md"
     tail -3 "$work/$mode.log" | sed 's/^/    /' >>"$work/tails.txt"
+    { # the per-layer lines sparsed prune prints ("layer i/n solved in Xs")
+        echo
+        echo "$mode, seconds per layer (capture included in sequential mode):"
+        echo
+        grep -o 'layer [0-9]*/[0-9]* solved in [0-9.]*s' "$work/$mode.log" | awk '{print $2, $5}' |
+            python3 -c 'import sys, statistics as st
+r = [(l.split()[0].split("/")[0], float(l.split()[1].rstrip("s"))) for l in sys.stdin if l.strip()]
+t = [x[1] for x in r]
+print("    " + " ".join(f"{i}:{x:.2f}" for i, x in r) if r else "    (no per-layer lines)")
+if t:
+    print(f"    min {min(t):.2f} s, median {st.median(t):.2f} s, max {max(t):.2f} s, sum {sum(t):.1f} s")'
+    } >>"$work/layers.txt"
 done
-{ echo; echo "Last lines of each log:"; echo; cat "$work/tails.txt"; } >>"$md"
+{ cat "$work/layers.txt"; echo; echo "Last lines of each log:"; echo; cat "$work/tails.txt"; } >>"$md"
 rm -rf "$work"
 cat "$md"
