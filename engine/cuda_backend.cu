@@ -48,6 +48,7 @@ typedef struct sd_cuda_backend {
     size_t meta_cap;
     int use_graphs;
     int pdl; /* programmatic dependent launch of the step's kernels (kernels/pdl.cuh); SD_PDL=0: off */
+    int skip; /* SD_BENCH_SKIP (measurement only, wrong logits): 1 the layers' linears, 2 the rest */
     int attn_min_run; /* tiled attention for runs this long; 0: off (engine/cuda_attn_prefill.h) */
     cudaGraphExec_t graphs[SD_CU_N_BUCKETS];
     int64_t replays;
@@ -217,6 +218,10 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     b->use_graphs = 1;
     const char *pdl_env = getenv("SD_PDL");
     b->pdl = !(pdl_env && !strcmp(pdl_env, "0"));
+    /* SD_BENCH_SKIP=linears|small drops that part of every layer, so `bench decode` can show what
+     * each part of the step costs in the real graph (kernels/NOTES.md); the logits are wrong */
+    const char *skip = getenv("SD_BENCH_SKIP");
+    b->skip = !skip ? 0 : !strcmp(skip, "linears") ? 1 : !strcmp(skip, "small") ? 2 : 0;
     b->attn_min_run = sd_cu_attn_prefill_min_run();
     /* block-table width, needed to size the meta buffers before the pool is known */
     int64_t ctx = cfg->max_pos > 0 ? cfg->max_pos : 131072;
@@ -356,10 +361,12 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
     cudaStream_t st = b->st;
     const float *resid = li ? b->mmo : NULL; /* the previous layer's down_proj output */
     const int pdl = b->pdl;
-    SD_TRY(sd__cu_add_rmsnorm(b->x, resid, L->attn_norm, b->act, s->T, c->hidden, c->rms_eps, pdl, st, d));
+#define LIN(call) (b->skip == 1 ? 0 : (call))
+#define SMALL(call) (b->skip == 2 ? 0 : (call))
+    SD_TRY(SMALL(sd__cu_add_rmsnorm(b->x, resid, L->attn_norm, b->act, s->T, c->hidden, c->rms_eps, pdl, st, d)));
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_QKV, c->hidden, s, d));
-    SD_TRY(sd__cu_linear(&b->mm, &L->qkv, b->act, b->mmo, s->T, st, d));
+    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->qkv, b->act, b->mmo, s->T, st, d)));
     __nv_bfloat16 *kc = b->k_cache + (size_t)li * b->layer_kv_elems;
     __nv_bfloat16 *vc = b->v_cache + (size_t)li * b->layer_kv_elems;
     sd_cu_qkv_args qa = {b->mmo,
@@ -380,7 +387,7 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
                          b->q,
                          kc,
                          vc};
-    SD_TRY(sd__cu_qkv_post(&qa, pdl, st, d));
+    SD_TRY(SMALL(sd__cu_qkv_post(&qa, pdl, st, d)));
     sd_cu_attn_args aa = {b->q,
                           kc,
                           vc,
@@ -397,19 +404,21 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
                           b->part_acc,
                           b->part_ml,
                           b->act};
-    SD_TRY(sd__cu_attn_step(&aa, s->run_len, s->n_runs, b->attn_min_run, pdl, st, d));
+    SD_TRY(SMALL(sd__cu_attn_step(&aa, s->run_len, s->n_runs, b->attn_min_run, pdl, st, d)));
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_O, (int64_t)c->n_heads * c->head_dim, s, d));
-    SD_TRY(sd__cu_linear(&b->mm, &L->o, b->act, b->mmo, s->T, st, d));
+    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->o, b->act, b->mmo, s->T, st, d)));
     SD_TRY(sd__tp_allreduce_sum(&b->tp, b->mmo, (size_t)s->T * c->hidden, st, d)); /* TP: partial sums */
-    SD_TRY(sd__cu_add_rmsnorm(b->x, b->mmo, L->mlp_norm, b->act, s->T, c->hidden, c->rms_eps, pdl, st, d));
+    SD_TRY(SMALL(sd__cu_add_rmsnorm(b->x, b->mmo, L->mlp_norm, b->act, s->T, c->hidden, c->rms_eps, pdl, st, d)));
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_GATEUP, c->hidden, s, d));
-    SD_TRY(sd__cu_linear(&b->mm, &L->gate_up, b->act, b->mmo, s->T, st, d));
-    SD_TRY(sd__cu_swiglu(b->mmo, b->act, s->T, c->intermediate, pdl, st, d));
+    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->gate_up, b->act, b->mmo, s->T, st, d)));
+    SD_TRY(SMALL(sd__cu_swiglu(b->mmo, b->act, s->T, c->intermediate, pdl, st, d)));
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_DOWN, c->intermediate, s, d));
-    SD_TRY(sd__cu_linear(&b->mm, &L->down, b->act, b->mmo, s->T, st, d));
+    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->down, b->act, b->mmo, s->T, st, d)));
+#undef LIN
+#undef SMALL
     return sd__tp_allreduce_sum(&b->tp, b->mmo, (size_t)s->T * c->hidden, st, d);
 }
 

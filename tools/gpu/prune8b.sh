@@ -18,6 +18,7 @@ BUDGET=${BUDGET:-8192} # calibration tokens
 MODES=${MODES:-oneshot sequential}
 mkdir -p "$OUT"
 work=$(mktemp -d /tmp/prune8b.XXXXXX)
+rm -f "$OUT/prune8b-layers.txt"
 md=$OUT/prune8b.md
 layers=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['num_hidden_layers'])" "$PRESET")
 t0=$SECONDS
@@ -38,7 +39,7 @@ for mode in $MODES; do
     t1=$SECONDS
     $B/sparsed prune --model "$work/dense" --out "$work/p-$mode" --pattern 2:4 --solver sparsegpt --mode "$mode" \
         --device "$DEVICE" --source decode --prompts prune/prompts/calib_code_prose.jsonl --tokens-budget "$BUDGET" \
-        --max-new-tokens 128 >"$work/$mode.log" 2>&1 &
+        --max-new-tokens 128 >"$OUT/prune8b-$mode.log" 2>&1 &
     pid=$!
     while kill -0 $pid 2>/dev/null; do # the peak of the device's used memory while it runs
         m=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)
@@ -49,20 +50,20 @@ for mode in $MODES; do
     rc=$?
     s=$((SECONDS - t1))
     echo "| $mode | $s | $(python3 -c "print(f'{$s / $layers:.2f}')") | $peak | $rc |" >>"$md"
-    tail -3 "$work/$mode.log" | sed 's/^/    /' >>"$work/tails.txt"
+    tail -3 "$OUT/prune8b-$mode.log" | sed 's/^/    /' >>"$work/tails.txt"
     { # the per-layer lines sparsed prune prints ("layer i/n solved in Xs")
         echo
         echo "$mode, seconds per layer (capture included in sequential mode):"
         echo
-        grep -o 'layer [0-9]*/[0-9]* solved in [0-9.]*s' "$work/$mode.log" | awk '{print $2, $5}' |
+        grep -o 'layer [0-9]*/[0-9]* solved in [0-9.]*s' "$OUT/prune8b-$mode.log" | awk '{print $2, $5}' |
             python3 -c 'import sys, statistics as st
 r = [(l.split()[0].split("/")[0], float(l.split()[1].rstrip("s"))) for l in sys.stdin if l.strip()]
 t = [x[1] for x in r]
 print("    " + " ".join(f"{i}:{x:.2f}" for i, x in r) if r else "    (no per-layer lines)")
 if t:
     print(f"    min {min(t):.2f} s, median {st.median(t):.2f} s, max {max(t):.2f} s, sum {sum(t):.1f} s")'
-    } >>"$work/layers.txt"
+    } >>"$OUT/prune8b-layers.txt"
 done
-{ cat "$work/layers.txt"; echo; echo "Last lines of each log:"; echo; cat "$work/tails.txt"; } >>"$md"
+{ cat "$OUT/prune8b-layers.txt"; echo; echo "Last lines of each log:"; echo; cat "$work/tails.txt"; } >>"$md"
 rm -rf "$work"
 cat "$md"
