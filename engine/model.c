@@ -30,8 +30,8 @@ struct sd_model {
     sd_gen_defaults gen;
 };
 
-/* Loads dir/name as JSON into *ret; absent file leaves *ret NULL and returns 0. */
-static int md_json_file(const char *dir, const char *name, json_t **ret, sd_diag *d)
+/* Loads dir/name as JSON into *ret (jansson `flags`); absent file leaves *ret NULL and returns 0. */
+static int md_json_file(const char *dir, const char *name, size_t flags, json_t **ret, sd_diag *d)
 {
     char *p = sd__path_join(dir, name), *buf = NULL;
     size_t len;
@@ -41,7 +41,7 @@ static int md_json_file(const char *dir, const char *name, json_t **ret, sd_diag
     int rc = 0;
     if (access(p, F_OK) == 0 && !(rc = sd__file_read(p, MD_MAX_JSON, &buf, &len, d))) {
         json_error_t err;
-        *ret = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
+        *ret = json_loadb(buf, len, flags, &err);
         if (!*ret)
             rc = sd_diag_set(d, SD_EFORMAT, "%s: JSON error at line %d: %s", p, err.line, err.text);
         else if (!json_is_object(*ret)) {
@@ -77,7 +77,7 @@ static int md_parse_pattern(const char *s, int *n, int *m)
 static int md_load_sparsity_json(sd_model *m, const char *dir, sd_diag *d)
 {
     json_t *root;
-    int rc = md_json_file(dir, "sparsity.json", &root, d);
+    int rc = md_json_file(dir, "sparsity.json", JSON_REJECT_DUPLICATES, &root, d);
     if (rc || !root)
         return rc;
     json_t *fmt = json_object_get(root, "format"), *t = json_object_get(root, "tensors");
@@ -363,7 +363,11 @@ static int md_chat_template(sd_model *m, const char *dir, sd_diag *d)
     }
     free(p);
     json_t *root;
-    if ((rc = md_json_file(dir, "tokenizer_config.json", &root, d)) || !root)
+    /* as reals: Llama 3's model_max_length (1e30 as an integer) overflows jansson's json_int_t;
+     * only strings are read here */
+    if ((rc = md_json_file(dir, "tokenizer_config.json", JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL,
+                           &root, d)) ||
+        !root)
         return rc;
     json_t *ct = json_object_get(root, "chat_template");
     const char *s = NULL;
@@ -408,7 +412,7 @@ static int md_gen_config(sd_model *m, const char *dir, sd_diag *d)
 {
     const sd_model_config *c = sd_ckpt_config(m->ck);
     json_t *root;
-    int rc = md_json_file(dir, "generation_config.json", &root, d);
+    int rc = md_json_file(dir, "generation_config.json", JSON_REJECT_DUPLICATES, &root, d);
     m->gen = (sd_gen_defaults){-1, -1, -1, -1, -1, -1};
     if (rc)
         return rc;

@@ -263,6 +263,26 @@ static void test_variants(void)
     check_spec_ok(&s, "dense");
 }
 
+/* Llama 3's tokenizer_config.json carries model_max_length = 1e30 as an integer, wider than
+ * jansson's json_int_t: the model must still open, with its chat template. */
+static void test_tokenizer_config_big_int(void)
+{
+    tw_spec s = tw_spec_default();
+    char dir[64];
+    sd_model *m = NULL;
+    sd_diag d = {0};
+    REQUIRE(tw_mkdtemp(dir, sizeof dir) == 0 && tw_write_model(dir, &s) == 0);
+    REQUIRE(tw_write_str(dir, "tokenizer_config.json",
+                         "{\"model_max_length\": 1000000000000000019884624838656,\n"
+                         " \"chat_template\": \"{{ messages[0].content }}\"}") == 0);
+    int rc = sd_model_open(&m, dir, &d);
+    CHECK_MSG(rc == 0, "%s", d.msg);
+    if (!rc)
+        CHECK(sd_model_chat_template(m) && !strcmp(sd_model_chat_template(m), "{{ messages[0].content }}"));
+    sd_model_free(m);
+    tw_rmdir(dir);
+}
+
 static void test_bitmask(void)
 {
     tw_spec s = tw_spec_default();
@@ -445,6 +465,7 @@ int main(void)
     RUN(test_tiny_model);
     RUN(test_small_model);
     RUN(test_variants);
+    RUN(test_tokenizer_config_big_int);
     RUN(test_bitmask);
     RUN(test_bitmask_broken);
     RUN(test_bitmask_overfull);
