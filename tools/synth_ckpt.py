@@ -11,10 +11,12 @@ Linear weights are uniform in ±1/sqrt(in_features) (activations stay bounded th
 norms are 1, embeddings uniform in ±0.02. The same seed gives the same bytes.
 
 Usage: tools/synth_ckpt.py --config CONFIG.json --tokenizer DIR --out DIR [--seed N] [--shard-mb N]
-Families: llama, mistral, qwen2 (q/k/v bias), qwen3 (q/k norms). Tensors stream to disk one at a
-time: memory stays at about the largest tensor in fp32.
+Families: llama, mistral, qwen2 (q/k/v bias), qwen3 (q/k norms). Tensors stream to disk in chunks
+of CHUNK values drawn on all cores (each chunk from its own generator seeded by (seed, tensor,
+chunk), so the bytes do not depend on the core count); memory stays at a few chunks per core.
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import shutil
@@ -63,19 +65,24 @@ def tensor_list(cfg):
     return out
 
 
-def values(rng, shape, kind):
-    n = int(np.prod(shape))
+CHUNK = 1 << 24  # values per generator draw
+
+
+def chunk_bytes(seed, ti, ci, n, shape, kind):
+    """bf16 bytes of values [ci * CHUNK, ci * CHUNK + n) of tensor ti (numpy drops the GIL here)."""
     if kind == "norm":
-        return np.ones(n, dtype=np.float32)
+        return bf16_bytes(np.ones(n, dtype=np.float32))
     scale = 0.02 if kind in ("embed", "bias") else 1.0 / np.sqrt(shape[-1])
-    return (rng.random(n, dtype=np.float32) * 2.0 - 1.0) * np.float32(scale)
+    rng = np.random.default_rng([seed, ti, ci])
+    return bf16_bytes((rng.random(n, dtype=np.float32) * 2.0 - 1.0) * np.float32(scale))
 
 
 def shards(tensors, limit):
-    """Groups tensors into shards of at most `limit` bytes (a bigger tensor gets its own)."""
+    """Groups (index, name, shape, kind) tensors into shards of at most `limit` bytes (a bigger
+    tensor gets its own)."""
     out, cur, size = [], [], 0
     for t in tensors:
-        b = int(np.prod(t[1])) * 2
+        b = int(np.prod(t[2])) * 2
         if cur and size + b > limit:
             out.append(cur)
             cur, size = [], 0
@@ -86,9 +93,9 @@ def shards(tensors, limit):
     return out
 
 
-def write_shard(path, group, rng, progress):
+def write_shard(path, group, seed, pool, progress):
     header, off = {}, 0
-    for name, shape, _ in group:
+    for _, name, shape, _ in group:
         n = int(np.prod(shape)) * 2
         header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [off, off + n]}
         off += n
@@ -98,9 +105,12 @@ def write_shard(path, group, rng, progress):
     with open(tmp, "wb") as f:
         f.write(struct.pack("<Q", len(hj)))
         f.write(hj)
-        for name, shape, kind in group:
-            f.write(bf16_bytes(values(rng, shape, kind)))
-            progress(int(np.prod(shape)) * 2)
+        for ti, name, shape, kind in group:
+            n = int(np.prod(shape))
+            jobs = [(ci, min(CHUNK, n - ci * CHUNK)) for ci in range((n + CHUNK - 1) // CHUNK)]
+            for b in pool.map(lambda j: chunk_bytes(seed, ti, j[0], j[1], shape, kind), jobs):
+                f.write(b)
+                progress(len(b))
     os.replace(tmp, path)
     return off
 
@@ -122,8 +132,8 @@ def main():
         raise SystemExit(f"synth_ckpt: {a.out} already holds safetensors files")
     tensors = tensor_list(cfg)
     total = sum(int(np.prod(s)) * 2 for _, s, _ in tensors)
-    groups = shards(tensors, a.shard_mb << 20)
-    rng = np.random.default_rng(a.seed)
+    groups = shards([(i,) + t for i, t in enumerate(tensors)], a.shard_mb << 20)
+    pool = concurrent.futures.ThreadPoolExecutor(max(1, min(32, os.cpu_count() or 1)))
     done, t0 = 0, time.time()
     tty = sys.stderr.isatty()
 
@@ -138,8 +148,9 @@ def main():
     names = [f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors" for i in range(len(groups))]
     weight_map = {}
     for fname, g in zip(names, groups):
-        write_shard(os.path.join(a.out, fname), g, rng, progress)
-        weight_map.update({t[0]: fname for t in g})
+        write_shard(os.path.join(a.out, fname), g, a.seed, pool, progress)
+        weight_map.update({t[1]: fname for t in g})
+    pool.shutdown()
     if tty:
         sys.stderr.write("\n")
     with open(os.path.join(a.out, "model.safetensors.index.json"), "w") as f:
