@@ -44,8 +44,10 @@ int sd_ckptw_copy_file(sd_ckptw *w, const char *src_dir, const char *name, int r
 int sd_ckptw_commit(sd_ckptw *w, json_t *provenance, sd_diag *d);
 
 /* SHA-256 (lowercase hex) over the .safetensors files of `dir` in name order — one file's
- * hash for a single-file checkpoint. */
-int sd_ckptw_hash_dir(const char *dir, char hex[65], sd_diag *d);
+ * hash for a single-file checkpoint. Stops with SD_ECANCEL once *stop or *cancel (either may be
+ * NULL) is set. */
+int sd_ckptw_hash_dir(const char *dir, char hex[65], const volatile int *stop, const volatile int *cancel,
+                      sd_diag *d);
 
 /* SHA-256 of a buffer (lowercase hex). */
 void sd_ckptw_sha256_hex(const void *data, size_t n, char hex[65]);

@@ -111,7 +111,8 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int hash_file(sha256 *s, const char *path, sd_diag *d)
+static int hash_file(sha256 *s, const char *path, const volatile int *stop, const volatile int *cancel,
+                     sd_diag *d)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -123,15 +124,21 @@ static int hash_file(sha256 *s, const char *path, sd_diag *d)
         return sd_diag_set(d, SD_ENOMEM, "hashing %s: out of memory", path);
     }
     size_t k;
-    while ((k = fread(buf, 1, cap, f)) > 0)
+    int stopped = 0;
+    while (!stopped && (k = fread(buf, 1, cap, f)) > 0) {
         sha_update(s, buf, k);
+        stopped = (stop && *stop) || (cancel && *cancel);
+    }
     int bad = ferror(f);
     free(buf);
     fclose(f);
+    if (stopped)
+        return sd_diag_set(d, SD_ECANCEL, "hashing %s: stopped", path);
     return bad ? sd_diag_set(d, SD_EIO, "hashing %s: read error", path) : 0;
 }
 
-int sd_ckptw_hash_dir(const char *dir, char hex[65], sd_diag *d)
+int sd_ckptw_hash_dir(const char *dir, char hex[65], const volatile int *stop, const volatile int *cancel,
+                      sd_diag *d)
 {
     DIR *dh = opendir(dir);
     if (!dh)
@@ -164,7 +171,7 @@ int sd_ckptw_hash_dir(const char *dir, char hex[65], sd_diag *d)
     for (size_t i = 0; i < n && rc == 0; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        rc = hash_file(&s, path, d);
+        rc = hash_file(&s, path, stop, cancel, d);
     }
     if (rc == 0)
         sha_final(&s, hex);

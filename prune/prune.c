@@ -330,13 +330,45 @@ static json_t *provenance(const sd__job *j, const char *dense_sha)
 }
 
 /* Dense tensors as they are (borrowed from the mmap'd checkpoint), pruned linears as bitmask. */
+static void *hash_main(void *arg)
+{
+    sd__hash_job *h = arg;
+    h->rc = sd_ckptw_hash_dir(h->dir, h->hex, &h->stop, h->cancel, &h->d);
+    return NULL;
+}
+
+static void hash_start(sd__job *j)
+{
+    sd__hash_job *h = &j->hash;
+    h->dir = j->spec->model_dir;
+    h->cancel = j->cancel;
+    h->started = pthread_create(&h->th, NULL, hash_main, h) == 0;
+}
+
+/* Waits for the hash (or, with `stop`, makes it give up first); 0 and the hex when it finished. */
+static int hash_join(sd__job *j, int stop, char hex[65])
+{
+    sd__hash_job *h = &j->hash;
+    if (!h->started) /* no thread (it could not start, or already joined) */
+        return stop ? 0 : sd_ckptw_hash_dir(j->spec->model_dir, hex, NULL, j->cancel, j->d);
+    h->stop = stop;
+    pthread_join(h->th, NULL);
+    h->started = 0;
+    if (stop)
+        return 0;
+    if (h->rc)
+        return sd_diag_set(j->d, h->rc, "%s", h->d.msg);
+    memcpy(hex, h->hex, 65);
+    return 0;
+}
+
 static int write_checkpoint(sd__job *j)
 {
     sd_ckptw *w = NULL;
     json_t *prov = NULL;
     char sha[65] = "";
     const sd_ckpt *ck = sd_model_ckpt(j->model);
-    int rc = sd_ckptw_hash_dir(j->spec->model_dir, sha, j->d);
+    int rc = hash_join(j, 0, sha);
     if (rc == 0)
         rc = sd_ckptw_open(&w, j->spec->out_dir, j->d);
     for (size_t i = 0; rc == 0 && i < sd_ckpt_count(ck); i++) {
@@ -384,6 +416,8 @@ static int write_checkpoint(sd__job *j)
 
 static void job_free(sd__job *j)
 {
+    char unused[65];
+    hash_join(j, 1, unused); /* a job that ended early: stop the hash */
     if (j->cfg) {
         for (int32_t l = 0; l < j->cfg->n_layers; l++) {
             for (int s = 0; j->hess && s < SD_CAP_N; s++)
@@ -420,6 +454,8 @@ int sd_prune_run(const sd_prune_spec *spec, sd_prune_progress_fn progress, void 
                              spec->model_dir, sd_model_sparsity(j.model));
     }
     sd__prune_report(&j, SD_PH_LOAD, -1, 0, 0, 1, NULL);
+    if (rc == 0)
+        hash_start(&j);
     j.cuda_cap = want_cuda_capture(&j);
     /* the CUDA backend is made once the sequence lengths are known (its KV pool is sized to them) */
     if (rc == 0 && (rc = sd_cpu_pool_init(&j.pool, spec->threads, d)) == 0 &&

@@ -12,6 +12,8 @@
 #include "engine/model.h"
 #include "prune/calib.h"
 #include "prune/hess.h"
+#include <pthread.h>
+
 #include "prune/prune.h"
 #include "prune/prune_cuda.h"
 
@@ -20,6 +22,19 @@ typedef struct sd__pruned {
     uint16_t *values; /* bf16 [rows, cols/2], owned until handed to the writer */
     uint32_t *mask;   /* [rows, cols/32] */
 } sd__pruned;
+
+/* The source checkpoint's SHA-256 for the provenance, computed on a thread of its own while the
+ * job runs (16 GB take over a minute to hash; the solve hides it). */
+typedef struct sd__hash_job {
+    pthread_t th;
+    int started;
+    volatile int stop; /* the job ends without writing: give up */
+    const char *dir;
+    const volatile int *cancel;
+    int rc;
+    char hex[65];
+    sd_diag d;
+} sd__hash_job;
 
 typedef struct sd__job {
     const sd_prune_spec *spec;
@@ -47,6 +62,7 @@ typedef struct sd__job {
     int gpu_site;      /* layer * SD_CAP_N + site whose factor the GPU holds, or -1 */
     int cuda_cap;      /* the backend is CUDA: generation and capture run on the GPU, rows go
                           device to device into the GPU Hessians (SparseGPT on CUDA) */
+    sd__hash_job hash; /* the source checkpoint's hash, in the background */
 } sd__job;
 
 /* Capture state: the layers to collect and the prompt length of each sequence of the forward

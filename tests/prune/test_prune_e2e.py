@@ -3,6 +3,7 @@ Wanda, magnitude; one-shot and sequential), the written checkpoint checked tenso
 against the dense one with the `safetensors` library, loaded and run by `sparsed generate`, and
 `sparsed eval` showing decode-calibrated SparseGPT closer to the dense model than magnitude
 pruning. Budgets are small so the suite stays within CI time on 2 cores."""
+import hashlib
 import json
 import os
 import subprocess
@@ -94,6 +95,10 @@ def check_checkpoint(dense_dir, out, pattern, n_layers):
     for key in ("dense_sha256", "solver", "calibration", "calibration_tokens", "damping", "block_size", "mode",
                 "created", "input_sha256"):
         assert key in prov
+    h = hashlib.sha256()  # the dense files in name order (hashed on a thread while the job ran)
+    for f in sorted(Path(dense_dir).glob("*.safetensors")):
+        h.update(f.read_bytes())
+    assert prov["dense_sha256"] == h.hexdigest()
     n, m = (0, 0) if pattern == "unstructured" else map(int, pattern.split(":"))
     for l in range(n_layers):
         for lin in LINEARS:
