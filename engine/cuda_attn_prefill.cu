@@ -290,7 +290,9 @@ extern "C" int sd_cu_attn_test_run(int path, const sd_cu_attn_test *t, sd_diag *
                          t->n_splits,
                          t->part_acc,
                          t->part_ml,
-                         (__nv_bfloat16 *)t->out};
+                         (__nv_bfloat16 *)t->out,
+                         t->counters,
+                         t->min_chunk};
     switch (path) {
     case SD_ATTN_PATH_SPLIT:
         return sd__cu_attention(&a, 0, 0, d);

@@ -15,7 +15,7 @@ extern "C" {
 #define SD_ATTN_PREFILL_MIN_RUN 16
 
 enum {
-    SD_ATTN_PATH_SPLIT = 0, /* sd__cu_attention: per-query split kernel + combine (the old path) */
+    SD_ATTN_PATH_SPLIT = 0, /* sd__cu_attention: the decode kernel, key range split (cuda_attn_decode.cu) */
     SD_ATTN_PATH_TILED = 1, /* sd__cu_attn_prefill: all T tokens are one sequence's */
     SD_ATTN_PATH_STEP = 2   /* sd__cu_attn_step: runs of one sequence each (run_len) */
 };
@@ -33,7 +33,12 @@ typedef struct sd_cu_attn_test {
     uint16_t *out;             /* bf16 bits, [T, n_heads*head_dim] */
     const int *run_len;        /* host, [n_runs]: tokens of each sequence in order */
     int n_runs, min_run;       /* step path: runs of >= min_run tokens go tiled */
+    int *counters;             /* [T, n_heads] ints, zeroed before the first run */
+    int min_chunk;             /* split path: keys per split at least this (0: none) */
 } sd_cu_attn_test;
+
+/* The backend's key-range splits for T query tokens on a device with `sms` SMs. */
+int sd__cu_attn_splits(int sms, int T, int n_heads, int n_kv);
 
 /* The backend's min_run: SD_ATTN_PREFILL=1 gives SD_ATTN_PREFILL_MIN_RUN, SD_ATTN_PREFILL=0 gives
  * 0 (the split kernel only); unset or empty: the built-in default (see cuda_attn_prefill.cu). */

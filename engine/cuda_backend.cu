@@ -41,13 +41,15 @@ typedef struct sd_cuda_backend {
     float *mmo;                /* [tmax, max(qkv rows, 2*intermediate, hidden)] linear outputs */
     float *q;                  /* [tmax, n_heads*head_dim] */
     float *part_acc, *part_ml; /* attention partials, [parts_rows, n_heads, head_dim] / [.., 2] */
+    int *attn_cnt;             /* [tmax, n_heads] splits arrived, zeroed once (cuda_attn_decode.cu) */
+    int attn_chunk;            /* decode attention: keys per split at least this (SD_ATTN_CHUNK) */
     size_t parts_rows;         /* capacity in (token x split) rows */
     __nv_bfloat16 *lm_in;      /* [tmax, hidden] rows that get logits */
     float *logits;             /* [tmax, vocab] */
     int32_t *d_meta, *h_meta;  /* tokens | pos | tok_seq | rows | block tables; h_meta pinned */
     size_t meta_cap;
     int use_graphs;
-    int pdl; /* programmatic dependent launch of the step's kernels (kernels/pdl.cuh); SD_PDL=0: off */
+    int pdl;  /* programmatic dependent launch of the step's kernels (kernels/pdl.cuh); SD_PDL=0: off */
     int skip; /* SD_BENCH_SKIP (measurement only, wrong logits): 1 the layers' linears, 2 the rest */
     int attn_min_run; /* tiled attention for runs this long; 0: off (engine/cuda_attn_prefill.h) */
     cudaGraphExec_t graphs[SD_CU_N_BUCKETS];
@@ -106,12 +108,6 @@ static void rope_inv_freq(const sd_model_config *c, float *out)
 
 /* ---- setup ---- */
 
-static int attn_splits(const sd_cuda_backend *b, int T)
-{
-    int s = (2 * b->sms + T * b->cfg.n_heads - 1) / (T * b->cfg.n_heads);
-    return s < 1 ? 1 : s > 32 ? 32 : s;
-}
-
 static int alloc_dev(void **p, size_t bytes, sd_diag *d)
 {
     SD_CU(d, cudaMalloc(p, bytes ? bytes : 1));
@@ -126,7 +122,7 @@ static int alloc_activations(sd_cuda_backend *b, sd_diag *d)
     size_t act = H > nh * hd ? H : nh * hd, mmo = qkv > 2 * I ? qkv : 2 * I;
     act = act > I ? act : I;
     mmo = mmo > H ? mmo : H;
-    b->parts_rows = T + 2 * (size_t)b->sms + 1; /* T * splits(T) never exceeds this */
+    b->parts_rows = T + 2 * (size_t)b->sms + 1; /* T * sd__cu_attn_splits(T) never exceeds this */
     b->meta_cap = 4 * T + (size_t)b->max_seqs * b->max_bt;
     SD_TRY(alloc_dev((void **)&b->x, T * H * 4, d));
     SD_TRY(alloc_dev((void **)&b->act, T * act * 2, d));
@@ -134,6 +130,8 @@ static int alloc_activations(sd_cuda_backend *b, sd_diag *d)
     SD_TRY(alloc_dev((void **)&b->q, T * nh * hd * 4, d));
     SD_TRY(alloc_dev((void **)&b->part_acc, b->parts_rows * nh * hd * 4, d));
     SD_TRY(alloc_dev((void **)&b->part_ml, b->parts_rows * nh * 2 * 4, d));
+    SD_TRY(alloc_dev((void **)&b->attn_cnt, T * nh * sizeof(int), d));
+    SD_CU(d, cudaMemset(b->attn_cnt, 0, T * nh * sizeof(int)));
     SD_TRY(alloc_dev((void **)&b->lm_in, T * H * 2, d));
     SD_TRY(alloc_dev((void **)&b->logits, T * (size_t)c->vocab * 4, d));
     if (b->tp.comm)
@@ -223,6 +221,8 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     const char *skip = getenv("SD_BENCH_SKIP");
     b->skip = !skip ? 0 : !strcmp(skip, "linears") ? 1 : !strcmp(skip, "small") ? 2 : 0;
     b->attn_min_run = sd_cu_attn_prefill_min_run();
+    const char *chunk = getenv("SD_ATTN_CHUNK"); /* measured in results/2026-11-30-s3 */
+    b->attn_chunk = chunk && *chunk ? atoi(chunk) : 64;
     /* block-table width, needed to size the meta buffers before the pool is known */
     int64_t ctx = cfg->max_pos > 0 ? cfg->max_pos : 131072;
     if (o.kv_blocks > 0 && (int64_t)o.kv_blocks * b->base.block_size < ctx)
@@ -329,8 +329,8 @@ static void cuda_free(sd_backend *base)
             cudaGraphExecDestroy(b->graphs[i]);
     sd__cu_mm_free(&b->mm);
     sd__cu_weights_free(&b->w);
-    void *bufs[] = {b->x,      b->act,    b->mmo,      b->q,       b->part_acc, b->part_ml, b->lm_in,
-                    b->logits, b->d_meta, b->inv_freq, b->k_cache, b->v_cache,  b->gathered};
+    void *bufs[] = {b->x,     b->act,    b->mmo,    b->q,        b->part_acc, b->part_ml, b->attn_cnt,
+                    b->lm_in, b->logits, b->d_meta, b->inv_freq, b->k_cache,  b->v_cache, b->gathered};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cudaFree(bufs[i]);
     cudaFreeHost(b->h_meta);
@@ -363,7 +363,8 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
     const int pdl = b->pdl;
 #define LIN(call) (b->skip == 1 ? 0 : (call))
 #define SMALL(call) (b->skip == 2 ? 0 : (call))
-    SD_TRY(SMALL(sd__cu_add_rmsnorm(b->x, resid, L->attn_norm, b->act, s->T, c->hidden, c->rms_eps, pdl, st, d)));
+    SD_TRY(SMALL(
+        sd__cu_add_rmsnorm(b->x, resid, L->attn_norm, b->act, s->T, c->hidden, c->rms_eps, pdl, st, d)));
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_QKV, c->hidden, s, d));
     SD_TRY(LIN(sd__cu_linear(&b->mm, &L->qkv, b->act, b->mmo, s->T, st, d)));
@@ -403,13 +404,16 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
                           s->n_splits,
                           b->part_acc,
                           b->part_ml,
-                          b->act};
+                          b->act,
+                          b->attn_cnt,
+                          b->attn_chunk};
     SD_TRY(SMALL(sd__cu_attn_step(&aa, s->run_len, s->n_runs, b->attn_min_run, pdl, st, d)));
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_O, (int64_t)c->n_heads * c->head_dim, s, d));
     SD_TRY(LIN(sd__cu_linear(&b->mm, &L->o, b->act, b->mmo, s->T, st, d)));
     SD_TRY(sd__tp_allreduce_sum(&b->tp, b->mmo, (size_t)s->T * c->hidden, st, d)); /* TP: partial sums */
-    SD_TRY(SMALL(sd__cu_add_rmsnorm(b->x, b->mmo, L->mlp_norm, b->act, s->T, c->hidden, c->rms_eps, pdl, st, d)));
+    SD_TRY(SMALL(
+        sd__cu_add_rmsnorm(b->x, b->mmo, L->mlp_norm, b->act, s->T, c->hidden, c->rms_eps, pdl, st, d)));
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_GATEUP, c->hidden, s, d));
     SD_TRY(LIN(sd__cu_linear(&b->mm, &L->gate_up, b->act, b->mmo, s->T, st, d)));
@@ -513,7 +517,7 @@ static void fill_meta(sd_cuda_backend *b, const sd_batch_seq *seqs, int n_seqs, 
     *s = (step_shape){T,
                       R,
                       padded > n_seqs ? padded : n_seqs,
-                      attn_splits(b, T),
+                      sd__cu_attn_splits(b->sms, T, b->cfg.n_heads, b->cfg.n_kv_heads),
                       dm,
                       dm + T,
                       dm + 2 * T,

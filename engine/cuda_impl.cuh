@@ -32,6 +32,21 @@
                                (int)s_);                                                                     \
     } while (0)
 
+/* Warp-wide sum / max; every lane gets the result. */
+static __device__ __forceinline__ float sd_warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float sd_warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
 #define SD_TRY(call)                                                                                         \
     do {                                                                                                     \
         int rc_ = (call);                                                                                    \
@@ -95,6 +110,9 @@ typedef struct sd_cu_attn_args {
     float *part_acc;    /* [T, n_heads, n_splits, head_dim] */
     float *part_ml;     /* [T, n_heads, n_splits, 2] */
     __nv_bfloat16 *out; /* [T, n_heads*head_dim] */
+    int *counters;      /* [T, n_heads] zeroed once; splits arrived per (token, head group), reset
+                           to 0 by the last one (cuda_attn_decode.cu) */
+    int min_chunk;      /* keys per split at least this (short contexts use fewer splits); 0: none */
 } sd_cu_attn_args;
 
 /* The decode-step ops take `pdl`: launch with programmatic serialization (kernels/pdl.cuh). */
@@ -118,6 +136,7 @@ typedef struct sd_cu_qkv_args {
 } sd_cu_qkv_args;
 
 int sd__cu_qkv_post(const sd_cu_qkv_args *a, int pdl, cudaStream_t st, sd_diag *d);
+/* Decode attention (cuda_attn_decode.cu): one kernel, splits merged by the last block. */
 int sd__cu_attention(const sd_cu_attn_args *a, int pdl, cudaStream_t st, sd_diag *d);
 
 /* ---- tiled causal attention (cuda_attn_prefill.cu) ---- */

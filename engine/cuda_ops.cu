@@ -1,6 +1,6 @@
 /* cuda_ops: the per-layer kernels of the CUDA backend — embedding, fused residual-add +
- * RMSNorm, q/k/v post-processing (bias, Qwen3 q/k norm, RoPE, paged-KV write), paged
- * attention split over the key range (decode and prefill), SwiGLU, row gather, bitmask
+ * RMSNorm, q/k/v post-processing (bias, Qwen3 q/k norm, RoPE, paged-KV write), SwiGLU, row
+ * gather, bitmask
  * expansion, and the hash-based fills used for synthetic weights. */
 #include "engine/cuda_impl.cuh"
 #include "kernels/pdl.cuh"
@@ -22,18 +22,11 @@ using sd_pdl::sd_launch;
 
 /* ---- reductions ---- */
 
-static __device__ __forceinline__ float warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 /* Sum over the block; every thread gets the result. `red` holds 32 floats. */
 static __device__ float block_sum(float v, float *red)
 {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    v = warp_sum(v);
+    v = sd_warp_sum(v);
     __syncthreads(); /* red may still be read by a previous call */
     if (lane == 0)
         red[warp] = v;
@@ -158,149 +151,6 @@ int sd__cu_qkv_post(const sd_cu_qkv_args *a, int pdl, cudaStream_t st, sd_diag *
 {
     dim3 grid(a->n_heads + 2 * a->n_kv, a->T);
     SD_CU(d, sd_launch(qkv_post_kernel, grid, dim3(a->head_dim / 2), 0, st, pdl, *a));
-    return 0;
-}
-
-/* ---- paged attention, split over the key range ---- */
-
-#define SD_ATTN_WARPS 4
-
-static __device__ __forceinline__ float warp_max(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-/* grid (n_splits, n_heads, T), block 32*SD_ATTN_WARPS. Query t attends keys [0, pos_t]; split s
- * takes an equal share of them. Each warp takes tiles of 32 keys: lane j scores key j of the
- * tile (its whole K row, q from shared memory), the tile updates the warp's online softmax,
- * then the lanes, each owning E = head_dim/32 output dims, accumulate the tile's V rows. The
- * warps then merge into one partial (max, sum, acc) per split for attn_combine_kernel. */
-template <int E> static __global__ void attn_split_kernel(sd_cu_attn_args a)
-{
-    SD_PDL_ENTRY();
-    constexpr int HD = 32 * E;
-    __shared__ float sq[HD];
-    __shared__ float sm_m[SD_ATTN_WARPS], sm_l[SD_ATTN_WARPS];
-    __shared__ float sm_acc[SD_ATTN_WARPS][HD];
-    int s = blockIdx.x, h = blockIdx.y, t = blockIdx.z;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int kvh = h / (a.n_heads / a.n_kv), seq = a.tok_seq[t], n = a.tok_pos[t] + 1;
-    int chunk = (n + a.n_splits - 1) / a.n_splits, k0 = s * chunk, k1 = min(n, k0 + chunk);
-    const float *qp = a.q + ((size_t)t * a.n_heads + h) * HD;
-    float scale = rsqrtf((float)HD);
-    for (int i = threadIdx.x; i < HD; i += blockDim.x)
-        sq[i] = qp[i] * scale;
-    __syncthreads();
-    float acc[E], m = -INFINITY, l = 0.f;
-#pragma unroll
-    for (int e = 0; e < E; e++)
-        acc[e] = 0.f;
-    const int32_t *bt = a.block_tables + (size_t)seq * a.max_bt;
-    for (int kb = k0 + warp * 32; kb < k1; kb += SD_ATTN_WARPS * 32) {
-        int key = kb + lane;
-        float sc = -INFINITY;
-        long long off = 0;
-        if (key < k1) {
-            off =
-                (((long long)bt[key / a.block_size] * a.n_kv + kvh) * a.block_size + key % a.block_size) * HD;
-            const uint4 *kr = (const uint4 *)(a.k_cache + off);
-            float dot = 0.f;
-#pragma unroll
-            for (int c = 0; c < HD / 8; c++) {
-                uint4 u = kr[c];
-                const __nv_bfloat162 *p2 = (const __nv_bfloat162 *)&u;
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    float2 f = __bfloat1622float2(p2[j]);
-                    dot += sq[c * 8 + 2 * j] * f.x + sq[c * 8 + 2 * j + 1] * f.y;
-                }
-            }
-            sc = dot;
-        }
-        float mn = fmaxf(m, warp_max(sc)); /* finite: key kb < k1 is in the tile */
-        float p = key < k1 ? expf(sc - mn) : 0.f, c = expf(m - mn);
-        l = l * c + warp_sum(p);
-#pragma unroll
-        for (int e = 0; e < E; e++)
-            acc[e] *= c;
-        m = mn;
-        int nk = min(32, k1 - kb);
-#pragma unroll 4
-        for (int j = 0; j < nk; j++) {
-            float pj = __shfl_sync(0xffffffffu, p, j);
-            long long oj = __shfl_sync(0xffffffffu, off, j);
-            const __nv_bfloat162 *vr = (const __nv_bfloat162 *)(a.v_cache + oj + lane * E);
-#pragma unroll
-            for (int e = 0; e < E; e += 2) {
-                float2 f = __bfloat1622float2(vr[e / 2]);
-                acc[e] += pj * f.x;
-                acc[e + 1] += pj * f.y;
-            }
-        }
-    }
-    if (lane == 0) {
-        sm_m[warp] = m;
-        sm_l[warp] = l;
-    }
-#pragma unroll
-    for (int e = 0; e < E; e++)
-        sm_acc[warp][lane * E + e] = acc[e];
-    __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < SD_ATTN_WARPS; w++)
-        M = fmaxf(M, sm_m[w]);
-    size_t pi = ((size_t)t * a.n_heads + h) * a.n_splits + s;
-    for (int i = threadIdx.x; i < HD; i += blockDim.x) {
-        float A = 0.f, L = 0.f;
-        if (M != -INFINITY)
-            for (int w = 0; w < SD_ATTN_WARPS; w++) {
-                float f = expf(sm_m[w] - M);
-                A += sm_acc[w][i] * f;
-                L += sm_l[w] * f;
-            }
-        a.part_acc[pi * HD + i] = A;
-        if (i == 0) {
-            a.part_ml[pi * 2] = M;
-            a.part_ml[pi * 2 + 1] = L;
-        }
-    }
-}
-
-/* grid (n_heads, T), block head_dim. */
-static __global__ void attn_combine_kernel(sd_cu_attn_args a)
-{
-    SD_PDL_ENTRY();
-    int h = blockIdx.x, t = blockIdx.y, i = threadIdx.x, hd = a.head_dim;
-    size_t base = ((size_t)t * a.n_heads + h) * a.n_splits;
-    float M = -INFINITY;
-    for (int s = 0; s < a.n_splits; s++)
-        M = fmaxf(M, a.part_ml[(base + s) * 2]);
-    float A = 0.f, L = 0.f;
-    for (int s = 0; s < a.n_splits; s++) {
-        float ms = a.part_ml[(base + s) * 2];
-        if (ms == -INFINITY)
-            continue;
-        float f = expf(ms - M);
-        A += a.part_acc[(base + s) * hd + i] * f;
-        L += a.part_ml[(base + s) * 2 + 1] * f;
-    }
-    a.out[((size_t)t * a.n_heads + h) * hd + i] = __float2bfloat16(A / L);
-}
-
-int sd__cu_attention(const sd_cu_attn_args *a, int pdl, cudaStream_t st, sd_diag *d)
-{
-    dim3 grid(a->n_splits, a->n_heads, a->T), block(32 * SD_ATTN_WARPS);
-    void (*k)(sd_cu_attn_args) = a->head_dim == 64    ? attn_split_kernel<2>
-                                 : a->head_dim == 128 ? attn_split_kernel<4>
-                                 : a->head_dim == 256 ? attn_split_kernel<8>
-                                                      : NULL;
-    if (!k)
-        return sd_diag_set(d, SD_ENOTSUP, "cuda attention: head_dim %d (64, 128 or 256 supported)",
-                           a->head_dim);
-    SD_CU(d, sd_launch(k, grid, block, 0, st, pdl, *a));
-    SD_CU(d, sd_launch(attn_combine_kernel, dim3(a->n_heads, a->T), dim3(a->head_dim), 0, st, pdl, *a));
     return 0;
 }
 

@@ -2,7 +2,8 @@
  * random q and bf16 K/V in a paged cache with shuffled block tables (unused slots hold NaN, so a
  * read outside the sequence's keys shows): T in {1, 17, 64, 300, 1000}, a first chunk and a
  * later one, GQA 1/4/8, head_dim 64/128, against a CPU fp64 reference and the split kernel; a
- * mixed step (decodes and chunks of several sequences) through the step dispatch; the
+ * mixed step (decodes and chunks of several sequences) through the step dispatch; decode steps
+ * (one token per sequence, GQA 1-16, head_dim 64-256) through the decode kernel; the
  * SD_ATTN_PREFILL switch. Prints (does not check) old vs new times for T = 2048. GPU parts skip
  * without a device. */
 #include "tests/harness.h"
@@ -43,14 +44,15 @@ typedef struct step {
     float *dq, *dacc, *dml;
     uint16_t *dk, *dv, *dout;
     int32_t *dpos, *dseq, *dbt;
+    int *dcnt;     /* the decode kernel's split counters */
+    int min_chunk; /* the decode kernel's keys per split at least */
 } step;
 
-static int splits_for(int T, int n_heads)
+static int splits_for(int T, int n_heads, int n_kv)
 {
     int sms = 132;
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-    int s = (2 * sms + T * n_heads - 1) / (T * n_heads); /* the backend's attn_splits */
-    return s < 1 ? 1 : s > 32 ? 32 : s;
+    return sd__cu_attn_splits(sms, T, n_heads, n_kv); /* as the backend */
 }
 
 static void step_free(step *s)
@@ -70,6 +72,7 @@ static void step_free(step *s)
     cudaFree(s->dpos);
     cudaFree(s->dseq);
     cudaFree(s->dbt);
+    cudaFree(s->dcnt);
 }
 
 static int upload(void **dst, const void *src, size_t bytes)
@@ -138,14 +141,16 @@ static int step_make(step *s, int n_seqs, const int *len, const int *start, int 
         }
     }
     free(perm);
-    s->n_splits = splits_for(s->T, n_heads);
+    s->n_splits = splits_for(s->T, n_heads, n_kv);
     size_t parts = (size_t)s->T * n_heads * s->n_splits;
     if (upload((void **)&s->dq, s->q, qn * 4) || upload((void **)&s->dk, s->k, kvn * 2) ||
         upload((void **)&s->dv, s->v, kvn * 2) || upload((void **)&s->dpos, s->pos, (size_t)s->T * 4) ||
         upload((void **)&s->dseq, s->seq, (size_t)s->T * 4) ||
         upload((void **)&s->dbt, s->bt, (size_t)n_seqs * s->max_bt * 4) ||
         upload((void **)&s->dout, NULL, qn * 2) || upload((void **)&s->dacc, NULL, parts * hd * 4) ||
-        upload((void **)&s->dml, NULL, parts * 2 * 4))
+        upload((void **)&s->dml, NULL, parts * 2 * 4) ||
+        upload((void **)&s->dcnt, NULL, (size_t)s->T * n_heads * sizeof(int)) ||
+        cudaMemset(s->dcnt, 0, (size_t)s->T * n_heads * sizeof(int)) != cudaSuccess)
         return -1;
     return 0;
 }
@@ -158,7 +163,7 @@ static int step_run(step *s, int path, int min_run, float *out)
         return -1;
     sd_cu_attn_test a = {s->dq,  s->dk,   s->dv,      s->dpos,   s->dseq, s->dbt,      s->max_bt,
                          BS,     s->T,    s->n_heads, s->n_kv,   s->hd,   s->n_splits, s->dacc,
-                         s->dml, s->dout, s->len,     s->n_seqs, min_run};
+                         s->dml, s->dout, s->len,     s->n_seqs, min_run, s->dcnt,     s->min_chunk};
     sd_diag d = {0};
     int rc = sd_cu_attn_test_run(path, &a, &d);
     if (rc) {
@@ -333,6 +338,55 @@ static void test_mixed_step(void)
     }
 }
 
+/* Decode steps of the engine's shape: n one-token sequences at positions from 0 to 2000 (block
+ * edges included), GQA groups 1-16 (5 and 6 take odd head groups per block, 16 two blocks per
+ * KV head), head_dim 64/128/256, vs fp64; run twice, equal bits (the split counters reset). */
+static void test_decode_vs_reference(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    static const int start[] = {0, 1, 15, 16, 31, 200, 511, 777, 1024, 2000, 63, 5, 130, 999, 47, 300};
+    static const int gqas[] = {1, 2, 4, 5, 6, 8, 16}, hds[] = {64, 128, 256}, ns[] = {1, 3, 16};
+    int len[16], st[16];
+    for (int i = 0; i < 16; i++)
+        len[i] = 1;
+    double worst = 0;
+    int cases = 0;
+    for (int a = 0; a < 7; a++)
+        for (int b = 0; b < 3; b++)
+            for (int c = 0; c < 3; c++) {
+                int n = ns[c], n_kv = gqas[a] == 16 ? 1 : 2, n_heads = n_kv * gqas[a];
+                step s;
+                float *o1 = NULL, *o2 = NULL;
+                for (int i = 0; i < 16; i++) /* a different position set per case */
+                    st[i] = start[(i + a + b) % 16];
+                if (step_make(&s, n, len, st, n_heads, n_kv, hds[b], 7 + 100 * a + 10 * b + c)) {
+                    CHECK_MSG(0, "set-up failed");
+                    step_free(&s);
+                    continue;
+                }
+                size_t qn = (size_t)s.T * n_heads * s.hd;
+                o1 = malloc(qn * 4);
+                o2 = malloc(qn * 4);
+                if (o1 && o2 && step_run(&s, SD_ATTN_PATH_SPLIT, 0, o1) == 0 &&
+                    step_run(&s, SD_ATTN_PATH_SPLIT, 0, o2) == 0) {
+                    double e = err_vs_ref(&s, o1);
+                    CHECK_MSG(e <= 1e-2, "n %d gqa %d hd %d splits %d: rel L2 vs fp64 %.3g", n, gqas[a],
+                              hds[b], s.n_splits, e);
+                    CHECK_MSG(memcmp(o1, o2, qn * 4) == 0, "n %d gqa %d hd %d: second run differs", n,
+                              gqas[a], hds[b]);
+                    worst = e > worst ? e : worst;
+                    cases++;
+                } else {
+                    CHECK_MSG(0, "n %d gqa %d hd %d: run failed", n, gqas[a], hds[b]);
+                }
+                free(o1);
+                free(o2);
+                step_free(&s);
+            }
+    fprintf(stderr, "  %d decode cases: worst rel L2 vs fp64 %.2e\n", cases, worst);
+}
+
 /* head_dim 256 is the split kernel's only: the tiled launcher refuses it, the step falls back. */
 static void test_head_dim_256(void)
 {
@@ -359,7 +413,7 @@ static float time_path(step *s, int path, int reps)
 {
     sd_cu_attn_test a = {s->dq,  s->dk,   s->dv,      s->dpos,   s->dseq, s->dbt,      s->max_bt,
                          BS,     s->T,    s->n_heads, s->n_kv,   s->hd,   s->n_splits, s->dacc,
-                         s->dml, s->dout, s->len,     s->n_seqs, 0};
+                         s->dml, s->dout, s->len,     s->n_seqs, 0,       s->dcnt,     s->min_chunk};
     cudaEvent_t e0, e1;
     float ms = -1;
     cudaEventCreate(&e0);
@@ -417,6 +471,7 @@ int main(void)
     RUN(test_tiled_vs_reference);
     RUN(test_mixed_step);
     RUN(test_head_dim_256);
+    RUN(test_decode_vs_reference);
     RUN(test_time_2048);
     return sd_test_done();
 }

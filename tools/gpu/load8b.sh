@@ -14,8 +14,8 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out}
 B=${B:-build/gpu}
 TOK=${TOK:-../shared/tokenizers/llama3}
-RATES=${RATES:-1,2,4,8,16,32,inf}
-N=${N:-160}
+RATES=${RATES:-4,16,32,64,128,inf} # the 8B saturates near 60 req/s of 128 tokens (64 slots)
+N=${N:-128}
 PRESET=${PRESET:-config/presets/llama-3.1-8b.json}
 BACKEND=${BACKEND:-cuda} # PRESET=models/tiny/config.json TOK=models/tiny BACKEND=cpu: a dry run anywhere
 mkdir -p "$OUT"
@@ -41,8 +41,11 @@ for v in dense 2of4; do
     t1=$SECONDS
     SPARSED_BIN=$B/sparsed MODEL=$work/$v OUT=$work/steady-$v PORT=18282 NAME=steady RATES=$RATES N=$N IN=128 \
         OUTLEN=128 SERVE_FLAGS="--backend $BACKEND --max-seqs 64 --max-queue 1024 --max-connections-per-ip 0" \
-        timeout 240 loadtest/scenarios/steady.sh --timeout 200 >"$work/steady-$v.log" 2>&1
+        timeout 220 loadtest/scenarios/steady.sh --timeout 200 >"$work/steady-$v.log" 2>&1
     rc=$?
+    for f in json png; do # kept as they come: a run cut later still has them
+        cp "$work/steady-$v/steady.$f" "$OUT/load8b-$v.$f" 2>/dev/null
+    done
     {
         echo
         echo "## $v (rc=$rc, $((SECONDS - t1)) s)"
