@@ -481,9 +481,12 @@ const jobs = {
       if (model) this.showModel(model);
       this.render(Array.isArray(list) ? list : list.data || list.jobs || []);
     } catch (e) {
-      show($("jobs-error"), e.status === 404
-        ? "The admin API is not enabled on this server (no admin token configured).\n" + e.message
-        : e.message);
+      const elsewhere = e.status === 404 && e.message.includes("admin_listen");
+      show($("jobs-error"), elsewhere
+        ? "The admin API listens on its own address on this server (admin_listen), not here.\n" + e.message
+        : e.status === 404
+          ? "The admin API is not enabled on this server (no admin token configured).\n" + e.message
+          : e.message);
     }
   },
 

@@ -368,6 +368,22 @@ def test_jobs_page_follows_a_swap_that_fails(start_server, tmp_path):
         d.quit()
 
 
+def test_jobs_page_with_admin_listen(start_server, tmp_path):
+    """With admin_listen the main address answers 404 on /admin/: the Jobs page says where it is."""
+    s = start_server(config={"admin_token": "adm-web", "state_dir": str(tmp_path / "state"),
+                             "admin_listen": f"127.0.0.1:{srv.free_port()}"})
+    d = browser()
+    try:
+        d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {
+            "source": "sessionStorage.setItem('sparsed.adminToken', 'adm-web')"})
+        d.get(s.url + "/#jobs")
+        text = wait(lambda: (t := d.find_element("id", "jobs-error").text) and "admin_listen" in t and t, 20,
+                    "the admin_listen message")
+        assert "not enabled" not in text, text
+    finally:
+        d.quit()
+
+
 def test_jobs_page_cancels_a_job(start_server, tmp_path):
     s = admin_server(start_server, tmp_path, "adm-web")
     out = tmp_path / "never"
