@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from admin_helpers import (ADMIN, KEY, ROOT, SMALL, admin, completion, http, metrics, served_ids, srv, start,
-                           swap, wait_swap)
+from admin_helpers import (ADMIN, KEY, ROOT, SMALL, admin, completion, finished, http, metrics, served_ids, srv,
+                           start, swap, wait_job, wait_swap)
 
 TINY = ROOT / "models" / "tiny"
 
@@ -158,6 +158,32 @@ def test_completions_during_a_real_load(server, tmp_path):
     assert info["swap"]["state"] == "done" and info["name"] == "small" and info["n_layers"] == 8, info
     assert results and set(results) == {200}, results
     assert served_ids(server) == ["small"]
+
+
+def test_job_activation_waits_for_an_api_swap(server, tmp_path):
+    """One swap at a time across both triggers: a job's activation waits for the API swap that is
+    loading, then swaps (the job succeeds once its checkpoint serves)."""
+    gate = Gate(tmp_path)
+    assert admin(server, "POST", "/model", {"path": str(gate.dir)})[0] == 202
+    out = tmp_path / "wanda-4of8"
+    spec = {"source": "text", "text_file": str(ROOT / "tests" / "fixtures" / "prune" / "calib_stdlib.txt"),
+            "tokens_budget": 256, "seq_len": 128, "solver": "wanda", "pattern": "4:8", "output": str(out),
+            "activate": True, "model": str(TINY)}
+    try:
+        st, job = admin(server, "POST", "/jobs", spec)
+        assert st == 202, job
+        rec = wait_job(server, job["id"], lambda r: r["phase"] == "activate" or finished(r), timeout=120)
+        assert rec["state"] == "running" and out.is_dir(), rec  # pruned, waiting to swap
+        sw = loading(server)["swap"]
+        assert (sw["trigger"], sw["state"], sw["path"]) == ("api", "loading", str(gate.dir)), sw
+    finally:
+        gate.release()
+    rec = wait_job(server, job["id"], finished, timeout=120)
+    assert rec["state"] == "succeeded" and rec["activated"] is True, rec
+    info = loading(server)
+    assert (info["swap"]["trigger"], info["swap"]["state"], info["path"]) == ("job", "done", str(out)), info
+    assert info["sparsity"] == "4:8" and served_ids(server) == [out.name]
+    assert metrics(server)["sparsed_model_swaps_failed_total"] == 1  # the gated API swap
 
 
 def test_sigterm_during_a_load_exits_cleanly(tmp_path):
