@@ -190,18 +190,23 @@ static int model_post(req *r, const char *body, size_t len)
         json_decref(o);
         return r->status;
     }
-    sd_log_info(r->rid, "admin: swapping to %s", json_string_value(p));
-    json_t *info = NULL;
+    json_t *swap = NULL;
     sd_diag d = {0};
-    int rc = sd_admin_models_swap(r->a->models, json_string_value(p), json_string_value(nm), &info, &d);
+    int rc = sd_admin_models_swap_start(r->a->models, json_string_value(p), json_string_value(nm), &swap, &d);
     json_decref(o);
+    if (rc == SD_EFULL)
+        return fail(r, 409, NULL, "swap_in_progress", sd_diag_str(&d, rc));
+    if (rc == SD_ECANCEL)
+        return fail(r, 503, NULL, "shutting_down", "the server is shutting down");
     if (rc < 0) {
         char msg[SD_DIAG_MSG_MAX + 64];
         snprintf(msg, sizeof msg, "the model was not changed: %s", sd_diag_str(&d, rc));
-        int st = rc == SD_ENOMEM || rc == SD_ECUDA ? 500 : 400; /* else: the checkpoint is at fault */
+        int st = rc == SD_ENOMEM ? 500 : 400; /* else: the path or its config.json is at fault */
         return fail(r, st, "path", "model_load_failed", msg);
     }
-    return answer(r, 200, info);
+    sd_log_info(r->rid, "admin: swap to %s started (loading beside the model in service)",
+                json_string_value(json_object_get(swap, "path")));
+    return answer(r, 202, swap);
 }
 
 static int model_route(req *r, const char *body, size_t len)

@@ -3,8 +3,8 @@
  * hot swap) through server/admin_models.h. Independent of libmicrohttpd: the HTTP layer hands
  * it a method, path, Authorization header and body, and sends back the status and JSON.
  *
- * Threading: sd_admin_handle runs on HTTP threads, concurrently; a model swap blocks its
- * caller for the load. */
+ * Threading: sd_admin_handle runs on HTTP threads, concurrently, and never waits for a load:
+ * a model swap loads on a thread of its own (sd_admin_models_swap_start). */
 #ifndef SD_ADMIN_H
 #define SD_ADMIN_H
 

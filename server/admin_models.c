@@ -1,19 +1,23 @@
-/* admin_models: model instances — load beside the one in service, publish (hot swap), reap
- * replaced ones once their last request is done; the model's info and metrics. */
+/* admin_models: model instances — load beside the one in service, publish (hot swap) from the
+ * caller's thread or a swap thread of its own, reap replaced ones once their last request is
+ * done; the model's info, the latest swap's state and the metrics. */
 #include "server/admin_models.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "engine/backend.h"
 #include "engine/chat_template.h"
 #include "engine/engine.h"
-#include "engine/tp.h"
 #include "engine/model.h"
+#include "engine/model_config.h"
+#include "engine/tp.h"
 #include "server/log.h"
 
 struct sd_admin_inst {
@@ -29,17 +33,39 @@ struct sd_admin_inst {
     sd_admin_inst *next; /* mm->retired */
 };
 
+typedef enum swap_state { SW_NONE = 0, SW_LOADING, SW_FAILED, SW_DONE } swap_state;
+static const char *const swap_names[] = {"none", "loading", "failed", "done"};
+
+/* The latest swap asked for (API or job), for GET /admin/v1/model. dir, name and trigger do
+ * not change while it loads, so the loading thread reads them without the lock. */
+typedef struct swap_rec {
+    swap_state state;
+    char *dir, *name;    /* as asked; name NULL: the directory's */
+    const char *trigger; /* "api" | "job" */
+    double started_at;   /* unix seconds */
+    double t0, t1;       /* monotonic start and end */
+    char err[SD_DIAG_MSG_MAX];
+    json_t *previous; /* done: the replaced model's info */
+} swap_rec;
+
 struct sd_admin_models {
     const sd_conf *c;
     sd_http *h;
     void (*wake)(void *);
     void *wake_ud;
-    pthread_mutex_t swap_mu; /* one load + publish at a time */
-    pthread_mutex_t mu;      /* guards cur, retired, swaps */
+    pthread_mutex_t mu; /* guards cur, retired, swaps, busy, sw, th_live */
+    pthread_cond_t cv;  /* busy turned 0 */
     sd_admin_inst *cur;
     sd_admin_inst *retired; /* replaced, possibly still finishing requests */
-    long long swaps;
+    long long swaps, swaps_failed;
+    int busy;          /* a swap is loading (one at a time) */
+    atomic_int cancel; /* shutting down: loads stop at their next stage */
+    swap_rec sw;       /* the latest swap */
+    pthread_t th;      /* the API swap's thread, joined by the next swap_start or stop */
+    int th_live;
 };
+
+static json_t *swap_json(const sd_admin_models *mm);
 
 int sd_admin_models_init(sd_admin_models **ret, const sd_conf *c, sd_http *h, void (*wake)(void *),
                          void *wake_ud)
@@ -51,8 +77,8 @@ int sd_admin_models_init(sd_admin_models **ret, const sd_conf *c, sd_http *h, vo
     mm->h = h;
     mm->wake = wake;
     mm->wake_ud = wake_ud;
-    pthread_mutex_init(&mm->swap_mu, NULL);
     pthread_mutex_init(&mm->mu, NULL);
+    pthread_cond_init(&mm->cv, NULL);
     *ret = mm;
     return 0;
 }
@@ -108,6 +134,14 @@ static void load_chat(sd_admin_inst *in)
         sd_log_info(NULL, "%s has no chat template: /v1/chat/completions will answer 400", in->dir);
 }
 
+/* Between the stages of a load (none of which can be interrupted): stop when shutting down. */
+static int stage_end(sd_admin_models *mm, sd_diag *d)
+{
+    if (!atomic_load(&mm->cancel))
+        return 0;
+    return sd_diag_set(d, SD_ECANCEL, "the server is shutting down: the model being loaded was discarded");
+}
+
 int sd_admin_models_load(sd_admin_models *mm, const char *dir, const char *name, sd_admin_inst **ret,
                          sd_diag *d)
 {
@@ -130,7 +164,11 @@ int sd_admin_models_load(sd_admin_models *mm, const char *dir, const char *name,
     in->mm = mm;
     int rc = sd_model_open(&in->model, dir, d);
     if (rc == 0)
+        rc = stage_end(mm, d);
+    if (rc == 0)
         rc = init_backend(c, in, d);
+    if (rc == 0)
+        rc = stage_end(mm, d);
     if (rc == 0) {
         sd_engine_opts eo;
         sd_engine_opts_default(&eo);
@@ -243,6 +281,7 @@ json_t *sd_admin_models_info(sd_admin_models *mm)
             n++;
         json_object_set_new(o, "swaps", json_integer(mm->swaps));
         json_object_set_new(o, "replaced_still_serving", json_integer(n));
+        json_object_set_new(o, "swap", swap_json(mm));
     }
     pthread_mutex_unlock(&mm->mu);
     return o;
@@ -256,28 +295,106 @@ char *sd_admin_models_dir(sd_admin_models *mm)
     return s;
 }
 
-int sd_admin_models_swap(sd_admin_models *mm, const char *dir, const char *name, json_t **ret_info,
-                         sd_diag *d)
+/* ---- swaps ---------------------------------------------------------------------------------- */
+
+static double now_mono(void)
 {
-    pthread_mutex_lock(&mm->swap_mu);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The swap record as JSON (mm->mu held). */
+static json_t *swap_json(const sd_admin_models *mm)
+{
+    const swap_rec *w = &mm->sw;
+    if (w->state == SW_NONE)
+        return json_null();
+    int loading = w->state == SW_LOADING;
+    double elapsed = (loading ? now_mono() : w->t1) - w->t0;
+    return json_pack("{s:s, s:s, s:s, s:o, s:s, s:f, s:o, s:f, s:o, s:o}", "object", "admin.model_swap",
+                     "state", swap_names[w->state], "path", w->dir, "name",
+                     w->name ? json_string(w->name) : json_null(), "trigger", w->trigger, "started_at",
+                     w->started_at, "finished_at", loading ? json_null() : json_real(w->started_at + elapsed),
+                     "elapsed_seconds", elapsed, "error",
+                     w->state == SW_FAILED ? json_string(w->err) : json_null(), "previous",
+                     w->previous ? json_deep_copy(w->previous) : json_null());
+}
+
+json_t *sd_admin_models_swap_info(sd_admin_models *mm)
+{
+    pthread_mutex_lock(&mm->mu);
+    json_t *o = swap_json(mm);
+    pthread_mutex_unlock(&mm->mu);
+    return o;
+}
+
+/* Records a new swap and takes the one swap slot (mm->mu held, slot free). The directory is
+ * made absolute (it exists: checked before). */
+static int claim(sd_admin_models *mm, const char *dir, const char *name, const char *trigger)
+{
+    char *abs = realpath(dir, NULL);
+    char *dc = abs ? abs : strdup(dir), *nc = name && *name ? strdup(name) : NULL;
+    if (!dc || (name && *name && !nc)) {
+        free(dc);
+        free(nc);
+        return SD_ENOMEM;
+    }
+    swap_rec *w = &mm->sw;
+    free(w->dir);
+    free(w->name);
+    json_decref(w->previous);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    *w = (swap_rec){.state = SW_LOADING,
+                    .dir = dc,
+                    .name = nc,
+                    .trigger = trigger,
+                    .started_at = (double)ts.tv_sec + ts.tv_nsec * 1e-9,
+                    .t0 = now_mono()};
+    mm->busy = 1;
+    return 0;
+}
+
+/* Load + publish of the claimed swap (any thread but the loop's), then its record's end and
+ * the slot freed. On failure the model in service stays. *ret_info as for sd_admin_models_swap. */
+static int run_swap(sd_admin_models *mm, json_t **ret_info, sd_diag *d)
+{
+    const char *dir = mm->sw.dir, *name = mm->sw.name; /* fixed while busy */
     json_t *prev = sd_admin_models_info(mm);
     sd_admin_inst *in = NULL;
     int rc = prev ? sd_admin_models_load(mm, dir, name, &in, d)
                   : sd_diag_set(d, SD_ENOTSUP, "the first model is still loading");
-    if (rc < 0) {
-        pthread_mutex_unlock(&mm->swap_mu);
-        json_decref(prev);
-        sd_log_error(NULL, "admin: loading %s failed; %s", dir, sd_diag_str(d, rc));
-        return rc;
+    if (rc == 0 && (rc = stage_end(mm, d)) < 0)
+        inst_free(in);
+    if (rc == 0) {
+        sd_admin_models_publish(mm, in, NULL);
+        sd_log_info(NULL,
+                    "admin: now serving %s from %s (sparsity %s, loaded in %.1fs); the previous model %s "
+                    "finishes its requests, then is freed",
+                    in->name, dir, sd_model_sparsity(in->model), now_mono() - mm->sw.t0,
+                    json_string_value(json_object_get(prev, "name")));
+    } else if (rc == SD_ECANCEL) {
+        sd_log_info(NULL, "admin: the swap to %s was stopped: %s", dir, sd_diag_str(d, rc));
+    } else {
+        sd_log_error(NULL, "admin: loading %s failed (the model in service stays): %s", dir,
+                     sd_diag_str(d, rc));
     }
-    sd_admin_models_publish(mm, in, NULL);
-    json_t *info = sd_admin_models_info(mm);
-    pthread_mutex_unlock(&mm->swap_mu);
-    sd_log_info(NULL,
-                "admin: now serving %s from %s (sparsity %s); the previous model %s finishes its "
-                "requests, then is freed",
-                in->name, dir, sd_model_sparsity(in->model),
-                json_string_value(json_object_get(prev, "name")));
+    json_object_del(prev, "swap");
+    pthread_mutex_lock(&mm->mu);
+    swap_rec *w = &mm->sw;
+    w->t1 = now_mono();
+    w->state = rc == 0 ? SW_DONE : SW_FAILED;
+    if (rc < 0) {
+        snprintf(w->err, sizeof w->err, "%s", sd_diag_str(d, rc));
+        mm->swaps_failed++;
+    } else {
+        w->previous = json_deep_copy(prev);
+    }
+    mm->busy = 0;
+    pthread_cond_broadcast(&mm->cv);
+    pthread_mutex_unlock(&mm->mu);
+    json_t *info = rc == 0 && ret_info ? sd_admin_models_info(mm) : NULL;
     if (info) {
         /* Both instances are in memory during the swap: nothing had to drain first. */
         json_object_set_new(info, "previous", prev);
@@ -287,9 +404,118 @@ int sd_admin_models_swap(sd_admin_models *mm, const char *dir, const char *name,
     json_decref(prev);
     if (ret_info)
         *ret_info = info;
-    else
-        json_decref(info);
-    return 0;
+    return rc;
+}
+
+int sd_admin_models_swap(sd_admin_models *mm, const char *dir, const char *name, json_t **ret_info,
+                         sd_diag *d)
+{
+    pthread_mutex_lock(&mm->mu);
+    while (mm->busy && !atomic_load(&mm->cancel))
+        pthread_cond_wait(&mm->cv, &mm->mu);
+    int rc = atomic_load(&mm->cancel) ? stage_end(mm, d) : claim(mm, dir, name, "job");
+    pthread_mutex_unlock(&mm->mu);
+    if (rc < 0)
+        return rc;
+    return run_swap(mm, ret_info, d);
+}
+
+static void *swap_thread(void *arg)
+{
+    sd_admin_models *mm = arg;
+    sd_diag d = {0};
+    run_swap(mm, NULL, &d);
+    return NULL;
+}
+
+/* What can be checked in milliseconds before a swap starts: a wrong path or a config.json
+ * that does not parse is answered at once rather than through the swap's state. */
+static int precheck(sd_admin_models *mm, const char *dir, sd_diag *d)
+{
+    const sd_conf *c = mm->c;
+    pthread_mutex_lock(&mm->mu);
+    int serving = mm->cur != NULL;
+    pthread_mutex_unlock(&mm->mu);
+    if (!serving)
+        return sd_diag_set(d, SD_ENOTSUP, "the first model is still loading");
+    if (c->tensor_parallel > 1 && c->tp_rank >= 0) /* as in sd_admin_models_load */
+        return sd_diag_set(d, SD_ENOTSUP,
+                           "loading another model: not supported in the multi-process "
+                           "tensor-parallel mode (restart every rank with the new model)");
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return sd_diag_set(d, SD_ENOTFOUND, "%s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return sd_diag_set(d, SD_EINVAL, "%s: not a directory (expected a checkpoint directory)", dir);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    sd_model_config cfg;
+    return sd_model_config_load(&cfg, path, d);
+}
+
+int sd_admin_models_swap_start(sd_admin_models *mm, const char *dir, const char *name, json_t **ret_swap,
+                               sd_diag *d)
+{
+    int rc = precheck(mm, dir, d);
+    if (rc < 0)
+        return rc;
+    /* Under mu from the check to the thread's handle, so that sd_admin_models_stop sees
+     * either no swap or one it can join. */
+    pthread_mutex_lock(&mm->mu);
+    if (atomic_load(&mm->cancel)) {
+        rc = stage_end(mm, d);
+    } else if (mm->busy) {
+        rc = sd_diag_set(d, SD_EFULL,
+                         "a model swap is already loading (%s, for %.0fs): wait until GET "
+                         "/admin/v1/model shows it done or failed",
+                         mm->sw.dir, now_mono() - mm->sw.t0);
+    } else {
+        if (mm->th_live) /* the previous swap's thread has ended or is returning */
+            pthread_join(mm->th, NULL);
+        mm->th_live = 0;
+        rc = claim(mm, dir, name, "api");
+        if (rc == 0 && pthread_create(&mm->th, NULL, swap_thread, mm) != 0) {
+            mm->sw.state = SW_FAILED;
+            mm->sw.t1 = now_mono();
+            snprintf(mm->sw.err, sizeof mm->sw.err, "cannot start the swap thread");
+            mm->busy = 0;
+            rc = sd_diag_set(d, SD_ENOMEM, "cannot start the swap thread");
+        } else if (rc == 0) {
+            mm->th_live = 1;
+        }
+    }
+    json_t *o = rc == 0 && ret_swap ? swap_json(mm) : NULL;
+    pthread_mutex_unlock(&mm->mu);
+    if (ret_swap)
+        *ret_swap = o;
+    return rc;
+}
+
+void sd_admin_models_cancel(sd_admin_models *mm)
+{
+    if (!mm)
+        return;
+    atomic_store(&mm->cancel, 1);
+    pthread_mutex_lock(&mm->mu);
+    if (mm->busy)
+        sd_log_info(NULL, "shutdown: the model swap to %s is stopped at the end of its current load stage",
+                    mm->sw.dir);
+    pthread_cond_broadcast(&mm->cv); /* a job's activation waiting for the slot gives up */
+    pthread_mutex_unlock(&mm->mu);
+}
+
+/* Shutdown: no swap runs once this returns. */
+static void join_swap(sd_admin_models *mm)
+{
+    sd_admin_models_cancel(mm);
+    pthread_mutex_lock(&mm->mu);
+    while (mm->busy)
+        pthread_cond_wait(&mm->cv, &mm->mu);
+    int join = mm->th_live;
+    mm->th_live = 0;
+    pthread_mutex_unlock(&mm->mu);
+    if (join)
+        pthread_join(mm->th, NULL);
 }
 
 /* Appends s to a Prometheus label value with \, " and newlines escaped. */
@@ -333,8 +559,12 @@ char *sd_admin_models_metrics(sd_admin_models *mm)
             "# HELP sparsed_model_swaps_total Hot swaps done since start-up.\n"
             "# TYPE sparsed_model_swaps_total counter\nsparsed_model_swaps_total %lld\n"
             "# HELP sparsed_model_replaced_instances Replaced models still finishing their requests.\n"
-            "# TYPE sparsed_model_replaced_instances gauge\nsparsed_model_replaced_instances %d\n",
-            mm->swaps, n);
+            "# TYPE sparsed_model_replaced_instances gauge\nsparsed_model_replaced_instances %d\n"
+            "# HELP sparsed_model_swap_loading 1 while a hot swap loads its model.\n"
+            "# TYPE sparsed_model_swap_loading gauge\nsparsed_model_swap_loading %d\n"
+            "# HELP sparsed_model_swaps_failed_total Hot swaps whose load failed (the model stayed).\n"
+            "# TYPE sparsed_model_swaps_failed_total counter\nsparsed_model_swaps_failed_total %lld\n",
+            mm->swaps, n, mm->busy, mm->swaps_failed);
     pthread_mutex_unlock(&mm->mu);
     if (fclose(f) != 0) {
         free(out);
@@ -347,6 +577,7 @@ void sd_admin_models_stop(sd_admin_models *mm)
 {
     if (!mm)
         return;
+    join_swap(mm);
     pthread_mutex_lock(&mm->mu);
     sd_admin_inst *all[2] = {mm->cur, mm->retired};
     pthread_mutex_unlock(&mm->mu);
@@ -368,7 +599,10 @@ void sd_admin_models_free(sd_admin_models *mm)
         inst_free(mm->retired);
         mm->retired = n;
     }
+    free(mm->sw.dir);
+    free(mm->sw.name);
+    json_decref(mm->sw.previous);
+    pthread_cond_destroy(&mm->cv);
     pthread_mutex_destroy(&mm->mu);
-    pthread_mutex_destroy(&mm->swap_mu);
     free(mm);
 }

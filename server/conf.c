@@ -74,6 +74,9 @@ static const opt opts[] = {
     {"admin_token_file", OPT_STR, O(admin_token_file), "", 0, 0, NULL,
      "file whose first non-comment line is the admin token"},
     {"state_dir", OPT_STR, O(state_dir), "state", 0, 0, NULL, "directory of admin job records (<dir>/jobs)"},
+    {"admin_listen", OPT_STR, O(admin_listen), "", 0, 0, NULL,
+     "HOST:PORT of a second listener that alone serves the admin API (/admin/ then 404s on the main "
+     "one; \"\" => the main listener)"},
     {"job_memory_budget", OPT_INT, O(job_memory_budget), "0", 0, 1 << 30, NULL,
      "MiB a prune job may be estimated to need; larger jobs get 400 (0 => no limit)"},
 };
@@ -389,9 +392,50 @@ static int validate_tp(const sd_conf *c, sd_diag *d)
     return 0;
 }
 
+int sd_conf_split_listen(const char *s, const char *what, char *host, size_t hn, int *port, sd_diag *d)
+{
+    const char *colon = strrchr(s, ':'), *h = s, *he = colon;
+    if (*s == '[') { /* [v6]:port */
+        const char *rb = strchr(s, ']');
+        h = s + 1;
+        he = rb;
+        if (!rb || rb[1] != ':')
+            colon = NULL;
+    }
+    char *end = NULL;
+    long p = colon ? strtol(colon + 1, &end, 10) : 0;
+    if (!colon || !he || he <= h || !colon[1] || *end || p < 1 || p > 65535 || (size_t)(he - h) >= hn)
+        return sd_diag_set(d, SD_EINVAL, "%s: '%s' is not HOST:PORT with a port in 1..65535", what, s);
+    memcpy(host, h, (size_t)(he - h));
+    host[he - h] = 0;
+    *port = (int)p;
+    return 0;
+}
+
+/* admin_listen: a second address, only worth having with the admin API on. */
+static int validate_admin_listen(const sd_conf *c, sd_diag *d)
+{
+    char host[256];
+    int port;
+    if (!*c->admin_listen)
+        return 0;
+    int rc = sd_conf_split_listen(c->admin_listen, "admin_listen", host, sizeof host, &port, d);
+    if (rc < 0)
+        return rc;
+    if (!*c->admin_token && !*c->admin_token_file)
+        return sd_diag_set(d, SD_EINVAL,
+                           "admin_listen: needs admin_token or admin_token_file (the admin API is off)");
+    if (port == c->port && !strcmp(host, c->host))
+        return sd_diag_set(d, SD_EINVAL, "admin_listen: %s is the main listener (host, port)",
+                           c->admin_listen);
+    return 0;
+}
+
 int sd_conf_validate(const sd_conf *c, sd_diag *d)
 {
     int rc = validate_tp(c, d);
+    if (rc == 0)
+        rc = validate_admin_listen(c, d);
     if (rc < 0)
         return rc;
     if (!*c->model)

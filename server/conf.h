@@ -43,6 +43,7 @@ typedef struct sd_conf {
     char *admin_token;       /* "" => admin API off unless admin_token_file (server/admin.c) */
     char *admin_token_file;  /* "" => none; the first non-comment line is the token */
     char *state_dir;         /* admin job records (<state_dir>/jobs) */
+    char *admin_listen;      /* "" => /admin/ on the main listener; else "HOST:PORT" serving only /admin/ */
     int job_memory_budget;   /* MiB a prune job may be estimated to need; 0 => no limit */
 } sd_conf;
 
@@ -76,6 +77,10 @@ int sd_conf_validate(const sd_conf *c, sd_diag *d);
 /* What the config asks of the engine: backend options (threads, KV pool, device) and the
  * tensor-parallel group (world, rank, bootstrap address, timeout), from the defaults up. */
 void sd_conf_engine_opts(const sd_conf *c, sd_backend_opts *bo, sd_tp_opts *to);
+
+/* Splits "HOST:PORT" ("[v6]:PORT" for an IPv6 literal) into host (at most hn bytes with its
+ * NUL) and port 1..65535; SD_EINVAL naming `what` otherwise. */
+int sd_conf_split_listen(const char *s, const char *what, char *host, size_t hn, int *port, sd_diag *d);
 
 void sd_conf_print_help(FILE *f);
 /* The effective config as JSON (API keys redacted). */

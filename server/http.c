@@ -190,6 +190,27 @@ static sd_http__conn *conn_new(sd_http *h, const char *method, const char *url)
     return c;
 }
 
+/* With admin_listen, /admin/ is served on that listener only, and nothing else is. Returns 1
+ * if it answered 404. */
+static int wrong_listener(sd_http *h, struct MHD_Connection *conn, sd_http__conn *c, enum MHD_Result *ret)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_DAEMON);
+    int on_admin = ci && ci->daemon == h->admin_mhd;
+    if (on_admin == (c->route == SD_ROUTE_ADMIN))
+        return 0;
+    sd_api_err e;
+    if (on_admin)
+        sd_api_fail(&e, 404, NULL, "not_found",
+                    "no route for %s %s: this listener (admin_listen) serves only /admin/", c->method,
+                    c->url);
+    else
+        sd_api_fail(&e, 404, NULL, "not_found",
+                    "no route for %s %s: the admin API is served on its own listener (admin_listen)",
+                    c->method, c->url);
+    *ret = sd_http__send_error(conn, c, &e);
+    return 1;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
@@ -207,6 +228,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = c;
         int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
         int is_post = !strcmp(method, "POST");
+        if (h->admin_mhd && wrong_listener(h, conn, c, &ret))
+            return ret;
         if (c->route == SD_ROUTE_OTHER && sd_web_handle(h, conn, c, &ret))
             return ret; /* the web console's assets and /info */
         if (c->route == SD_ROUTE_OTHER || (c->route == SD_ROUTE_ADMIN && !h->admin)) {
@@ -290,26 +313,46 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     sd_log_debug(NULL, "http: %s", msg);
 }
 
-static int resolve(const sd_http_opts *o, struct sockaddr_storage *ss, int *v6, sd_diag *d)
+static int resolve(const char *host, int port, struct sockaddr_storage *ss, int *v6, sd_diag *d)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai;
-    char port[16];
-    snprintf(port, sizeof port, "%d", o->port);
-    int rc = getaddrinfo(o->host, port, &hints, &ai);
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int rc = getaddrinfo(host, ps, &hints, &ai);
     if (rc)
-        return sd_diag_set(d, SD_EINVAL, "host '%s': %s", o->host, gai_strerror(rc));
+        return sd_diag_set(d, SD_EINVAL, "host '%s': %s", host, gai_strerror(rc));
     memcpy(ss, ai->ai_addr, ai->ai_addrlen);
     *v6 = ai->ai_family == AF_INET6;
     freeaddrinfo(ai);
     return 0;
 }
 
-int sd_http_start(sd_http **ret, const sd_http_opts *o, sd_metrics *metrics, sd_auth *auth, sd_diag *d)
+/* One MHD daemon on host:port with the server's callbacks; threads > 1: a thread pool. */
+static struct MHD_Daemon *listen_on(sd_http *h, const char *host, int port, int threads, sd_diag *d)
 {
     struct sockaddr_storage ss;
-    int v6 = 0, rc = resolve(o, &ss, &v6, d);
-    if (rc < 0)
-        return rc;
+    int v6 = 0;
+    if (resolve(host, port, &ss, &v6, d) < 0)
+        return NULL;
+    const sd_http_opts *o = &h->o;
+    unsigned flags =
+        MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+    unsigned timeout = (unsigned)(o->request_timeout + 0.999);
+    /* The thread-pool option goes last: with one thread it is left out (END stops the list). */
+    struct MHD_Daemon *m = MHD_start_daemon(
+        flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+        MHD_OPTION_SOCK_ADDR, &ss, MHD_OPTION_CONNECTION_TIMEOUT, timeout ? timeout : 1,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)o->max_connections_per_ip, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+        MHD_OPTION_NOTIFY_CONNECTION, sd_http__deadline_notify, h,
+        threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (unsigned)threads, MHD_OPTION_END);
+    if (!m)
+        sd_diag_set(d, SD_EIO, "cannot listen on %s:%d (address in use or not permitted)", host, port);
+    return m;
+}
+
+int sd_http_start(sd_http **ret, const sd_http_opts *o, sd_metrics *metrics, sd_auth *auth, sd_diag *d)
+{
     sd_http *h = calloc(1, sizeof *h);
     if (!h)
         return SD_ENOMEM;
@@ -323,32 +366,26 @@ int sd_http_start(sd_http **ret, const sd_http_opts *o, sd_metrics *metrics, sd_
     pthread_rwlock_init(&h->engine_lock, NULL);
     if (getrandom(&h->id_key, sizeof h->id_key, 0) != sizeof h->id_key)
         h->id_key = (uint64_t)h->started * 0x2545F4914F6CDD1Dull ^ (uint64_t)(uintptr_t)h;
-    unsigned flags =
-        MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
-    unsigned timeout = (unsigned)(o->request_timeout + 0.999);
-    /* The thread-pool option goes last: with one thread it is left out (END stops the list). */
-    h->mhd = MHD_start_daemon(
-        flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
-        MHD_OPTION_SOCK_ADDR, &ss, MHD_OPTION_CONNECTION_TIMEOUT, timeout ? timeout : 1,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)o->max_connections_per_ip, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-        MHD_OPTION_NOTIFY_CONNECTION, sd_http__deadline_notify, h,
-        o->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (unsigned)o->threads, MHD_OPTION_END);
-    if (!h->mhd) {
-        pthread_mutex_destroy(&h->socks_mu);
-        pthread_mutex_destroy(&h->wake_mu);
-        pthread_rwlock_destroy(&h->engine_lock);
-        pthread_mutex_destroy(&h->mu);
-        free(h);
-        return sd_diag_set(d, SD_EIO, "cannot listen on %s:%d (address in use or not permitted)", o->host,
-                           o->port);
+    h->mhd = listen_on(h, o->host, o->port, o->threads, d);
+    /* admin requests are short (a swap loads on its own thread): one thread serves them */
+    if (h->mhd && o->admin_port > 0 && !(h->admin_mhd = listen_on(h, o->admin_host, o->admin_port, 1, d)))
+        sd_diag_wrap(d, SD_EIO, "admin_listen");
+    if (!h->mhd || (o->admin_port > 0 && !h->admin_mhd)) {
+        int rc = d ? d->code : SD_EIO;
+        sd_http_free(h);
+        return rc < 0 ? rc : SD_EIO;
     }
+    h->o.admin_host = NULL; /* the caller's string: only needed to listen */
     *ret = h;
     return 0;
 }
 
 void sd_http_stop(sd_http *h)
 {
+    if (h && h->admin_mhd) {
+        MHD_stop_daemon(h->admin_mhd);
+        h->admin_mhd = NULL;
+    }
     if (h && h->mhd) {
         MHD_stop_daemon(h->mhd);
         h->mhd = NULL;

@@ -27,6 +27,11 @@ typedef struct sd_http_opts {
     int web_ui;               /* serve the web console at / (server/web.c) */
     int gpu_first, gpu_count; /* the backend's GPUs, reported on /metrics; gpu_count 0: none */
     int tensor_parallel;      /* ranks of the model's tensor-parallel group, on /info (0: 1) */
+    /* admin_port > 0: a second listener on admin_host:admin_port serves /admin/ and nothing
+     * else, and the main one answers 404 there (admin_listen); 0: /admin/ on the main one.
+     * admin_host is read by sd_http_start only. */
+    const char *admin_host;
+    int admin_port;
 } sd_http_opts;
 
 /* What generation requests are served from, published once the model is loaded. The
@@ -49,7 +54,7 @@ typedef struct sd_http_model {
 /* Starts listening. /health answers at once; /ready and /v1 answer 503 until
  * sd_http_set_model. `metrics` and `auth` outlive the server. */
 int sd_http_start(sd_http **ret, const sd_http_opts *o, sd_metrics *metrics, sd_auth *auth, sd_diag *d);
-/* Stops MHD: closes the listening socket and every connection (their requests are cancelled).
+/* Stops MHD: closes the listening sockets and every connection (their requests are cancelled).
  * Engine events may still arrive afterwards; free the engine before sd_http_free. */
 void sd_http_stop(sd_http *h);
 /* Stops (if not yet) and frees everything; NULL is a no-op. */

@@ -23,6 +23,7 @@ typedef struct sd_http__sock sd_http__sock;
 
 struct sd_http {
     struct MHD_Daemon *mhd;
+    struct MHD_Daemon *admin_mhd; /* admin_listen's listener, or NULL */
     sd_http_opts o;
     sd_metrics *metrics;
     sd_auth *auth;

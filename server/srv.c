@@ -202,7 +202,7 @@ static int conf_differs_beyond_reloadable(const sd_conf *a, const sd_conf *b)
            a->max_connections_per_ip != b->max_connections_per_ip || a->drain_timeout != b->drain_timeout ||
            strcmp(a->served_model_name, b->served_model_name) || strcmp(a->admin_token, b->admin_token) ||
            strcmp(a->admin_token_file, b->admin_token_file) || strcmp(a->state_dir, b->state_dir) ||
-           a->job_memory_budget != b->job_memory_budget;
+           strcmp(a->admin_listen, b->admin_listen) || a->job_memory_budget != b->job_memory_budget;
 }
 
 static void reload_config(srv *s);
@@ -286,7 +286,8 @@ static void on_models_async(uv_async_t *a)
     sd_admin_models_reap(s->models);
 }
 
-/* Job worker thread: a job with "activate" finished; swap to its output. */
+/* Job worker thread: a job with "activate" finished; swap to its output (on this thread: the
+ * job is done once the new model serves). */
 static int activate_model(void *ud, const char *dir, sd_diag *d)
 {
     srv *s = ud;
@@ -418,7 +419,10 @@ static int start_admin(srv *s, sd_diag *d)
         return rc;
     sd_http_set_admin(s->http, sd_admin_handle, s->admin);
     sd_metrics_set_extra(s->metrics, sd_admin_metrics, s->admin);
-    if (token)
+    if (token && *c->admin_listen)
+        sd_log_info(NULL, "admin API on http://%s/admin/v1 only (job records in %s/jobs)", c->admin_listen,
+                    c->state_dir);
+    else if (token)
         sd_log_info(NULL, "admin API on /admin/v1 (job records in %s/jobs)", c->state_dir);
     else
         sd_log_info(NULL, "admin API off (no admin_token)");
@@ -447,6 +451,12 @@ static int start(srv *s, sd_diag *d)
         ho.gpu_first = ho.gpu_count > 1 ? 0 : s->conf->device;
         ho.tensor_parallel = s->conf->tensor_parallel; /* both modes: the group's size */
     }
+    char admin_host[256];
+    if (*s->conf->admin_listen &&
+        (rc = sd_conf_split_listen(s->conf->admin_listen, "admin_listen", admin_host, sizeof admin_host,
+                                   &ho.admin_port, d)) < 0)
+        return rc;
+    ho.admin_host = admin_host;
     if ((rc = sd_http_start(&s->http, &ho, s->metrics, s->auth, d)) < 0)
         return rc;
     sd_log_info(NULL, "listening on http://%s:%d (API keys: %d); loading %s", s->conf->host, s->conf->port,
@@ -472,7 +482,8 @@ static void teardown(srv *s, int loop_ok)
     /* Order: detach the engine from the HTTP threads, stop it (its last events resume and
      * release the generations while MHD still runs), stop HTTP (closing every connection),
      * then free what they pointed at. */
-    sd_jobs_free(s->jobs); /* first: its worker may be swapping models */
+    sd_admin_models_cancel(s->models); /* a swap loading stops at its next stage */
+    sd_jobs_free(s->jobs);             /* then the jobs: their worker may be swapping models */
     if (s->http)
         sd_http_detach_engine(s->http);
     sd_admin_models_stop(s->models);

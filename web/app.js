@@ -478,12 +478,15 @@ const jobs = {
         api("/admin/v1/model", { admin: true }).catch(() => null),
       ]);
       show($("jobs-error"), "");
-      if (model) $("admin-model").textContent = `${model.name || ""} — ${model.path || ""} (${model.sparsity || "?"})`;
+      if (model) this.showModel(model);
       this.render(Array.isArray(list) ? list : list.data || list.jobs || []);
     } catch (e) {
-      show($("jobs-error"), e.status === 404
-        ? "The admin API is not enabled on this server (no admin token configured).\n" + e.message
-        : e.message);
+      const elsewhere = e.status === 404 && e.message.includes("admin_listen");
+      show($("jobs-error"), elsewhere
+        ? "The admin API listens on its own address on this server (admin_listen), not here.\n" + e.message
+        : e.status === 404
+          ? "The admin API is not enabled on this server (no admin token configured).\n" + e.message
+          : e.message);
     }
   },
 
@@ -569,9 +572,29 @@ const jobs = {
     this.refresh();
   },
 
+  // The model in service, and the swap in progress or the last one that failed.
+  showModel(model) {
+    let text = `${model.name || ""} — ${model.path || ""} (${model.sparsity || "?"})`;
+    const sw = model.swap;
+    if (sw && sw.state === "loading") text += ` · loading ${sw.path} (${fmtDuration(sw.elapsed_seconds)})…`;
+    else if (sw && sw.state === "failed") text += ` · the swap to ${sw.path} failed: ${sw.error || "?"}`;
+    $("admin-model").textContent = text;
+  },
+
+  // A swap loads in the background (202 Accepted): follow GET /admin/v1/model until it is done
+  // (the chat page then names the new model) or failed (its error shown; the old model serves).
   async activate(path) {
     try {
-      await api("/admin/v1/model", { method: "POST", admin: true, body: { path } });
+      let swap = await api("/admin/v1/model", { method: "POST", admin: true, body: { path } });
+      show($("jobs-error"), "");
+      while (swap && swap.state === "loading") {
+        await new Promise((r) => setTimeout(r, 500));
+        const model = await api("/admin/v1/model", { admin: true });
+        this.showModel(model);
+        swap = model.swap;
+      }
+      if (swap && swap.state === "failed")
+        show($("jobs-error"), `Activation failed; the previous model still serves.\n${swap.error || ""}`);
       loadInfo();
     } catch (e) { show($("jobs-error"), e.message); }
     this.refresh();

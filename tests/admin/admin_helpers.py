@@ -79,3 +79,27 @@ def long_job(out, **kw):
     """A decode job big enough to still be running seconds later (cancel and kill tests)."""
     return {"prompts_file": str(PROMPTS), "tokens_budget": 200000, "max_new_tokens": 512, "output": str(out),
             "threads": 1, **kw}
+
+
+def wait_swap(s, timeout=120, every=0.05):
+    """Polls GET /admin/v1/model until its swap is no longer loading; returns the model info."""
+    deadline = time.time() + timeout * srv.TIMEOUT_SCALE
+    info = None
+    while time.time() < deadline:
+        st, info = admin(s, "GET", "/model")
+        assert st == 200, info
+        if info["swap"] is None or info["swap"]["state"] != "loading":
+            return info
+        time.sleep(every)
+    raise AssertionError(f"the swap did not end in {timeout}s: {info}\n{s.log_text()[-3000:]}")
+
+
+def swap(s, path, name=None, timeout=120):
+    """POST /admin/v1/model (202, state loading), then polls until the swap has ended; returns
+    the model info of GET /admin/v1/model (its "swap" says done or failed)."""
+    body = {"path": str(path)} if name is None else {"path": str(path), "name": name}
+    st, rec = admin(s, "POST", "/model", body)
+    assert st == 202, rec
+    assert rec["object"] == "admin.model_swap" and rec["state"] == "loading" and rec["trigger"] == "api", rec
+    assert rec["path"] == str(pathlib.Path(path).resolve()) and rec["error"] is None, rec
+    return wait_swap(s, timeout)

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from admin_helpers import (KEY, PROMPTS, ROOT, SMALL, admin, completion, finished, http, metrics, served_ids,
-                           start, wait_job)
+                           start, swap, wait_job)
 
 
 class Load(threading.Thread):
@@ -92,6 +92,7 @@ def run_job_under_load(tmp_path, model=None, budget=48, solver="sparsegpt"):
         assert served_ids(s) == [out.name]
         st, info = admin(s, "GET", "/model")
         assert st == 200 and info["path"] == str(out) and info["sparsity"] == "2:4" and info["swaps"] == 1
+        assert (info["swap"]["trigger"], info["swap"]["state"], info["swap"]["path"]) == ("job", "done", str(out))
         st, body = completion(s, max_tokens=8)
         assert st == 200 and body["model"] == out.name
         time.sleep(0.5)
@@ -131,9 +132,9 @@ def test_swap_lets_streams_finish_on_the_old_model(tmp_path):
         copy.mkdir()
         for f in (ROOT / "models" / "tiny").iterdir():
             (copy / f.name).write_bytes(f.read_bytes())
-        st, info = admin(s, "POST", "/model", {"path": str(copy), "name": "tiny-v2"})
-        assert st == 200, info
-        assert info["name"] == "tiny-v2" and info["drained"] is False and info["previous"]["name"] == "tiny"
+        info = swap(s, copy, "tiny-v2")
+        assert info["swap"]["state"] == "done", info
+        assert info["name"] == "tiny-v2" and info["swap"]["previous"]["name"] == "tiny"
         running_at_swap = t.is_alive()
         if running_at_swap:  # the old model was kept for the stream still running on it
             assert info["replaced_still_serving"] == 1, info
@@ -175,8 +176,9 @@ def test_text_job_then_manual_activation_and_a_failing_job(tmp_path):
         rec = wait_job(s, job["id"], finished, timeout=120)
         assert rec["state"] == "succeeded" and rec["activated"] is False, rec
         assert served_ids(s) == ["tiny"]  # not activated: still the dense model
-        st, info = admin(s, "POST", "/model", {"path": str(out)})
-        assert st == 200 and info["sparsity"] == "4:8" and info["previous"]["sparsity"] == "dense"
+        info = swap(s, out)
+        assert info["swap"]["state"] == "done" and info["sparsity"] == "4:8", info
+        assert info["swap"]["previous"]["sparsity"] == "dense"
         assert served_ids(s) == [out.name] and completion(s)[0] == 200
         # a job whose calibration input turns out unusable fails with a message and no output
         empty = tmp_path / "empty.jsonl"

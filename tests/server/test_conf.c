@@ -129,10 +129,54 @@ static void test_key_file_and_auth(void)
     CHECK(sd_conf_read_key_file("/nonexistent/keys", &keys, &n, NULL) == SD_EIO);
 }
 
+/* admin_listen: HOST:PORT (v6 in brackets), only with an admin token, not the main address. */
+static void test_admin_listen(void)
+{
+    char host[64];
+    int port = 0;
+    CHECK(sd_conf_split_listen("127.0.0.1:9001", "x", host, sizeof host, &port, NULL) == 0 &&
+          !strcmp(host, "127.0.0.1") && port == 9001);
+    CHECK(sd_conf_split_listen("[::1]:9002", "x", host, sizeof host, &port, NULL) == 0 &&
+          !strcmp(host, "::1") && port == 9002);
+    CHECK(sd_conf_split_listen("localhost:65535", "x", host, sizeof host, &port, NULL) == 0 &&
+          !strcmp(host, "localhost") && port == 65535);
+    static const char *const bad[] = {
+        "localhost", ":80",   "host:",   "host:0", "host:65536", "host:8x", "[::1]9000",
+        "[::1]:",    "[]:80", "::1:80:", "",       "h:-1",       "[::1:80"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        sd_diag d = {0};
+        int rc = sd_conf_split_listen(bad[i], "admin_listen", host, sizeof host, &port, &d);
+        CHECK_MSG(rc == SD_EINVAL && strstr(d.msg, "admin_listen"), "'%s': rc %d msg '%s'", bad[i], rc,
+                  d.msg);
+    }
+    char tiny[4];
+    CHECK(sd_conf_split_listen("localhost:80", "x", tiny, sizeof tiny, &port, NULL) == SD_EINVAL);
+
+    sd_conf c;
+    sd_diag d;
+    CHECK(load(&c, NULL, 0, NULL, &d) == 0 && !strcmp(c.admin_listen, "")); /* default: unset */
+    sd_conf_free(&c);
+    char *with_token[] = {"--admin-listen", "127.0.0.1:9001", "--admin-token", "t"};
+    CHECK(load(&c, NULL, 4, with_token, &d) == 0 && !strcmp(c.admin_listen, "127.0.0.1:9001"));
+    sd_conf_free(&c);
+    CHECK(load(&c, "{\"admin_listen\":\"[::1]:9001\",\"admin_token_file\":\"/f\"}", 0, NULL, &d) == 0);
+    sd_conf_free(&c);
+    CHECK(load(&c, NULL, 2, with_token, &d) == SD_EINVAL && strstr(d.msg, "admin_listen") &&
+          strstr(d.msg, "admin_token"));
+    sd_conf_free(&c);
+    char *same[] = {"--admin-listen", "127.0.0.1:8000", "--admin-token", "t", "--port", "8000"};
+    CHECK(load(&c, NULL, 6, same, &d) == SD_EINVAL && strstr(d.msg, "main listener"));
+    sd_conf_free(&c);
+    char *badflag[] = {"--admin-listen", "9001", "--admin-token", "t"};
+    CHECK(load(&c, NULL, 4, badflag, &d) == SD_EINVAL && strstr(d.msg, "admin_listen"));
+    sd_conf_free(&c);
+}
+
 int main(void)
 {
     RUN(test_precedence);
     RUN(test_errors_name_the_key);
     RUN(test_key_file_and_auth);
+    RUN(test_admin_listen);
     return sd_test_done();
 }

@@ -331,6 +331,59 @@ def test_jobs_page_runs_a_prune_job(start_server, tmp_path):
         d.quit()
 
 
+def test_jobs_page_follows_a_swap_that_fails(start_server, tmp_path):
+    """Activate answers 202 and the swap loads in the background: the page shows it loading, then
+    its failure (the old model still serves). The load is held open by a FIFO as weights file."""
+    import errno
+    import shutil
+    s = admin_server(start_server, tmp_path, "adm-web")
+    gated = tmp_path / "gated"
+    gated.mkdir()
+    for f in (srv.MODEL).iterdir():
+        if f.name != "model.safetensors":
+            shutil.copyfile(f, gated / f.name)
+    os.mkfifo(gated / "model.safetensors")
+    d = browser()
+    try:
+        d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {
+            "source": "sessionStorage.setItem('sparsed.adminToken', 'adm-web')"})
+        d.get(s.url + "/#jobs")
+        wait(lambda: "tiny" in d.find_element("id", "admin-model").text, 20, "the model line")
+        d.execute_script("jobs.activate(arguments[0]);", str(gated))  # what the Activate button calls
+        wait(lambda: "loading " + str(gated) in d.find_element("id", "admin-model").text, 20, "the swap loading")
+        deadline = time.time() + 30
+        while True:  # the loader waits in open(): open the other end and close it
+            try:
+                os.close(os.open(gated / "model.safetensors", os.O_WRONLY | os.O_NONBLOCK))
+                break
+            except OSError as e:
+                if e.errno != errno.ENXIO or time.time() > deadline:
+                    raise
+                time.sleep(0.02)
+        line = wait(lambda: "failed" in (t := d.find_element("id", "admin-model").text) and t, 30, "the failure")
+        assert "not a regular file" in line and line.startswith("tiny"), line
+        info = json.loads(s.get("/info")[2])
+        assert info["model"] == "tiny"
+    finally:
+        d.quit()
+
+
+def test_jobs_page_with_admin_listen(start_server, tmp_path):
+    """With admin_listen the main address answers 404 on /admin/: the Jobs page says where it is."""
+    s = start_server(config={"admin_token": "adm-web", "state_dir": str(tmp_path / "state"),
+                             "admin_listen": f"127.0.0.1:{srv.free_port()}"})
+    d = browser()
+    try:
+        d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {
+            "source": "sessionStorage.setItem('sparsed.adminToken', 'adm-web')"})
+        d.get(s.url + "/#jobs")
+        text = wait(lambda: (t := d.find_element("id", "jobs-error").text) and "admin_listen" in t and t, 20,
+                    "the admin_listen message")
+        assert "not enabled" not in text, text
+    finally:
+        d.quit()
+
+
 def test_jobs_page_cancels_a_job(start_server, tmp_path):
     s = admin_server(start_server, tmp_path, "adm-web")
     out = tmp_path / "never"
