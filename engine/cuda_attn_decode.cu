@@ -16,9 +16,17 @@ using sd_pdl::sd_launch;
 #define SD_ATTN_MAX_GROUP 8 /* query heads per block: GQA groups of up to 8 read K/V once */
 
 /* Query heads per block: the largest divisor of the GQA group size that is <= 8, so that a
- * block's heads share one KV head. */
-static int heads_per_block(int n_heads, int n_kv)
+ * block's heads share one KV head, except for batches of 1-2 tokens: one head per block.
+ * Measured on Llama-3.1-8B (group 4, results/2026-11-30-s3/r4): at batch 1 one head per block
+ * decodes faster at context 512 (4.63 vs 4.89 ms) and slower at 4096 (5.54 vs 5.23); at batch 16
+ * the group is far ahead (5.89 vs 6.39 ms, 10.47 vs 15.35). A lane scores a whole key for every
+ * head of the block, so grouping lengthens each warp's chain by the group size: at batch 1 that
+ * latency, not the bytes, sets the time at short contexts. Both beat the kernel before
+ * (4.83, 5.86 / 6.69, 16.71 ms). */
+static int heads_per_block(int T, int n_heads, int n_kv)
 {
+    if (T <= 2)
+        return 1;
     int g = n_heads / n_kv, gb = g < SD_ATTN_MAX_GROUP ? g : SD_ATTN_MAX_GROUP;
     while (g % gb)
         gb--;
@@ -28,7 +36,7 @@ static int heads_per_block(int n_heads, int n_kv)
 /* About two blocks per SM, at most 32 splits. */
 int sd__cu_attn_splits(int sms, int T, int n_heads, int n_kv)
 {
-    int groups = T * (n_heads / heads_per_block(n_heads, n_kv));
+    int groups = T * (n_heads / heads_per_block(T, n_heads, n_kv));
     int s = (2 * sms + groups - 1) / groups;
     return s < 1 ? 1 : s > 32 ? 32 : s;
 }
@@ -243,7 +251,7 @@ int sd__cu_attention(const sd_cu_attn_args *a, int pdl, cudaStream_t st, sd_diag
     if (a->n_splits < 1 || a->n_splits > 32 || (a->n_splits > 1 && !a->counters))
         return sd_diag_set(d, SD_EINVAL, "cuda attention: %d splits (1..32, more than 1 with counters)",
                            a->n_splits);
-    int gb = heads_per_block(a->n_heads, a->n_kv);
+    int gb = heads_per_block(a->T, a->n_heads, a->n_kv);
     void (*k)(sd_cu_attn_args) = a->head_dim == 64    ? pick_gb<2>(gb)
                                  : a->head_dim == 128 ? pick_gb<4>(gb)
                                  : a->head_dim == 256 ? pick_gb<8>(gb)
