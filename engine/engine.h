@@ -19,10 +19,11 @@ extern "C" {
 typedef struct sd_engine sd_engine;
 
 typedef struct sd_engine_opts {
-    int max_seqs;         /* running sequences at most (batch size) */
-    int max_batch_tokens; /* tokens per step (prefill chunks + decodes) */
-    int max_waiting;      /* waiting queue bound; submit beyond it fails with SD_EFULL */
-    int32_t max_model_len;/* prompt + max_tokens at most (0 => model's max_position_embeddings) */
+    int max_seqs;          /* running sequences at most (batch size) */
+    int max_batch_tokens;  /* tokens per step (prefill chunks + decodes) */
+    int max_waiting;       /* waiting queue bound; submit beyond it fails with SD_EFULL */
+    int32_t max_model_len; /* prompt + max_tokens at most (0 => model's max_position_embeddings) */
+    int prefix_caching;    /* keep computed KV blocks for prompts that start the same (engine/prefix.h) */
 } sd_engine_opts;
 
 void sd_engine_opts_default(sd_engine_opts *o);
@@ -75,7 +76,7 @@ typedef struct sd_event {
     int32_t token;
     const char *text; /* UTF-8 released by this token (may be empty: held back for stop strings) */
     size_t text_len;
-    float logprob;    /* of the chosen token (raw logits' log-softmax) */
+    float logprob; /* of the chosen token (raw logits' log-softmax) */
     int n_top;
     const int32_t *top_ids;
     const float *top_logprobs;
@@ -109,8 +110,10 @@ void sd_engine_cancel(sd_engine *e, uint64_t id);
 
 typedef struct sd_engine_stats {
     int running, waiting;
-    int32_t kv_blocks_total, kv_blocks_used;
-    uint64_t prompt_tokens, generation_tokens; /* totals since start */
+    int32_t kv_blocks_total, kv_blocks_used;         /* used: held by sequences */
+    int32_t kv_blocks_cached;                        /* held only by the prefix cache (free on demand) */
+    uint64_t prefix_query_tokens, prefix_hit_tokens; /* prompt tokens looked up / found cached */
+    uint64_t prompt_tokens, generation_tokens;       /* totals since start */
     uint64_t steps, preemptions;
 } sd_engine_stats;
 

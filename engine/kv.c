@@ -7,7 +7,9 @@ struct sd_kv {
     int32_t n_blocks, block_size;
     int32_t *free_list; /* [n_blocks] stack of free ids; the top is reused first (warm) */
     int32_t n_free;
-    int32_t *refs; /* [n_blocks] reference counts, 0 = free */
+    int32_t *refs;   /* [n_blocks] reference counts, 0 = free */
+    uint8_t *cached; /* [n_blocks] 1: the prefix cache holds a reference (engine/prefix.c) */
+    int32_t n_idle;  /* cached blocks whose only reference is the cache's */
 };
 
 int sd_kv_init(sd_kv **ret, int32_t n_blocks, int32_t block_size, sd_diag *d)
@@ -20,7 +22,8 @@ int sd_kv_init(sd_kv **ret, int32_t n_blocks, int32_t block_size, sd_diag *d)
         return sd_diag_set(d, SD_ENOMEM, "kv: out of memory");
     kv->free_list = malloc((size_t)n_blocks * sizeof *kv->free_list);
     kv->refs = calloc((size_t)n_blocks, sizeof *kv->refs);
-    if (!kv->free_list || !kv->refs) {
+    kv->cached = calloc((size_t)n_blocks, 1);
+    if (!kv->free_list || !kv->refs || !kv->cached) {
         sd_kv_free(kv);
         return sd_diag_set(d, SD_ENOMEM, "kv: out of memory for %d blocks", n_blocks);
     }
@@ -40,6 +43,7 @@ void sd_kv_free(sd_kv *kv)
         return;
     free(kv->free_list);
     free(kv->refs);
+    free(kv->cached);
     free(kv);
 }
 
@@ -84,6 +88,7 @@ int sd_kv_retain(sd_kv *kv, int32_t block)
 {
     if (block < 0 || block >= kv->n_blocks || kv->refs[block] == 0)
         return SD_EINVAL;
+    kv->n_idle -= kv->cached[block] && kv->refs[block] == 1;
     kv->refs[block]++;
     return 0;
 }
@@ -94,6 +99,7 @@ int sd_kv_release(sd_kv *kv, int32_t block)
         return SD_EINVAL;
     if (--kv->refs[block] == 0)
         kv->free_list[kv->n_free++] = block;
+    kv->n_idle += kv->cached[block] && kv->refs[block] == 1;
     return 0;
 }
 
@@ -102,6 +108,20 @@ int32_t sd_kv_refcount(const sd_kv *kv, int32_t block)
     if (block < 0 || block >= kv->n_blocks)
         return -1;
     return kv->refs[block];
+}
+
+int sd_kv_set_cached(sd_kv *kv, int32_t block, int on)
+{
+    if (block < 0 || block >= kv->n_blocks || kv->refs[block] == 0 || kv->cached[block] == !!on)
+        return SD_EINVAL;
+    kv->cached[block] = (uint8_t) !!on;
+    kv->n_idle += (on ? 1 : -1) * (kv->refs[block] == 1);
+    return 0;
+}
+
+int32_t sd_kv_idle_cached(const sd_kv *kv)
+{
+    return kv->n_idle;
 }
 
 void sd_kv_seq_init(sd_kv_seq *s)
@@ -116,6 +136,21 @@ int32_t sd_kv_seq_needed(const sd_kv *kv, const sd_kv_seq *s, int32_t n_new)
     return want > s->n_blocks ? want - s->n_blocks : 0;
 }
 
+int sd_kv_seq_reserve(sd_kv_seq *s, int32_t want)
+{
+    if (want <= s->cap)
+        return 0;
+    int32_t cap = s->cap ? s->cap : 4;
+    while (cap < want)
+        cap *= 2;
+    int32_t *nb = realloc(s->blocks, (size_t)cap * sizeof *nb);
+    if (!nb)
+        return SD_ENOMEM;
+    s->blocks = nb;
+    s->cap = cap;
+    return 0;
+}
+
 int sd_kv_seq_append(sd_kv *kv, sd_kv_seq *s, int32_t n_new)
 {
     if (n_new < 0 || (int64_t)s->n_tokens + n_new > INT32_MAX)
@@ -123,17 +158,9 @@ int sd_kv_seq_append(sd_kv *kv, sd_kv_seq *s, int32_t n_new)
     int32_t need = sd_kv_seq_needed(kv, s, n_new);
     if (need > kv->n_free)
         return SD_EFULL;
-    int32_t want = s->n_blocks + need;
-    if (want > s->cap) {
-        int32_t cap = s->cap ? s->cap : 4;
-        while (cap < want)
-            cap *= 2;
-        int32_t *nb = realloc(s->blocks, (size_t)cap * sizeof *nb);
-        if (!nb)
-            return SD_ENOMEM;
-        s->blocks = nb;
-        s->cap = cap;
-    }
+    int rc = sd_kv_seq_reserve(s, s->n_blocks + need);
+    if (rc)
+        return rc;
     /* Cannot fail now: enough free blocks were checked above. */
     for (int32_t i = 0; i < need; i++)
         sd_kv_alloc(kv, &s->blocks[s->n_blocks++]);

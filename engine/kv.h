@@ -38,6 +38,12 @@ int sd_kv_release(sd_kv *kv, int32_t block);
 /* 0 for a free block, -1 for an out-of-range id. */
 int32_t sd_kv_refcount(const sd_kv *kv, int32_t block);
 
+/* The prefix cache's mark (engine/prefix.c): a cached block holds one reference of the cache's,
+ * set before the cache drops it. SD_EINVAL on a free block or an unchanged mark. */
+int sd_kv_set_cached(sd_kv *kv, int32_t block, int on);
+/* Cached blocks no sequence uses (only the cache's reference): free once evicted. O(1). */
+int32_t sd_kv_idle_cached(const sd_kv *kv);
+
 /* A sequence's block table: blocks[i] holds its tokens [i*block_size, (i+1)*block_size). */
 typedef struct sd_kv_seq {
     int32_t *blocks;  /* [n_blocks] block ids, malloc'd */
@@ -52,6 +58,8 @@ int32_t sd_kv_seq_needed(const sd_kv *kv, const sd_kv_seq *s, int32_t n_new);
 /* Grows the table to cover n_tokens + n_new tokens. All or nothing: SD_EFULL (or SD_ENOMEM)
  * leaves the table and the pool as they were. */
 int sd_kv_seq_append(sd_kv *kv, sd_kv_seq *s, int32_t n_new);
+/* Makes room for n_blocks entries in the table (no block taken). SD_ENOMEM on failure. */
+int sd_kv_seq_reserve(sd_kv_seq *s, int32_t n_blocks);
 /* Releases every block of the table and frees it; the sequence is empty afterwards and
  * may be reused. A NULL or empty sequence is a no-op. */
 void sd_kv_seq_release(sd_kv *kv, sd_kv_seq *s);

@@ -19,7 +19,14 @@ static void sync_counts(sd_sched *s)
 {
     atomic_store(&s->st_running, s->n_running);
     atomic_store(&s->st_waiting, s->n_waiting);
-    atomic_store(&s->st_blocks_used, sd_kv_used(s->kv));
+    atomic_store(&s->st_blocks_used, sd_kv_used(s->kv) - sd_kv_idle_cached(s->kv));
+    atomic_store(&s->st_blocks_cached, sd_kv_idle_cached(s->kv));
+    if (s->prefix) {
+        sd_prefix_stats ps;
+        sd_prefix_stats_get(s->prefix, &ps);
+        atomic_store(&s->st_prefix_query, (unsigned long long)ps.query_tokens);
+        atomic_store(&s->st_prefix_hit, (unsigned long long)ps.hit_tokens);
+    }
 }
 
 static void collect_eos(sd_sched *s)
@@ -95,6 +102,8 @@ int sd_sched_init(sd_sched **ret, const sd_model *m, sd_backend *b, const sd_eng
     set_limits(s, o);
     collect_eos(s);
     rc = sd_kv_init(&s->kv, b->kv_blocks, b->block_size, d);
+    if (rc == 0 && o->prefix_caching)
+        rc = sd_prefix_init(&s->prefix, s->kv, d);
     if (rc < 0) {
         sd_sched_free(s);
         return rc;
@@ -131,6 +140,7 @@ void sd_sched_free(sd_sched *s)
         s->waiting = r->next;
         sd_sched_req_free(r);
     }
+    sd_prefix_free(s->prefix);
     sd_kv_free(s->kv);
     free(s->running);
     free(s->batch);
@@ -194,17 +204,51 @@ static void blocks_release(sd_sched *s, sd_sched_req *r)
     sd_kv_seq_release(s->kv, &r->kv);
 }
 
+/* Blocks a sequence can take: the free ones and the cached ones no sequence uses. */
+static int32_t kv_free(const sd_sched *s)
+{
+    return sd_kv_available(s->kv) + sd_kv_idle_cached(s->kv);
+}
+
 /* Tokens the sequence can still add with the blocks it holds plus every free one. */
 static int32_t seq_room(const sd_sched *s, const sd_sched_req *r)
 {
-    return (r->kv.n_blocks + sd_kv_available(s->kv)) * s->block_size - r->n_computed;
+    return (r->kv.n_blocks + kv_free(s)) * s->block_size - r->n_computed;
 }
 
-/* Grows the block table to cover positions [0, n_tokens) (the caller checked seq_room, so
- * only SD_ENOMEM for the table itself can fail). */
+/* Grows the block table to cover positions [0, n_tokens), evicting idle cached blocks first
+ * when the free ones fall short (the caller checked seq_room, so only SD_ENOMEM for the table
+ * itself can fail). */
 static int blocks_cover(sd_sched *s, sd_sched_req *r, int32_t n_tokens)
 {
-    return n_tokens > r->kv.n_tokens ? sd_kv_seq_append(s->kv, &r->kv, n_tokens - r->kv.n_tokens) : 0;
+    if (n_tokens <= r->kv.n_tokens)
+        return 0;
+    int32_t need = sd_kv_seq_needed(s->kv, &r->kv, n_tokens - r->kv.n_tokens);
+    if (s->prefix && need > sd_kv_available(s->kv))
+        sd_prefix_evict(s->prefix, need);
+    return sd_kv_seq_append(s->kv, &r->kv, n_tokens - r->kv.n_tokens);
+}
+
+/* Caches the full blocks of the sequence's computed tokens. */
+static void prefix_keep(sd_sched *s, const sd_sched_req *r)
+{
+    if (s->prefix)
+        sd_prefix_insert(s->prefix, r->tokens, r->n_computed, r->kv.blocks);
+}
+
+/* An arriving sequence takes the cached blocks its tokens start with; at least one token is
+ * left to compute (its row gives the next token), and prompts whose logprobs are asked for
+ * compute every row. */
+static void prefix_reuse(sd_sched *s, sd_sched_req *r)
+{
+    if (!s->prefix || r->n_computed || r->kv.n_blocks || (r->prompt_logprobs && !r->prompt_done))
+        return;
+    int32_t max = (r->n_tokens - 1) / s->block_size;
+    if (max <= 0 || sd_kv_seq_reserve(&r->kv, max) != 0)
+        return;
+    int32_t k = sd_prefix_match(s->prefix, r->tokens, r->n_tokens, max, r->kv.blocks);
+    r->kv.n_blocks = k;
+    r->kv.n_tokens = r->n_computed = k * s->block_size;
 }
 
 static void running_remove(sd_sched *s, sd_sched_req *r)
@@ -222,6 +266,8 @@ static void running_remove(sd_sched *s, sd_sched_req *r)
  * are already right), then the final event, then the request is freed. */
 static void finish_running(sd_sched *s, sd_sched_req *r, int fin_or_err, const char *msg)
 {
+    if (fin_or_err > 0) /* after an error the cache may hold anything */
+        prefix_keep(s, r);
     blocks_release(s, r);
     running_remove(s, r);
     sync_counts(s);
@@ -329,9 +375,13 @@ static int plan_admit(sd_sched *s, int n, int pf)
 {
     while (s->waiting && s->n_running < s->max_seqs && pf > 0) {
         sd_sched_req *r = s->waiting;
+        prefix_reuse(s, r);
         int32_t want = imin(r->n_tokens - r->n_computed, pf);
-        if (sd_kv_seq_needed(s->kv, &r->kv, r->n_computed + want - r->kv.n_tokens) > sd_kv_available(s->kv))
+        if (sd_kv_seq_needed(s->kv, &r->kv, r->n_computed + want - r->kv.n_tokens) > kv_free(s)) {
+            blocks_release(s, r); /* waiting requests hold no blocks */
+            r->n_computed = 0;
             break;
+        }
         s->waiting = r->next;
         r->next = NULL;
         s->n_waiting--;
@@ -414,6 +464,8 @@ static void process(sd_sched *s, int n, int sampled)
             sd_sched__prompt_rows(s, r, q->pos, q->n_tokens, s->logits + off * (size_t)s->vocab);
         off += (size_t)rows;
         r->n_computed += q->n_tokens;
+        if (q->pos < r->n_prompt && r->n_computed >= r->n_prompt)
+            prefix_keep(s, r); /* the prompt is in: later arrivals may share it at once */
         if (r->n_computed < r->n_tokens)
             continue; /* a prefill chunk that is not the last */
         const sd_sample_out *o = sampled && s->sslot[k] >= 0 ? &s->sout[s->sslot[k]] : NULL;
@@ -476,6 +528,9 @@ void sd_sched_stats(const sd_sched *s, sd_engine_stats *st)
     st->waiting = atomic_load(&s->st_waiting);
     st->kv_blocks_total = sd_kv_total(s->kv);
     st->kv_blocks_used = atomic_load(&s->st_blocks_used);
+    st->kv_blocks_cached = atomic_load(&s->st_blocks_cached);
+    st->prefix_query_tokens = atomic_load(&s->st_prefix_query);
+    st->prefix_hit_tokens = atomic_load(&s->st_prefix_hit);
     st->prompt_tokens = atomic_load(&s->st_prompt_tokens);
     st->generation_tokens = atomic_load(&s->st_gen_tokens);
     st->steps = atomic_load(&s->st_steps);

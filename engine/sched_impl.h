@@ -8,6 +8,7 @@
 #include "kv.h"
 #include "model.h"
 #include "model_config.h"
+#include "prefix.h"
 #include "sample_req.h"
 #include "sched.h"
 #include "stopstr.h"
@@ -54,7 +55,8 @@ struct sd_sched {
     int32_t eos[SD_MAX_EOS + 1];
     int n_eos;
 
-    sd_kv *kv; /* the KV block pool (ids index the backend's cache) */
+    sd_kv *kv;         /* the KV block pool (ids index the backend's cache) */
+    sd_prefix *prefix; /* automatic prefix caching, or NULL (engine opts prefix_caching) */
 
     sd_sched_req *waiting;  /* head of the queue: preempted first, then priority, FIFO */
     sd_sched_req **running; /* [max_seqs] in admission order: the last is the newest */
@@ -80,7 +82,8 @@ struct sd_sched {
     int *sslot;          /* [max_seqs] the request of each batch entry in sreq, -1 for none */
 
     /* counters read by any thread */
-    atomic_int st_running, st_waiting, st_blocks_used;
+    atomic_int st_running, st_waiting, st_blocks_used, st_blocks_cached;
+    atomic_ullong st_prefix_query, st_prefix_hit;
     atomic_ullong st_prompt_tokens, st_gen_tokens, st_steps, st_preemptions;
 };
 

@@ -176,6 +176,7 @@ int sd_admin_models_load(sd_admin_models *mm, const char *dir, const char *name,
         eo.max_batch_tokens = c->max_batch_tokens;
         eo.max_waiting = c->max_queue;
         eo.max_model_len = c->max_model_len;
+        eo.prefix_caching = c->prefix_caching;
         rc = sd_engine_init(&in->engine, in->model, in->backend, &eo, d);
     }
     if (rc == 0 && !(in->name = strdup(name && *name ? name : sd_model_name(in->model))))

@@ -54,6 +54,9 @@ static const opt opts[] = {
     {"max_model_len", OPT_INT, O(max_model_len), "0", 0, 1 << 24, NULL,
      "prompt + generated tokens at most (0 => the model's max_position_embeddings)"},
     {"kv_blocks", OPT_INT, O(kv_blocks), "0", 0, 1 << 26, NULL, "KV-cache blocks (0 => backend default)"},
+    {"prefix_caching", OPT_BOOL, O(prefix_caching), "true", 0, 0, NULL,
+     "keep the KV blocks of computed prompts and outputs; a prompt that starts with the same tokens "
+     "(system prompt, earlier chat turns) reuses them instead of recomputing"},
     {"block_size", OPT_INT, O(block_size), "16", 1, 1024, NULL, "tokens per KV-cache block"},
     {"max_connections", OPT_INT, O(max_connections), "1024", 1, 1 << 20, NULL, "concurrent HTTP connections"},
     {"max_connections_per_ip", OPT_INT, O(max_connections_per_ip), "256", 0, 1 << 20, NULL,

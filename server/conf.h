@@ -29,8 +29,9 @@ typedef struct sd_conf {
     int max_seqs;
     int max_batch_tokens;
     int max_queue;
-    int max_model_len; /* 0 => the model's */
-    int kv_blocks;     /* 0 => backend default */
+    int prefix_caching; /* bool: keep computed KV blocks for prompts that start the same */
+    int max_model_len;  /* 0 => the model's */
+    int kv_blocks;      /* 0 => backend default */
     int block_size;
     int max_connections;
     int max_connections_per_ip; /* 0 => no per-address limit */

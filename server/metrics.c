@@ -189,21 +189,30 @@ static void render_gauges(buf *b, const sd_engine_stats *st, int ready)
     if (!st)
         return;
     double usage = st->kv_blocks_total > 0 ? (double)st->kv_blocks_used / st->kv_blocks_total : 0.0;
-    bprintf(b,
-            "# HELP sparsed_num_requests_running Sequences in the running batch.\n"
-            "# TYPE sparsed_num_requests_running gauge\nsparsed_num_requests_running %d\n"
-            "# HELP sparsed_num_requests_waiting Sequences waiting to be scheduled.\n"
-            "# TYPE sparsed_num_requests_waiting gauge\nsparsed_num_requests_waiting %d\n"
-            "# HELP sparsed_kv_cache_usage_ratio Fraction of KV-cache blocks in use.\n"
-            "# TYPE sparsed_kv_cache_usage_ratio gauge\nsparsed_kv_cache_usage_ratio %.6f\n"
-            "# HELP sparsed_kv_cache_blocks_total KV-cache blocks in the pool.\n"
-            "# TYPE sparsed_kv_cache_blocks_total gauge\nsparsed_kv_cache_blocks_total %d\n"
-            "# HELP sparsed_engine_steps_total Engine iterations run.\n"
-            "# TYPE sparsed_engine_steps_total counter\nsparsed_engine_steps_total %llu\n"
-            "# HELP sparsed_preemptions_total Sequences preempted for KV-cache space.\n"
-            "# TYPE sparsed_preemptions_total counter\nsparsed_preemptions_total %llu\n",
-            st->running, st->waiting, usage, (int)st->kv_blocks_total, (unsigned long long)st->steps,
-            (unsigned long long)st->preemptions);
+    bprintf(
+        b,
+        "# HELP sparsed_num_requests_running Sequences in the running batch.\n"
+        "# TYPE sparsed_num_requests_running gauge\nsparsed_num_requests_running %d\n"
+        "# HELP sparsed_num_requests_waiting Sequences waiting to be scheduled.\n"
+        "# TYPE sparsed_num_requests_waiting gauge\nsparsed_num_requests_waiting %d\n"
+        "# HELP sparsed_kv_cache_usage_ratio Fraction of KV-cache blocks held by sequences.\n"
+        "# TYPE sparsed_kv_cache_usage_ratio gauge\nsparsed_kv_cache_usage_ratio %.6f\n"
+        "# HELP sparsed_kv_cache_blocks_total KV-cache blocks in the pool.\n"
+        "# TYPE sparsed_kv_cache_blocks_total gauge\nsparsed_kv_cache_blocks_total %d\n"
+        "# HELP sparsed_engine_steps_total Engine iterations run.\n"
+        "# TYPE sparsed_engine_steps_total counter\nsparsed_engine_steps_total %llu\n"
+        "# HELP sparsed_preemptions_total Sequences preempted for KV-cache space.\n"
+        "# TYPE sparsed_preemptions_total counter\nsparsed_preemptions_total %llu\n"
+        "# HELP sparsed_kv_cache_blocks_cached KV-cache blocks only the prefix cache holds (free on "
+        "demand).\n"
+        "# TYPE sparsed_kv_cache_blocks_cached gauge\nsparsed_kv_cache_blocks_cached %d\n"
+        "# HELP sparsed_prefix_cache_queries_total Prompt tokens looked up in the prefix cache.\n"
+        "# TYPE sparsed_prefix_cache_queries_total counter\nsparsed_prefix_cache_queries_total %llu\n"
+        "# HELP sparsed_prefix_cache_hits_total Prompt tokens found in the prefix cache (not recomputed).\n"
+        "# TYPE sparsed_prefix_cache_hits_total counter\nsparsed_prefix_cache_hits_total %llu\n",
+        st->running, st->waiting, usage, (int)st->kv_blocks_total, (unsigned long long)st->steps,
+        (unsigned long long)st->preemptions, (int)st->kv_blocks_cached,
+        (unsigned long long)st->prefix_query_tokens, (unsigned long long)st->prefix_hit_tokens);
 }
 
 void sd_metrics_set_extra(sd_metrics *m, char *(*fn)(void *ud), void *ud)

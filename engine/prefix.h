@@ -1,0 +1,49 @@
+/* prefix: automatic prefix caching. Full KV blocks that sequences computed stay in the pool,
+ * found by their content — a chain hash of every token up to the end of the block, checked
+ * against the block's own tokens — so a prompt that starts with the same tokens (a system prompt,
+ * the earlier turns of a chat) takes those blocks instead of recomputing them. The cache holds
+ * one reference per block (engine/kv.h) and gives idle blocks back, least recently used first,
+ * when the pool runs short. Not thread-safe: the engine thread owns it, like the pool. */
+#ifndef SD_PREFIX_H
+#define SD_PREFIX_H
+
+#include <stdint.h>
+
+#include "diag.h"
+#include "kv.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sd_prefix sd_prefix;
+
+int sd_prefix_init(sd_prefix **ret, sd_kv *kv, sd_diag *d);
+/* Drops every cached block's reference. NULL is a no-op. */
+void sd_prefix_free(sd_prefix *p);
+
+/* Caches the full blocks of tokens [0, n_tokens) whose K/V are in `blocks` (a sequence's table);
+ * blocks already cached with that content are left as they are. Best effort: out of memory only
+ * caches less. */
+void sd_prefix_insert(sd_prefix *p, const int32_t *tokens, int32_t n_tokens, const int32_t *blocks);
+
+/* The longest run of cached blocks that tokens [0, n_tokens) starts with, at most max_blocks:
+ * their ids go to out[] with a reference each for the caller (a sequence's table). */
+int32_t sd_prefix_match(sd_prefix *p, const int32_t *tokens, int32_t n_tokens, int32_t max_blocks,
+                        int32_t *out);
+
+/* Gives idle cached blocks back to the pool, least recently used first, until `need` blocks
+ * are free or none is idle. Returns the number freed. */
+int32_t sd_prefix_evict(sd_prefix *p, int32_t need);
+
+typedef struct sd_prefix_stats {
+    int32_t blocks;        /* cached blocks (idle or in use) */
+    uint64_t query_tokens; /* prompt tokens looked up */
+    uint64_t hit_tokens;   /* of those, found cached */
+} sd_prefix_stats;
+void sd_prefix_stats_get(const sd_prefix *p, sd_prefix_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

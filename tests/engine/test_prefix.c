@@ -1,0 +1,263 @@
+/* test_prefix: automatic prefix caching (engine/prefix.c) — the cache on its own over a KV pool
+ * (matches, partial matches, references, LRU eviction order, table deletions), then through the
+ * scheduler on the CPU backend and the bundled tiny model: a request whose prompt starts like an
+ * earlier one reuses its blocks and gives exactly the tokens and logprobs of a run without the
+ * cache; a full pool evicts cached blocks instead of refusing work. */
+#include "engine/prefix.h"
+
+#include "tests/engine/sched_util.h"
+
+#define BS 4
+
+static void fill(int32_t *t, int n, int32_t base)
+{
+    for (int i = 0; i < n; i++)
+        t[i] = base + i;
+}
+
+/* Takes a fresh table of n tokens from the pool (the sequence's own blocks). */
+static int take(sd_kv *kv, sd_kv_seq *s, int32_t n)
+{
+    sd_kv_seq_init(s);
+    return sd_kv_seq_append(kv, s, n);
+}
+
+static void test_match_and_refs(void)
+{
+    sd_kv *kv = NULL;
+    sd_prefix *p = NULL;
+    REQUIRE(sd_kv_init(&kv, 16, BS, NULL) == 0 && sd_prefix_init(&p, kv, NULL) == 0);
+    int32_t a[14], out[8];
+    fill(a, 14, 100);
+    sd_kv_seq s;
+    REQUIRE(take(kv, &s, 14) == 0); /* 4 blocks, the last partial */
+    sd_prefix_insert(p, a, 14, s.blocks);
+    sd_prefix_stats st;
+    sd_prefix_stats_get(p, &st);
+    CHECK(st.blocks == 3); /* full blocks only */
+    CHECK(sd_kv_refcount(kv, s.blocks[0]) == 2 && sd_kv_refcount(kv, s.blocks[3]) == 1);
+    sd_kv_seq_release(kv, &s);
+    CHECK(sd_kv_idle_cached(kv) == 3 && sd_kv_available(kv) == 13);
+
+    /* same first 9 tokens, then different: two blocks match */
+    int32_t b[12];
+    fill(b, 12, 100);
+    b[9] = 7;
+    int32_t k = sd_prefix_match(p, b, 12, 8, out);
+    CHECK_MSG(k == 2, "matched %d blocks", k);
+    CHECK(sd_kv_refcount(kv, out[0]) == 2 && sd_kv_idle_cached(kv) == 1);
+    /* max_blocks caps it; a different first token matches nothing */
+    CHECK(sd_prefix_match(p, a, 14, 1, out + 2) == 1);
+    b[0] = 5;
+    CHECK(sd_prefix_match(p, b, 12, 8, out + 3) == 0);
+    /* a block's tokens at another position (another parent) do not match */
+    CHECK(sd_prefix_match(p, a + 4, 8, 8, out + 3) == 0);
+    for (int i = 0; i < 3; i++)
+        sd_kv_release(kv, out[i]);
+    CHECK(sd_kv_idle_cached(kv) == 3);
+    sd_prefix_stats_get(p, &st);
+    CHECK(st.hit_tokens == 3 * BS);
+    sd_prefix_free(p);
+    CHECK(sd_kv_available(kv) == 16 && sd_kv_idle_cached(kv) == 0);
+    sd_kv_free(kv);
+}
+
+/* Eviction frees idle blocks only, a chain's later blocks before its first ones, the least
+ * recently used chain first; lookups of what is left still work after the deletions. */
+static void test_evict_order(void)
+{
+    sd_kv *kv = NULL;
+    sd_prefix *p = NULL;
+    REQUIRE(sd_kv_init(&kv, 12, BS, NULL) == 0 && sd_prefix_init(&p, kv, NULL) == 0);
+    int32_t x[12], y[12], out[3];
+    fill(x, 12, 0);
+    fill(y, 12, 1000);
+    sd_kv_seq sx, sy;
+    REQUIRE(take(kv, &sx, 12) == 0 && take(kv, &sy, 12) == 0);
+    sd_prefix_insert(p, x, 12, sx.blocks);
+    sd_prefix_insert(p, y, 12, sy.blocks);
+    int32_t x0 = sx.blocks[0], x2 = sx.blocks[2], y0 = sy.blocks[0];
+    sd_kv_seq_release(kv, &sx);
+    /* y's blocks are still held by its sequence: not evictable */
+    CHECK(sd_kv_idle_cached(kv) == 3 && sd_kv_available(kv) == 6);
+    CHECK(sd_prefix_evict(p, 7) == 1); /* x is older: its last block goes first */
+    CHECK(sd_kv_refcount(kv, x2) == 0 && sd_kv_refcount(kv, x0) == 1);
+    CHECK(sd_prefix_match(p, x, 12, 3, out) == 2); /* x's first two blocks still match */
+    sd_kv_release(kv, out[0]);
+    sd_kv_release(kv, out[1]);
+    CHECK(sd_prefix_evict(p, 100) == 2); /* every idle block; y's stay */
+    CHECK(sd_kv_available(kv) == 9 && sd_kv_refcount(kv, y0) == 2);
+    CHECK(sd_prefix_match(p, y, 12, 3, out) == 3);
+    for (int i = 0; i < 3; i++)
+        sd_kv_release(kv, out[i]);
+    sd_kv_seq_release(kv, &sy);
+    CHECK(sd_prefix_evict(p, 100) == 3 && sd_kv_available(kv) == 12);
+    sd_prefix_free(p);
+    sd_kv_free(kv);
+}
+
+/* Many chains in a small table: deletions (backward shift) keep every other entry findable. */
+static void test_table_churn(void)
+{
+    sd_kv *kv = NULL;
+    sd_prefix *p = NULL;
+    REQUIRE(sd_kv_init(&kv, 64, BS, NULL) == 0 && sd_prefix_init(&p, kv, NULL) == 0);
+    int32_t t[64][BS], out[1];
+    int live[64] = {0}, errors = 0;
+    uint64_t rng = 1;
+    for (int round = 0; round < 2000; round++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        int i = (int)(rng >> 33) % 64;
+        if (!live[i]) {
+            sd_kv_seq s;
+            fill(t[i], BS, 10 * (round + 1));
+            if (take(kv, &s, BS) == 0) {
+                sd_prefix_insert(p, t[i], BS, s.blocks);
+                sd_kv_seq_release(kv, &s);
+                live[i] = 1;
+            } else {
+                sd_prefix_evict(p, 1);
+            }
+        } else if (rng & (1ull << 20)) {
+            errors += sd_prefix_match(p, t[i], BS, 1, out) != 1;
+            if (out[0] >= 0)
+                sd_kv_release(kv, out[0]);
+        } else {
+            sd_prefix_evict(p, sd_kv_available(kv) + 1); /* drops the least recent idle block */
+            for (int j = 0; j < 64; j++)
+                if (live[j] && sd_prefix_match(p, t[j], BS, 1, out) == 1)
+                    sd_kv_release(kv, out[0]);
+                else
+                    live[j] = 0;
+        }
+    }
+    CHECK_MSG(errors == 0, "%d cached chains not found", errors);
+    sd_prefix_free(p);
+    CHECK(sd_kv_available(kv) == 64);
+    sd_kv_free(kv);
+}
+
+/* ---- through the scheduler ---- */
+
+/* Runs the requests one after the other on one scheduler (so later ones may hit the cache). */
+static int run_in_turn(sd_backend *b, int caching, sd_request_params *ps, res *rs, int n, sd_engine_stats *st)
+{
+    sd_engine_opts o;
+    opts(&o, 4, 512);
+    o.prefix_caching = caching;
+    sd_sched *s = NULL;
+    sd_diag d = {0};
+    int rc = sd_sched_init(&s, M, b, &o, &d);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        sd_sched_req *r = NULL;
+        rc = sd_sched_req_new(s, &ps[i], on_event, &rs[i], (uint64_t)i + 1, &r, &d);
+        if (rc == 0)
+            sd_sched_add(s, r);
+        for (int guard = 0; rc == 0 && sd_sched_has_work(s) && guard < 100000; guard++)
+            rc = sd_sched_step(s, &d);
+    }
+    if (rc < 0)
+        fprintf(stderr, "run: %s\n", sd_diag_str(&d, rc));
+    if (s && st)
+        sd_sched_stats(s, st);
+    sd_sched_free(s);
+    return rc;
+}
+
+static const char *SYS = "You are a careful Python reviewer. Answer briefly and show code.\n\n"
+                         "def parse(line):\n    key, _, value = line.partition('=')\n    return key.strip(),";
+
+static void test_reuse_is_exact(void)
+{
+    if (!M)
+        SKIP("models/tiny did not load");
+    const char *tails[3] = {" value.strip()\n", " value\n\n# usage", " int(value)\n"};
+    int32_t *ids[3], n[3];
+    char buf[1024];
+    for (int i = 0; i < 3; i++) {
+        snprintf(buf, sizeof buf, "%s%s", SYS, tails[i]);
+        ids[i] = encode(buf, &n[i]);
+        REQUIRE(ids[i]);
+    }
+    sd_request_params ps[3];
+    res on[3] = {0}, off[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        greedy_params(&ps[i], ids[i], n[i], 24);
+        ps[i].logprobs = 2;
+    }
+    sd_backend *b = backend_new(64, 16);
+    REQUIRE(b);
+    sd_engine_stats st_on, st_off;
+    CHECK(run_in_turn(b, 1, ps, on, 3, &st_on) == 0);
+    CHECK(run_in_turn(b, 0, ps, off, 3, &st_off) == 0);
+    CHECK_MSG(st_on.prefix_hit_tokens >= 2 * 16, "hit tokens %llu",
+              (unsigned long long)st_on.prefix_hit_tokens);
+    CHECK(st_off.prefix_hit_tokens == 0);
+    CHECK(st_on.kv_blocks_used == 0 && st_on.kv_blocks_cached > 0 && st_off.kv_blocks_cached == 0);
+    for (int i = 0; i < 3; i++) {
+        CHECK_MSG(on[i].n == off[i].n && on[i].n == 24, "request %d: %d vs %d tokens", i, on[i].n, off[i].n);
+        CHECK_MSG(!memcmp(on[i].tok, off[i].tok, sizeof on[i].tok[0] * (size_t)on[i].n), "request %d tokens",
+                  i);
+        CHECK_MSG(!memcmp(on[i].lp, off[i].lp, sizeof on[i].lp[0] * (size_t)on[i].n), "request %d logprobs",
+                  i);
+        CHECK(on[i].done_prompt == n[i]); /* usage counts the whole prompt, cached or not */
+        res_reset(&on[i]);
+        res_reset(&off[i]);
+        free(ids[i]);
+    }
+    sd_backend_free(b);
+}
+
+/* A pool of 8 blocks of 8 tokens, requests of 40 tokens (5 blocks): the second must evict what
+ * the first left cached (its last blocks first), all complete, and the first prompt asked again
+ * still finds its first blocks. */
+static void test_full_pool_evicts(void)
+{
+    if (!M)
+        SKIP("models/tiny did not load");
+    static const char *P[] = {"def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n   ",
+                              "The server listens on port 8080 and answers every request with",
+                              "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n   "};
+    int32_t *ids[3], n[3];
+    sd_request_params ps[3];
+    res rs[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        ids[i] = encode(P[i], &n[i]);
+        REQUIRE(ids[i]);
+        REQUIRE(n[i] >= 17 && n[i] < 40);
+        greedy_params(&ps[i], ids[i], n[i], 40 - n[i]);
+    }
+    sd_backend *b = backend_new(8, 8);
+    REQUIRE(b);
+    sd_engine_stats st;
+    CHECK(run_in_turn(b, 1, ps, rs, 3, &st) == 0);
+    for (int i = 0; i < 3; i++)
+        CHECK_MSG(rs[i].n_final == 1 && rs[i].n_error == 0 && rs[i].n == 40 - n[i],
+                  "request %d: %d tokens", i, rs[i].n);
+    CHECK_MSG(!memcmp(rs[0].tok, rs[2].tok, sizeof rs[0].tok[0] * (size_t)rs[0].n),
+              "same prompt, other tokens");
+    CHECK(st.preemptions == 0 && st.kv_blocks_used == 0);
+    CHECK_MSG(st.prefix_hit_tokens == 16, "hit tokens %llu (the repeated prompt's two full blocks)",
+              (unsigned long long)st.prefix_hit_tokens);
+    for (int i = 0; i < 3; i++) {
+        res_reset(&rs[i]);
+        free(ids[i]);
+    }
+    sd_backend_free(b);
+}
+
+int main(void)
+{
+    sd_diag d = {0};
+    if (sd_model_open(&M, MODEL_DIR, &d) != 0) {
+        fprintf(stderr, "model: %s\n", d.msg);
+        M = NULL;
+    }
+    RUN(test_match_and_refs);
+    RUN(test_evict_order);
+    RUN(test_table_churn);
+    RUN(test_reuse_is_exact);
+    RUN(test_full_pool_evicts);
+    sd_model_free(M);
+    return sd_test_done();
+}
