@@ -26,8 +26,12 @@ static inline float hsum8(const v8f *p)
 }
 
 /* The AVX2 clone of the matmul loops is picked once at load time (ifunc); every call in a
- * process uses the same one, so results stay reproducible within a run. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+ * process uses the same one, so results stay reproducible within a run. Not under the
+ * sanitizers: GCC instruments the generated resolver, which ld.so runs while relocating the
+ * executable, before the sanitizer runtime has set up its thread state — under TSan its
+ * __tsan_func_entry call segfaults before main (every TSan binary died at start-up, rc 139). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) &&     \
+    !defined(__SANITIZE_THREAD__)
 #define SD_MULTIVERSION __attribute__((target_clones("avx2", "default")))
 #else
 #define SD_MULTIVERSION

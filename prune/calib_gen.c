@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/model.h"
+#include "prune/cancel.h"
 
 void sd_calib_gen_opts_default(sd_calib_gen_opts *o)
 {
@@ -166,7 +167,7 @@ int sd_calib_generate(sd_backend *b, const sd_model *m, const sd_calib_set *prom
         for (int32_t i = 0; i < prompts->n; i++)
             target += o->max_new_tokens;
     while (rc == 0) {
-        if (cancel && *cancel) {
+        if (sd_cancel_requested(cancel)) {
             rc = sd_diag_set(d, SD_ECANCEL, "generate: cancelled");
             break;
         }
@@ -269,7 +270,7 @@ int sd_calib_replay(sd_backend *b, const sd_calib_set *s, const sd_calib_replay_
     for (int32_t i = 0; i < s->n; i++)
         total += s->seqs[i].n;
     for (int32_t i = 0; i < s->n && rc == 0;) {
-        if (cancel && *cancel) {
+        if (sd_cancel_requested(cancel)) {
             rc = sd_diag_set(d, SD_ECANCEL, "replay: cancelled");
             break;
         }

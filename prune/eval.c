@@ -9,6 +9,7 @@
 #include "engine/backend.h"
 #include "engine/model.h"
 #include "prune/calib.h"
+#include "prune/cancel.h"
 
 void sd_eval_spec_default(sd_eval_spec *s)
 {
@@ -86,7 +87,7 @@ static int perplexity(eval_model *e, const sd_calib_set *text, double *ppl, int6
     int64_t n = 0;
     int rc = lp ? 0 : sd_diag_set(d, SD_ENOMEM, "eval: out of memory");
     for (int32_t i = 0; i < text->n && rc == 0; i++) {
-        if (cancel && *cancel) {
+        if (sd_cancel_requested(cancel)) {
             rc = sd_diag_set(d, SD_ECANCEL, "eval: cancelled");
             break;
         }
@@ -117,7 +118,7 @@ static int fidelity(eval_model *ref, eval_model *e, const sd_calib_set *gen, sd_
     int64_t n = 0, agree = 0;
     int rc = lr && lm && rl ? 0 : sd_diag_set(d, SD_ENOMEM, "eval: out of memory");
     for (int32_t i = 0; i < gen->n && rc == 0; i++) {
-        if (cancel && *cancel) {
+        if (sd_cancel_requested(cancel)) {
             rc = sd_diag_set(d, SD_ECANCEL, "eval: cancelled");
             break;
         }

@@ -405,7 +405,7 @@ static int write_checkpoint(sd__job *j)
         rc = sd_ckptw_copy_file(w, j->spec->model_dir, side[i], i == 0, j->d);
     if (rc == 0 && !(prov = provenance(j, sha)))
         rc = sd_diag_set(j->d, SD_ENOMEM, "prune: out of memory");
-    if (rc == 0 && j->cancel && *j->cancel)
+    if (rc == 0 && sd_cancel_requested(j->cancel))
         rc = sd_diag_set(j->d, SD_ECANCEL, "prune: cancelled before the checkpoint was committed");
     if (rc == 0)
         rc = sd_ckptw_commit(w, prov, j->d);

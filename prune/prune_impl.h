@@ -11,6 +11,7 @@
 #include "engine/cuda_capture.h"
 #include "engine/model.h"
 #include "prune/calib.h"
+#include "prune/cancel.h"
 #include "prune/hess.h"
 #include <pthread.h>
 

@@ -56,7 +56,7 @@ static int cap_hook(void *ud, int32_t layer, sd_capture_site site, const float *
 {
     sd__cap *c = ud;
     sd__job *j = c->j;
-    if (j->cancel && *j->cancel)
+    if (sd_cancel_requested(j->cancel))
         return SD_ECANCEL;
     sd_hess *h = cap_target(c, layer, site);
     int rc = 0;
@@ -71,7 +71,7 @@ static int cap_hook_cuda(void *ud, int32_t layer, sd_capture_site site, const vo
 {
     sd__cap *c = ud;
     sd__job *j = c->j;
-    if (j->cancel && *j->cancel)
+    if (sd_cancel_requested(j->cancel))
         return SD_ECANCEL;
     sd_hess *h = cap_target(c, layer, site);
     const uint16_t *rows = x; /* bf16 [T, cols] */
@@ -253,7 +253,7 @@ int sd__prune_layer(sd__job *j, int32_t layer)
     for (int which = 0; which < SD_LIN_N && rc == 0; which++) {
         if (!(j->spec->modules & (1u << which)))
             continue;
-        if (j->cancel && *j->cancel)
+        if (sd_cancel_requested(j->cancel))
             rc = sd_diag_set(j->d, SD_ECANCEL, "prune: cancelled at layer %d", layer);
         else
             rc = solve_linear(j, layer, which, &so, &ss[lin_site[which]]);

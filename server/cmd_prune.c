@@ -12,6 +12,7 @@
 
 #include "engine/cpu_pool.h"
 #include "kernels/nm_format.h"
+#include "prune/cancel.h"
 #include "prune/prune.h"
 #include "prune/prune_bench.h"
 #include "prune/prune_cuda.h"
@@ -20,9 +21,10 @@
 
 static volatile int g_cancel; /* signal flag: set by SIGINT/SIGTERM, read by the job */
 
+/* Atomic store: the signal may land on a CPU pool worker while the job thread polls it. */
 static void on_signal(int sig)
 {
-    g_cancel = 1;
+    sd_cancel_request(&g_cancel);
 }
 
 static void usage(FILE *f)

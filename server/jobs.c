@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "prune/cancel.h"
 #include "server/jobs_impl.h"
 #include "server/log.h"
 
@@ -28,7 +29,7 @@ typedef struct job {
     json_t *rec;         /* the record, under j->mu */
     sd_jobs__spec spec;  /* jobs of this process until they finish; zeroed for loaded records */
     char *prompts_path;  /* inline prompts written here, removed when the job ends */
-    volatile int cancel; /* read by sd_prune_run at its safe points */
+    volatile int cancel; /* read by sd_prune_run at its safe points; set through sd_cancel_request */
     double last_persist; /* monotonic seconds */
     int last_phase;
     struct job *next;
@@ -497,7 +498,7 @@ void sd_jobs_free(sd_jobs *j)
     j->stopping = 1;
     for (job *jb = j->head; jb; jb = jb->next)
         if (jb->state == JS_RUNNING)
-            jb->cancel = 1;
+            sd_cancel_request(&jb->cancel);
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     if (j->worker_started)
@@ -630,7 +631,7 @@ int sd_jobs_cancel(sd_jobs *j, const char *id, json_t **ret)
         set_error(jb, "cancelled");
         json_object_set_new(jb->rec, "cancel_requested", json_true());
     } else if (jb->state == JS_RUNNING) {
-        jb->cancel = 1; /* sd_prune_run stops at its next safe point */
+        sd_cancel_request(&jb->cancel); /* sd_prune_run stops at its next safe point */
         json_object_set_new(jb->rec, "cancel_requested", json_true());
     } else {
         rc = SD_EINVAL;
