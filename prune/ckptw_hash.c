@@ -2,6 +2,8 @@
  * .safetensors files in name order. */
 #include "prune/ckptw.h"
 
+#include "prune/cancel.h"
+
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,7 +129,7 @@ static int hash_file(sha256 *s, const char *path, const volatile int *stop, cons
     int stopped = 0;
     while (!stopped && (k = fread(buf, 1, cap, f)) > 0) {
         sha_update(s, buf, k);
-        stopped = (stop && *stop) || (cancel && *cancel);
+        stopped = sd_cancel_requested(stop) || sd_cancel_requested(cancel);
     }
     int bad = ferror(f);
     free(buf);

@@ -351,7 +351,8 @@ static int hash_join(sd__job *j, int stop, char hex[65])
     sd__hash_job *h = &j->hash;
     if (!h->started) /* no thread (it could not start, or already joined) */
         return stop ? 0 : sd_ckptw_hash_dir(j->spec->model_dir, hex, NULL, j->cancel, j->d);
-    h->stop = stop;
+    if (stop)
+        sd_cancel_request(&h->stop);
     pthread_join(h->th, NULL);
     h->started = 0;
     if (stop)
