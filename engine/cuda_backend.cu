@@ -215,6 +215,15 @@ typedef struct synth_arg {
     uint64_t seed;
 } synth_arg;
 
+/* a->n, a->m from `pattern` ("dense" or N:M); SD_EINVAL naming it otherwise. */
+static int synth_pattern(const char *pattern, synth_arg *a, sd_diag *d)
+{
+    if (sd_synth_pattern_parse(pattern, &a->n, &a->m))
+        return sd_diag_set(d, SD_EINVAL, "synthetic weights: pattern '%s' (dense or N:M with 2N = M, M | 32)",
+                           pattern ? pattern : "(null)");
+    return 0;
+}
+
 static int load_synth(sd_cuda_backend *b, const void *arg, sd_diag *d)
 {
     const synth_arg *a = (const synth_arg *)arg;
@@ -236,9 +245,7 @@ int sd__cu_backend_init_rank(sd_backend **ret, const sd_model *m, const sd_model
     if (m)
         return cuda_create(ret, &lc, o, load_model_shard, m, tp, d);
     synth_arg a = {0, 0, seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(tp->plan.rank + 1))};
-    if (sd_synth_pattern_parse(pattern, &a.n, &a.m))
-        return sd_diag_set(d, SD_EINVAL, "synthetic weights: pattern '%s' (dense or N:M with 2N = M, M | 32)",
-                           pattern ? pattern : "(null)");
+    SD_TRY(synth_pattern(pattern, &a, d));
     return cuda_create(ret, &lc, o, load_synth, &a, tp, d);
 }
 
@@ -256,9 +263,7 @@ int sd_backend_cuda_init_synthetic(sd_backend **ret, const sd_model_config *cfg,
                                    uint64_t seed, const sd_backend_opts *o, sd_diag *d)
 {
     synth_arg a = {0, 0, seed};
-    if (sd_synth_pattern_parse(pattern, &a.n, &a.m))
-        return sd_diag_set(d, SD_EINVAL, "synthetic weights: pattern '%s' (dense or N:M with 2N = M, M | 32)",
-                           pattern ? pattern : "(null)");
+    SD_TRY(synth_pattern(pattern, &a, d));
     return cuda_create(ret, cfg, o, load_synth, &a, NULL, d);
 }
 
