@@ -207,19 +207,34 @@ static int upload_layer_norms(sd_cu_layer *cl, const sd_layer_weights *lw, sd_cu
     return 0;
 }
 
-int sd__cu_weights_upload(sd_cu_weights *w, const sd_model *m, sd_diag *d)
+/* Zeroes w and gives it a table of cfg->n_layers empty layers: how every upload starts. */
+static int weights_begin(sd_cu_weights *w, const sd_model_config *cfg, sd_diag *d)
 {
-    const sd_model_config *cfg = sd_model_cfg(m);
-    const sd_model_weights *mw = sd_model_w(m);
     memset(w, 0, sizeof *w);
     w->layers = (sd_cu_layer *)calloc((size_t)cfg->n_layers, sizeof(sd_cu_layer));
     if (!w->layers)
         return sd_diag_set(d, SD_ENOMEM, "cuda: layer table");
     w->n_layers = cfg->n_layers;
+    return 0;
+}
+
+/* Whether the model's lm_head is its embedding (tie_word_embeddings): then it is not uploaded
+ * a second time. */
+static int lm_head_tied(const sd_model_weights *mw)
+{
+    const sd_linear *lm = &mw->lm_head;
+    return lm->kind == SD_LINEAR_DENSE && lm->w == mw->embed.data && lm->dtype == mw->embed.dtype;
+}
+
+int sd__cu_weights_upload(sd_cu_weights *w, const sd_model *m, sd_diag *d)
+{
+    const sd_model_config *cfg = sd_model_cfg(m);
+    const sd_model_weights *mw = sd_model_w(m);
+    SD_TRY(weights_begin(w, cfg, d));
     SD_TRY(upload_embed(w, &mw->embed, d));
     SD_TRY(upload_vec(&w->final_norm, &mw->final_norm, w, "model.norm", d));
     const sd_linear *lm = &mw->lm_head;
-    if (lm->kind == SD_LINEAR_DENSE && lm->w == mw->embed.data && lm->dtype == mw->embed.dtype) {
+    if (lm_head_tied(mw)) {
         /* tied: the embedding is already on the device as bf16 */
         memset(&w->lm_head, 0, sizeof w->lm_head);
         w->lm_head.rows = lm->rows;
@@ -317,18 +332,14 @@ int sd__cu_weights_upload_shard(sd_cu_weights *w, const sd_model *m, const sd_sh
 {
     const sd_model_config *cfg = sd_model_cfg(m);
     const sd_model_weights *mw = sd_model_w(m);
-    memset(w, 0, sizeof *w);
-    w->layers = (sd_cu_layer *)calloc((size_t)cfg->n_layers, sizeof(sd_cu_layer));
-    if (!w->layers)
-        return sd_diag_set(d, SD_ENOMEM, "cuda: layer table");
-    w->n_layers = cfg->n_layers;
+    SD_TRY(weights_begin(w, cfg, d));
     SD_TRY(upload_embed_shard(w, &mw->embed, p, cfg->hidden, d));
     SD_TRY(upload_vec(&w->final_norm, &mw->final_norm, w, "model.norm", d));
     const sd_linear *lm = &mw->lm_head;
     static const sd_shard_role r_lm[1] = {SD_SHARD_LM_HEAD}, r_qkv[3] = {SD_SHARD_Q, SD_SHARD_K, SD_SHARD_V},
                                r_o[1] = {SD_SHARD_O}, r_gu[2] = {SD_SHARD_GATE, SD_SHARD_UP},
                                r_down[1] = {SD_SHARD_DOWN};
-    if (lm->kind == SD_LINEAR_DENSE && lm->w == mw->embed.data && lm->dtype == mw->embed.dtype) {
+    if (lm_head_tied(mw)) {
         memset(&w->lm_head, 0, sizeof w->lm_head); /* tied: this rank's rows of the embedding */
         w->lm_head.rows = p->vocab_pad;
         w->lm_head.cols = lm->cols;
@@ -395,11 +406,7 @@ int sd__cu_weights_synthetic(sd_cu_weights *w, const sd_model_config *cfg, int p
 {
     int64_t H = cfg->hidden, hd = cfg->head_dim, I = cfg->intermediate, V = cfg->vocab;
     int64_t qkv_rows = (int64_t)(cfg->n_heads + 2 * cfg->n_kv_heads) * hd;
-    memset(w, 0, sizeof *w);
-    w->layers = (sd_cu_layer *)calloc((size_t)cfg->n_layers, sizeof(sd_cu_layer));
-    if (!w->layers)
-        return sd_diag_set(d, SD_ENOMEM, "cuda: layer table");
-    w->n_layers = cfg->n_layers;
+    SD_TRY(weights_begin(w, cfg, d));
     SD_TRY(dev_alloc((void **)&w->embed, (size_t)V * H * 2, w, "synthetic embedding", d));
     SD_TRY(sd__cu_fill_uniform_bf16(w->embed, (size_t)V * H, 1.f, mix(seed, 1, 0), st, d));
     SD_TRY(synth_vec(&w->final_norm, H, 1.f, w, st, d));

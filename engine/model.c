@@ -294,27 +294,20 @@ static int md_weights(sd_model *m, sd_diag *d)
     for (int i = 0; i < c->n_layers; i++)
         if ((rc = md_layer(m, i, d)))
             return rc;
-    sd_linear *lm = &m->w.lm_head;
-    if (c->tie_embeddings) {
-        *lm = (sd_linear){.kind = SD_LINEAR_DENSE,
-                          .rows = c->vocab,
-                          .cols = c->hidden,
-                          .dtype = t->dtype,
-                          .w = t->data,
-                          .name = "lm_head"};
-        return 0;
+    if (!c->tie_embeddings) { /* tied: t is still the embedding */
+        if (!sd_ckpt_find(m->ck, "lm_head.weight"))
+            return sd_diag_set(d, SD_EFORMAT,
+                               "%s: 'lm_head.weight' is absent and tie_word_embeddings is false",
+                               sd_ckpt_dir(m->ck));
+        if ((rc = md_get(m, "lm_head.weight", MD_FLOAT_DT, 2, c->vocab, c->hidden, &t, d)))
+            return rc;
     }
-    if (!sd_ckpt_find(m->ck, "lm_head.weight"))
-        return sd_diag_set(d, SD_EFORMAT, "%s: 'lm_head.weight' is absent and tie_word_embeddings is false",
-                           sd_ckpt_dir(m->ck));
-    if ((rc = md_get(m, "lm_head.weight", MD_FLOAT_DT, 2, c->vocab, c->hidden, &t, d)))
-        return rc;
-    *lm = (sd_linear){.kind = SD_LINEAR_DENSE,
-                      .rows = c->vocab,
-                      .cols = c->hidden,
-                      .dtype = t->dtype,
-                      .w = t->data,
-                      .name = "lm_head"};
+    m->w.lm_head = (sd_linear){.kind = SD_LINEAR_DENSE,
+                               .rows = c->vocab,
+                               .cols = c->hidden,
+                               .dtype = t->dtype,
+                               .w = t->data,
+                               .name = "lm_head"};
     return 0;
 }
 

@@ -140,16 +140,6 @@ static int32_t descend(const float *row, int32_t vocab, const sd_sr_set *set, in
     }
 }
 
-/* Argmax, lowest id on ties; NaN never wins (sd_sample's rule). */
-static int32_t argmax(const float *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i]))
-            best = i;
-    return best;
-}
-
 static void set_init(sd_sr_set *s, int32_t vocab, float scale, float floor, float top)
 {
     memset(s, 0, sizeof *s);
@@ -233,7 +223,7 @@ int sd_sample_twin(float *row, int32_t vocab, const sd_sample_req *q, sd_sample_
     float m = 0;
     double lse = 0;
     if (q->n_top >= 0) {
-        m = row[argmax(row, vocab)];
+        m = row[sd__sample_argmax(row, vocab)];
         double s = 0;
         for (int32_t i = 0; i < vocab; i++)
             s += exp((double)row[i] - m);
@@ -245,7 +235,7 @@ int sd_sample_twin(float *row, int32_t vocab, const sd_sample_req *q, sd_sample_
     if (!raw)
         return SD_ENOMEM;
     twin_penalties(row, q, raw);
-    int32_t best = argmax(row, vocab);
+    int32_t best = sd__sample_argmax(row, vocab);
     out->token = q->greedy ? best : twin_pick(row, vocab, q, best);
     if (q->n_top >= 0) {
         float v = row[out->token];

@@ -88,8 +88,7 @@ static void apply_presence_frequency(float *logits, int32_t vocab, float presenc
     }
 }
 
-/* Argmax, lowest id on ties; NaN never wins. */
-static int32_t argmax(const float *x, int32_t n)
+int32_t sd__sample_argmax(const float *x, int32_t n)
 {
     int32_t best = 0;
     for (int32_t i = 1; i < n; i++)
@@ -122,7 +121,7 @@ int32_t sd_sample(float *logits, int32_t vocab, const sd_sampling *s, const int3
     if ((s->presence_penalty != 0 || s->frequency_penalty != 0) && n_hist > n_prompt)
         apply_presence_frequency(logits, vocab, s->presence_penalty, s->frequency_penalty, hist + n_prompt,
                                  n_hist - n_prompt, ibuf);
-    int32_t best = argmax(logits, vocab);
+    int32_t best = sd__sample_argmax(logits, vocab);
     if (sd_sampling_is_greedy(s))
         return best;
 
@@ -181,7 +180,7 @@ int32_t sd_sample(float *logits, int32_t vocab, const sd_sampling *s, const int3
 
 static double log_sum_exp(const float *logits, int32_t vocab, float *ret_max)
 {
-    float m = logits[argmax(logits, vocab)];
+    float m = logits[sd__sample_argmax(logits, vocab)];
     double s = 0;
     for (int32_t i = 0; i < vocab; i++)
         s += exp((double)logits[i] - m);

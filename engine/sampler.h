@@ -38,6 +38,10 @@ double sd_rng_uniform(sd_rng *r);
  * uniform from the RNG; otherwise it draws exactly one per token. */
 int sd_sampling_is_greedy(const sd_sampling *s);
 
+/* The greedy pick: the largest of x[0..n), lowest id on ties; NaN never wins (an all-NaN row
+ * gives 0). Internal: sd_sample's rule, shared with the CPU twin of the GPU sampler. */
+int32_t sd__sample_argmax(const float *x, int32_t n);
+
 /* Samples one token from logits[vocab] (modified in place by penalties/temperature).
  * `hist` holds the prompt and generated tokens so far (for penalties): n_prompt first.
  * `scratch` must hold 2*vocab floats + vocab int32 (see sd_sampler_scratch_bytes). */

@@ -51,6 +51,24 @@ static int has_suffix(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* The next line of buf[0..len) at or after *pos that is not blank, NUL-terminated in place;
+ * *pos moves past it and *line counts every line read (blank ones too), 1-based. NULL at the
+ * end. buf[len] must be writable (sd__file_read leaves a NUL there). */
+static char *next_line(char *buf, size_t len, char **pos, int *line)
+{
+    while (*pos < buf + len) {
+        char *p = *pos, *nl = memchr(p, '\n', (size_t)(buf + len - p));
+        if (!nl)
+            nl = buf + len;
+        *nl = 0;
+        *pos = nl + 1;
+        (*line)++;
+        if (strspn(p, " \t\r") != strlen(p))
+            return p;
+    }
+    return NULL;
+}
+
 /* One JSONL prompt object -> token ids (caller frees *ids). */
 static int prompt_ids(const sd_tokenizer *tok, const sd_chat_template *tpl, json_t *obj, const char *path,
                       int line, int32_t **ids, size_t *n, sd_diag *d)
@@ -101,14 +119,8 @@ int sd_calib_load_prompts(const sd_model *m, const char *model_dir, const char *
         sd_chat_template_load(&tpl, cfg, NULL); /* optional: only "messages" prompts need it */
     }
     int line = 0;
-    for (char *p = buf, *nl; rc == 0 && p < buf + len; p = nl + 1) {
-        nl = memchr(p, '\n', (size_t)(buf + len - p));
-        if (!nl)
-            nl = buf + len;
-        *nl = 0;
-        line++;
-        if (strspn(p, " \t\r") == strlen(p))
-            continue;
+    char *pos = buf, *p;
+    while (rc == 0 && (p = next_line(buf, len, &pos, &line))) {
         int32_t *ids = NULL;
         size_t n = 0;
         if (jsonl) {
@@ -180,14 +192,8 @@ int sd_calib_load_tokens(const char *path, int32_t vocab, int64_t budget, sd_cal
     sd_ckptw_sha256_hex(buf, len, out->input_sha);
     int line = 0;
     int32_t *ids = NULL;
-    for (char *p = buf, *nl; rc == 0 && p < buf + len && (budget <= 0 || out->kept < budget); p = nl + 1) {
-        nl = memchr(p, '\n', (size_t)(buf + len - p));
-        if (!nl)
-            nl = buf + len;
-        *nl = 0;
-        line++;
-        if (strspn(p, " \t\r") == strlen(p))
-            continue;
+    char *pos = buf, *p;
+    while (rc == 0 && (budget <= 0 || out->kept < budget) && (p = next_line(buf, len, &pos, &line))) {
         json_error_t je;
         json_t *obj = json_loads(p, 0, &je), *toks = json_object_get(obj, "tokens");
         json_t *pl = json_object_get(obj, "prefill_len");

@@ -39,6 +39,7 @@ int main(void)
     return sd_test_done();
 }
 #else
+#include "tests/engine/logits_util.h"
 
 static double rel_l2(const float *a, const float *ref, size_t n)
 {
@@ -49,23 +50,6 @@ static double rel_l2(const float *a, const float *ref, size_t n)
         den += (double)ref[i] * ref[i];
     }
     return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
-}
-
-static int32_t argmax(const float *x, int32_t n)
-{
-    int32_t k = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[k])
-            k = i;
-    return k;
-}
-
-static void rand_tokens(int32_t *t, int n, int32_t vocab, uint32_t seed)
-{
-    for (int i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        t[i] = 1 + (int32_t)((seed >> 8) % (uint32_t)(vocab - 1));
-    }
 }
 
 /* One sequence, blocks [first_block, ...) of the pool. */

@@ -11,8 +11,7 @@
 #include <cuda_runtime.h>
 #include <time.h>
 
-#include "tests/engine/sample_cases.h"
-#include "tests/engine/sched_util.h"
+#include "tests/engine/sched_sample.h"
 
 #include "engine/cuda_backend.h"
 #include "engine/cuda_sample.cuh"
@@ -110,17 +109,7 @@ static void test_bad_requests(void)
 
 #define N_SREQ 8
 #define SGEN 32
-
-static const char *STEXTS[N_SREQ] = {
-    "import numpy as np\n\ndef",
-    "def fibonacci(n):\n    if n < 2:\n",
-    "class Config:\n    def __init__(self,",
-    "# Installation\n\nRun",
-    "for key, value in items:\n",
-    "if __name__ == \"__main__\":\n",
-    "from typing import Any\n\n",
-    "The quick brown fox",
-};
+_Static_assert(N_SREQ <= SS_N_TEXTS, "a prompt per request");
 
 static void sched_params(sd_request_params *ps, int32_t **ids, int32_t *n_ids)
 {
@@ -129,63 +118,11 @@ static void sched_params(sd_request_params *ps, int32_t **ids, int32_t *n_ids)
         sd_sampling *s = &ps[i].sampling;
         s->seed = 77 + (uint64_t)i;
         ps[i].logprobs = i % 3 == 0 ? 3 : -1;
-        switch (i) {
-        case 0:
-        case 6:
-            break; /* greedy */
-        case 1:
-            s->temperature = 0.9f;
-            s->top_p = 0.95f;
-            break;
-        case 2:
-            s->temperature = 1.2f;
-            s->top_k = 20;
-            s->presence_penalty = 0.4f;
-            s->frequency_penalty = 0.3f;
-            break;
-        case 3:
-            s->temperature = 0.7f;
-            s->min_p = 0.1f;
-            s->repetition_penalty = 1.2f;
-            break;
-        case 4:
-            s->temperature = 1.0f;
-            ps[i].prompt_logprobs = 1;
-            break;
-        case 5:
+        if (i == 5) {
             s->temperature = 0;
             s->repetition_penalty = 1.3f;
-            break;
-        default:
-            s->temperature = 0.8f;
-            s->top_k = 50;
-            s->top_p = 0.9f;
-            s->min_p = 0.02f;
-            s->repetition_penalty = 1.1f;
-        }
-    }
-}
-
-/* Same tokens, text and logprobs. Both runs see the same logits (same backend, same batches),
- * so a difference can only come from a near-tie of the cumulative mass (about 1e-6 of a
- * token's chance): none is expected in these 256 tokens. */
-static void compare_runs(const res *a, const res *b, const char *what)
-{
-    for (int i = 0; i < N_SREQ; i++) {
-        CHECK_MSG(a[i].n == SGEN && b[i].n == SGEN && a[i].n_error == 0 && b[i].n_error == 0,
-                  "%s req %d: %d / %d tokens", what, i, a[i].n, b[i].n);
-        int k = 0;
-        while (k < a[i].n && k < b[i].n && a[i].tok[k] == b[i].tok[k])
-            k++;
-        CHECK_MSG(k == a[i].n && k == b[i].n, "%s req %d: tokens differ from position %d (%d vs %d)", what, i,
-                  k, k < a[i].n ? a[i].tok[k] : -1, k < b[i].n ? b[i].tok[k] : -1);
-        CHECK(strcmp(a[i].text, b[i].text) == 0);
-        for (int j = 0; j < k; j++) {
-            CHECK_MSG(sc_diff(a[i].lp[j], b[i].lp[j]) <= 1e-4, "%s req %d token %d: logprob %g vs %g", what,
-                      i, j, a[i].lp[j], b[i].lp[j]);
-            for (int t = 0; t < a[i].n_top && t < 4; t++)
-                CHECK(a[i].top_id[j][t] == b[i].top_id[j][t] &&
-                      sc_diff(a[i].top_lp[j][t], b[i].top_lp[j][t]) <= 1e-4);
+        } else if (i != 0 && i != 6) { /* 0 and 6 greedy */
+            ss_sampling(&ps[i], i);
         }
     }
 }
@@ -196,7 +133,7 @@ static void gpu_vs_host(sd_backend *b, const sd_backend *rank0, const char *what
 {
     int32_t *ids[N_SREQ], n_ids[N_SREQ];
     for (int i = 0; i < N_SREQ; i++) {
-        ids[i] = encode(STEXTS[i], &n_ids[i]);
+        ids[i] = encode(SS_TEXTS[i], &n_ids[i]);
         REQUIRE(ids[i]);
     }
     sd_request_params ps[N_SREQ];
@@ -214,7 +151,7 @@ static void gpu_vs_host(sd_backend *b, const sd_backend *rank0, const char *what
     CHECK(run_all(b, &o, ps, host, N_SREQ, NULL) == 0);
     unsetenv("SD_CPU_SAMPLING");
     CHECK(sd_backend_cuda_sampled_rows(rank0) == before);
-    compare_runs(gpu, host, what);
+    ss_compare_runs(gpu, host, N_SREQ, SGEN, what);
     CHECK(gpu[4].n_prompt_ev == 1 && gpu[4].plp != NULL);
     for (int i = 0; i < N_SREQ; i++) {
         res_reset(&gpu[i]);

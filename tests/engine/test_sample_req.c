@@ -5,8 +5,7 @@
  * `sample` (the CPU backend wrapped with the twin) against host sampling on models/tiny. */
 #include "engine/sample_req.h"
 
-#include "tests/engine/sample_cases.h"
-#include "tests/engine/sched_util.h"
+#include "tests/engine/sched_sample.h"
 
 /* ---- penalty lists and the uniform ---- */
 
@@ -201,15 +200,7 @@ static twin_backend *twin_new(void)
 
 #define N_SREQ 6
 #define SGEN 24
-
-static const char *STEXTS[N_SREQ] = {
-    "import numpy as np\n\ndef",
-    "def fibonacci(n):\n    if n < 2:\n",
-    "class Config:\n    def __init__(self,",
-    "# Installation\n\nRun",
-    "for key, value in items:\n",
-    "if __name__ == \"__main__\":\n",
-};
+_Static_assert(N_SREQ <= SS_N_TEXTS, "a prompt per request");
 
 /* Greedy with logprobs, seeded temperature / top-p / top-k / min-p with penalties, and one
  * request with prompt logprobs (its prefill steps sample on the host). */
@@ -220,54 +211,10 @@ static void sched_params(sd_request_params *ps, int32_t **ids, int32_t *n_ids)
         sd_sampling *s = &ps[i].sampling;
         s->seed = 1000 + (uint64_t)i;
         ps[i].logprobs = i % 2 ? 3 : -1;
-        switch (i) {
-        case 0:
+        if (i == 0)
             ps[i].logprobs = 2;
-            break;
-        case 1:
-            s->temperature = 0.9f;
-            s->top_p = 0.95f;
-            break;
-        case 2:
-            s->temperature = 1.2f;
-            s->top_k = 20;
-            s->presence_penalty = 0.4f;
-            s->frequency_penalty = 0.3f;
-            break;
-        case 3:
-            s->temperature = 0.7f;
-            s->min_p = 0.1f;
-            s->repetition_penalty = 1.2f;
-            break;
-        case 4:
-            s->temperature = 1.0f;
-            ps[i].prompt_logprobs = 1;
-            break;
-        default:
-            s->temperature = 0.8f;
-            s->top_k = 50;
-            s->top_p = 0.9f;
-            s->min_p = 0.02f;
-            s->repetition_penalty = 1.1f;
-        }
-    }
-}
-
-static void compare_runs(const res *a, const res *b, const char *what)
-{
-    for (int i = 0; i < N_SREQ; i++) {
-        CHECK_MSG(a[i].n == SGEN && b[i].n == SGEN && a[i].n_error == 0 && b[i].n_error == 0,
-                  "%s req %d: %d / %d tokens", what, i, a[i].n, b[i].n);
-        int same = a[i].n == b[i].n && memcmp(a[i].tok, b[i].tok, sizeof a[i].tok[0] * (size_t)a[i].n) == 0;
-        CHECK_MSG(same, "%s req %d: tokens differ", what, i);
-        CHECK(strcmp(a[i].text, b[i].text) == 0);
-        for (int j = 0; same && j < a[i].n; j++) {
-            CHECK_MSG(sc_diff(a[i].lp[j], b[i].lp[j]) <= 1e-4, "%s req %d token %d: logprob %g vs %g", what,
-                      i, j, a[i].lp[j], b[i].lp[j]);
-            for (int t = 0; t < a[i].n_top && t < 4; t++)
-                CHECK(a[i].top_id[j][t] == b[i].top_id[j][t] &&
-                      sc_diff(a[i].top_lp[j][t], b[i].top_lp[j][t]) <= 1e-4);
-        }
+        else
+            ss_sampling(&ps[i], i);
     }
 }
 
@@ -277,7 +224,7 @@ static void test_sched_backend_sampling(void)
         SKIP("%s not found", MODEL_DIR);
     int32_t *ids[N_SREQ], n_ids[N_SREQ];
     for (int i = 0; i < N_SREQ; i++) {
-        ids[i] = encode(STEXTS[i], &n_ids[i]);
+        ids[i] = encode(SS_TEXTS[i], &n_ids[i]);
         REQUIRE(ids[i]);
     }
     sd_request_params ps[N_SREQ];
@@ -292,7 +239,7 @@ static void test_sched_backend_sampling(void)
     REQUIRE(run_all(&t->base, &o, ps, twin, N_SREQ, NULL) == 0);
     fprintf(stderr, "  backend sampling: %d calls, %d rows\n", t->calls, t->sampled);
     CHECK(t->calls > 0 && t->sampled >= N_SREQ * (SGEN - 1));
-    compare_runs(twin, host, "twin vs host");
+    ss_compare_runs(twin, host, N_SREQ, SGEN, "twin vs host");
     CHECK(twin[4].n_prompt_ev == 1 && twin[4].plp != NULL);
 
     setenv("SD_CPU_SAMPLING", "1", 1);
@@ -300,7 +247,7 @@ static void test_sched_backend_sampling(void)
     REQUIRE(run_all(&t->base, &o, ps, forced, N_SREQ, NULL) == 0);
     unsetenv("SD_CPU_SAMPLING");
     CHECK_MSG(t->calls == calls, "SD_CPU_SAMPLING=1 still sampled on the backend");
-    compare_runs(forced, host, "SD_CPU_SAMPLING vs host");
+    ss_compare_runs(forced, host, N_SREQ, SGEN, "SD_CPU_SAMPLING vs host");
 
     for (int i = 0; i < N_SREQ; i++) {
         res_reset(&host[i]);

@@ -16,6 +16,7 @@
 #include "engine/tp.h"
 #include "engine/tp_boot.h"
 #include "tests/engine/ckpt_writer.h"
+#include "tests/engine/logits_util.h"
 #ifdef SD_HAVE_CUDA
 #include "engine/cuda_backend.h"
 #endif
@@ -34,14 +35,6 @@ static void backend_opts(sd_backend_opts *o, int device)
     o->block_size = BS;
     o->max_batch_tokens = 256;
     o->device = device;
-}
-
-static void rand_tokens(int32_t *t, int n, int32_t vocab, uint32_t seed)
-{
-    for (int i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        t[i] = 1 + (int32_t)((seed >> 8) % (uint32_t)(vocab - 1));
-    }
 }
 
 /* NB sequences: a prefill each (all logits), then STEPS batched decode steps of fixed random
@@ -75,15 +68,6 @@ static int run_script(sd_backend *b, int32_t V, float *out)
 }
 
 #define MAX_ROWS (PROMPT + 5 + 19 + NB * STEPS)
-
-static int32_t argmax(const float *x, int32_t n)
-{
-    int32_t k = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[k])
-            k = i;
-    return k;
-}
 
 /* TP logits against the single-GPU reference: the same bf16 kernels, only the order of the
  * fp32 partial sums differs, so the bound is tighter than the CPU-vs-GPU one (1e-2). */

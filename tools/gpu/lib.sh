@@ -1,6 +1,7 @@
-# tools/gpu/lib.sh: the budgeted step runner of the GPU scripts (sourced). The caller sets
-# START (date +%s at its start), BUDGET (seconds for the whole script), OUT, LOG (full output)
-# and SUM (one line per step); STEP_MIN_S (default 10) is the least time worth starting a step.
+# tools/gpu/lib.sh: the budgeted step runner of the GPU scripts, and the steady-load run of
+# san.sh and load8b.sh (sourced). For `step` the caller sets START (date +%s at its start),
+# BUDGET (seconds for the whole script), OUT, LOG (full output) and SUM (one line per step);
+# STEP_MIN_S (default 10) is the least time worth starting a step.
 
 left() { echo $((BUDGET - ($(date +%s) - START))); }
 
@@ -27,4 +28,27 @@ step() {
     [ $rc -eq 124 ] && last="TIMED OUT (a hang, or too slow) | $last"
     echo "$name: rc=$rc $(($(date +%s) - s0))s | $last" | tee -a "$SUM"
     return $rc
+}
+
+# steady_load DIR MODEL LIMIT ARGS...: loadtest/scenarios/steady.sh on MODEL served by $B/sparsed
+# (--backend ${BACKEND:-cuda}, 64 slots, a deep queue, and no per-IP limit: one client address,
+# so that the unlimited-rate level can open every stream) at $RATES, $N requests per rate,
+# 128-token prompts and $OUTLEN output tokens, on port $PORT; killed after LIMIT seconds. ARGS
+# go to the scenario. Results in DIR (steady.txt, .json, .png), output in DIR.log; returns the
+# scenario's status.
+steady_load() {
+    local dir=$1 model=$2 limit=$3
+    shift 3
+    SPARSED_BIN=$B/sparsed MODEL=$model OUT=$dir PORT=$PORT NAME=steady RATES=$RATES N=$N IN=128 \
+        OUTLEN=$OUTLEN SERVE_FLAGS="--backend ${BACKEND:-cuda} --max-seqs 64 --max-queue 1024 --max-connections-per-ip 0" \
+        timeout "$limit" loadtest/scenarios/steady.sh "$@" >"$dir.log" 2>&1
+}
+
+# steady_table DIR: a steady_load run's result table, as a Markdown code block (the end of its
+# output when the run left no table).
+steady_table() {
+    echo '```'
+    sed -n '/^ *load  *ok/,$p' "$1/steady.txt" 2>/dev/null || tail -20 "$1.log"
+    cat "$1/steady.machine.txt" 2>/dev/null
+    echo '```'
 }

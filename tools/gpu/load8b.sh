@@ -18,6 +18,7 @@ RATES=${RATES:-4,16,32,64,128,inf} # the 8B saturates near 60 req/s of 128 token
 N=${N:-128}
 PRESET=${PRESET:-config/presets/llama-3.1-8b.json}
 BACKEND=${BACKEND:-cuda} # PRESET=models/tiny/config.json TOK=models/tiny BACKEND=cpu: a dry run anywhere
+source "$(dirname "$0")/lib.sh" # steady_load, steady_table
 mkdir -p "$OUT"
 work=$(mktemp -d /tmp/load8b.XXXXXX)
 md=$OUT/load8b.md
@@ -39,9 +40,7 @@ echo "- magnitude 2:4 prune: $((SECONDS - t1)) s" >>"$md"
 for v in dense 2of4; do
     [[ -d $work/$v ]] || continue
     t1=$SECONDS
-    SPARSED_BIN=$B/sparsed MODEL=$work/$v OUT=$work/steady-$v PORT=18282 NAME=steady RATES=$RATES N=$N IN=128 \
-        OUTLEN=128 SERVE_FLAGS="--backend $BACKEND --max-seqs 64 --max-queue 1024 --max-connections-per-ip 0" \
-        timeout 220 loadtest/scenarios/steady.sh --timeout 200 >"$work/steady-$v.log" 2>&1
+    PORT=18282 OUTLEN=128 steady_load "$work/steady-$v" "$work/$v" 220 --timeout 200
     rc=$?
     for f in json png; do # kept as they come: a run cut later still has them
         cp "$work/steady-$v/steady.$f" "$OUT/load8b-$v.$f" 2>/dev/null
@@ -50,10 +49,7 @@ for v in dense 2of4; do
         echo
         echo "## $v (rc=$rc, $((SECONDS - t1)) s)"
         echo
-        echo '```'
-        sed -n '/^ *load  *ok/,$p' "$work/steady-$v/steady.txt" 2>/dev/null || tail -20 "$work/steady-$v.log"
-        cat "$work/steady-$v/steady.machine.txt" 2>/dev/null
-        echo '```'
+        steady_table "$work/steady-$v"
     } >>"$md"
 done
 python3 - "$work" "$OUT/load8b.json" <<'PY'

@@ -11,6 +11,7 @@ OUT=${OUT:-/tmp/out}
 B=${B:-build/gpu}
 mkdir -p "$OUT"
 [[ -n ${C_INCLUDE_PATH:-} ]] || source tools/device_env.sh
+source "$(dirname "$0")/lib.sh" # steady_load, steady_table
 work=$(mktemp -d /tmp/san-gpu.XXXXXX)
 md=$OUT/san.md
 start=$SECONDS
@@ -47,11 +48,9 @@ if [[ -d $SMALL ]]; then
         [[ $v == 2of4 ]] && model=$work/small-2of4
         [[ -d $model ]] || continue
         echo "== steady $v" >&2
-        # one client address: the per-IP limit is off so that the unlimited-rate level can open every stream
         t0=$SECONDS
-        SPARSED_BIN=$B/sparsed MODEL=$model OUT=$work/steady-$v PORT=18181 NAME=steady RATES=${RATES:-16,32,64,128,256,inf} \
-            N=${N:-200} IN=128 OUTLEN=64 SERVE_FLAGS="--backend ${BACKEND:-cuda} --max-seqs 64 --max-queue 1024 --max-connections-per-ip 0" \
-            timeout 90 loadtest/scenarios/steady.sh --timeout 120 >"$work/steady-$v.log" 2>&1
+        RATES=${RATES:-16,32,64,128,256,inf} N=${N:-200} PORT=18181 OUTLEN=64 \
+            steady_load "$work/steady-$v" "$model" 90 --timeout 120
         rc=$?
         {
             echo
@@ -59,10 +58,7 @@ if [[ -d $SMALL ]]; then
             echo
             echo "Poisson arrivals, 200 requests per rate, 128-token prompts, 64 output tokens (ignore_eos), streamed; max_seqs 64."
             echo
-            echo '```'
-            sed -n '/^ *load  *ok/,$p' "$work/steady-$v/steady.txt" 2>/dev/null || tail -20 "$work/steady-$v.log"
-            cat "$work/steady-$v/steady.machine.txt" 2>/dev/null
-            echo '```'
+            steady_table "$work/steady-$v"
         } >>"$md"
     done
 else

@@ -1,0 +1,62 @@
+/* cuda_backend_impl: the CUDA backend's private state, shared by its setup half
+ * (engine/cuda_backend.cu: create, load, free, hooks) and its step half (engine/cuda_step.cu:
+ * the layers, graphs, forward and sample). Not a public header. */
+#ifndef SD_CUDA_BACKEND_IMPL_CUH
+#define SD_CUDA_BACKEND_IMPL_CUH
+
+#include "engine/backend.h"
+#include "engine/cuda_capture.h"
+#include "engine/cuda_impl.cuh"
+#include "engine/cuda_sample.cuh"
+#include "engine/tp_impl.cuh"
+
+#define SD_CU_MAX_SEQS 256 /* sequences in one forward call */
+#define SD_CU_N_BUCKETS 9  /* graph buckets 1, 2, 4 ... 256 */
+
+typedef struct sd_cuda_backend {
+    sd_backend base;
+    sd_model_config cfg;
+    int device, sms;
+    cudaStream_t st;
+    sd_cu_weights w;
+    sd_cu_mm mm;
+    float *inv_freq; /* [head_dim/2] */
+    /* KV pool: [n_layers][kv_blocks + 1][n_kv][block_size][head_dim]; the extra last block
+     * takes the writes of graph padding rows */
+    __nv_bfloat16 *k_cache, *v_cache;
+    size_t layer_kv_elems;
+    int max_bt;                /* block-table width: blocks of the longest sequence */
+    int tmax;                  /* tokens per forward */
+    int max_seqs;              /* sequences per forward */
+    float *x;                  /* [tmax, hidden] residual stream */
+    __nv_bfloat16 *act;        /* [tmax, max(hidden, n_heads*head_dim, intermediate)] linear inputs */
+    float *mmo;                /* [tmax, max(qkv rows, 2*intermediate, hidden)] linear outputs */
+    float *q;                  /* [tmax, n_heads*head_dim] */
+    float *part_acc, *part_ml; /* attention partials, [parts_rows, n_heads, head_dim] / [.., 2] */
+    int *attn_cnt;             /* [tmax, n_heads] splits arrived, zeroed once (cuda_attn_decode.cu) */
+    int attn_chunk;            /* decode attention: keys per split at least this (SD_ATTN_CHUNK) */
+    size_t parts_rows;         /* capacity in (token x split) rows */
+    __nv_bfloat16 *lm_in;      /* [tmax, hidden] rows that get logits */
+    float *logits;             /* [tmax, vocab] */
+    int32_t *d_meta, *h_meta;  /* tokens | pos | tok_seq | rows | block tables; h_meta pinned */
+    size_t meta_cap;
+    int use_graphs;
+    int pdl;  /* programmatic dependent launch of the step's kernels (kernels/pdl.cuh); SD_PDL=0: off */
+    int skip; /* SD_BENCH_SKIP (measurement only, wrong logits): 1 the layers' linears, 2 the rest */
+    int attn_min_run; /* tiled attention for runs this long; 0: off (engine/cuda_attn_prefill.h) */
+    cudaGraphExec_t graphs[SD_CU_N_BUCKETS];
+    int64_t replays;
+    sd_cu_sampler smp;          /* sampling on the GPU (engine/cuda_sample.cu) */
+    int last_rows, last_padded; /* logits rows of the last forward (real, and with graph padding) */
+    sd_tp_rank tp;              /* tensor-parallel membership; tp.comm NULL on a single GPU */
+    float *gathered;            /* TP: [ranks, rows, vocab_pad] every rank's logits (all-gather) */
+    sd_cuda_capture_fn cap_fn;  /* calibration hook (engine/cuda_capture.h) or NULL */
+    void *cap_ud;
+    int32_t cap_stop; /* with cap_fn: the last layer run, or -1 for all */
+} sd_cuda_backend;
+
+/* engine/cuda_step.cu: the backend's forward and sample operations (its vtable's). */
+int sd__cu_backend_forward(sd_backend *base, const sd_batch_seq *seqs, int n_seqs, float *logits, sd_diag *d);
+int sd__cu_backend_sample(sd_backend *base, const sd_sample_req *reqs, int n, sd_sample_out *out, sd_diag *d);
+
+#endif
