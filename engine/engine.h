@@ -88,6 +88,7 @@ typedef struct sd_event {
     /* SD_EV_DONE */
     sd_finish finish;
     int32_t n_prompt, n_generated;
+    int32_t n_cached; /* prompt tokens the prefix cache supplied when it was first scheduled */
     /* SD_EV_ERROR */
     int code;
     const char *message;

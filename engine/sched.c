@@ -249,6 +249,8 @@ static void prefix_reuse(sd_sched *s, sd_sched_req *r)
     int32_t k = sd_prefix_match(s->prefix, r->tokens, r->n_tokens, max, r->kv.blocks);
     r->kv.n_blocks = k;
     r->kv.n_tokens = r->n_computed = k * s->block_size;
+    if (!r->prompt_done)
+        r->n_cached = imin(r->n_computed, r->n_prompt);
 }
 
 static void running_remove(sd_sched *s, sd_sched_req *r)
@@ -379,7 +381,7 @@ static int plan_admit(sd_sched *s, int n, int pf)
         int32_t want = imin(r->n_tokens - r->n_computed, pf);
         if (sd_kv_seq_needed(s->kv, &r->kv, r->n_computed + want - r->kv.n_tokens) > kv_free(s)) {
             blocks_release(s, r); /* waiting requests hold no blocks */
-            r->n_computed = 0;
+            r->n_computed = r->n_cached = 0;
             break;
         }
         s->waiting = r->next;

@@ -30,6 +30,7 @@ struct sd_sched_req {
     int32_t *tokens; /* [cap_tokens]: the prompt, then the generated tokens */
     int32_t n_tokens, n_prompt, cap_tokens;
     int32_t n_computed; /* tokens whose K/V are in the cache: positions [0, n_computed) */
+    int32_t n_cached;   /* prompt tokens the prefix cache supplied at the first admission */
     sd_kv_seq kv;       /* the block table: covers exactly positions [0, n_computed) between steps */
 
     sd_rng rng;

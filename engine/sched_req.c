@@ -105,6 +105,7 @@ void sd_sched__emit_done(sd_sched_req *r, sd_finish f)
     ev.finish = f;
     ev.n_prompt = r->n_prompt;
     ev.n_generated = r->n_tokens - r->n_prompt;
+    ev.n_cached = r->n_cached;
     if (r->cb)
         r->cb(r->ud, &ev);
 }

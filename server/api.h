@@ -88,6 +88,7 @@ typedef struct sd_api_choice_out {
 
 typedef struct sd_api_usage {
     int64_t prompt, completion;
+    int64_t cached; /* of the prompt tokens, those the prefix cache supplied */
 } sd_api_usage;
 
 /* Common response header fields. */

@@ -190,6 +190,8 @@ static json_t *usage_obj(const sd_api_usage *u)
     json_object_set_new(o, "prompt_tokens", json_integer(u->prompt));
     json_object_set_new(o, "completion_tokens", json_integer(u->completion));
     json_object_set_new(o, "total_tokens", json_integer(u->prompt + u->completion));
+    json_object_set_new(o, "prompt_tokens_details",
+                        json_pack("{s:I}", "cached_tokens", (json_int_t)u->cached));
     return o;
 }
 

@@ -151,6 +151,7 @@ static void on_final(gen_choice *c, const sd_event *ev, double now)
         c->finish = ev->finish == SD_FINISH_STOP     ? "stop"
                     : ev->finish == SD_FINISH_LENGTH ? "length"
                                                      : "abort";
+        c->n_cached = ev->n_cached;
     }
     sd_metrics_tokens(g->h->metrics, 0, (uint64_t)c->n_generated);
     if (g->n_final == g->n_ch) {
@@ -198,6 +199,26 @@ void sd_http_resume_pending(sd_http *h)
         gen_unref(g);
         g = next;
     }
+}
+
+/* Usage's cached prompt tokens: each prompt counts once, with the smallest hit among its
+ * choices (n > 1 runs a prompt several times; the choices of one step share nothing yet). */
+static int64_t cached_tokens(const sd_http__gen *g)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < g->n_ch; i++) {
+        int seen = 0; /* an earlier choice of this prompt counted it */
+        for (int j = 0; j < i && !seen; j++)
+            seen = g->ch[j].prompt_idx == g->ch[i].prompt_idx;
+        if (seen)
+            continue;
+        int32_t least = g->ch[i].n_cached;
+        for (int j = i + 1; j < g->n_ch; j++)
+            if (g->ch[j].prompt_idx == g->ch[i].prompt_idx && g->ch[j].n_cached < least)
+                least = g->ch[j].n_cached;
+        sum += least;
+    }
+    return sum;
 }
 
 /* Engine thread: record the event, queue the connection for resumption if it waits for it. */
@@ -286,7 +307,7 @@ static void build_pending(sd_http__gen *g)
             break;
         }
     if (g->req.include_usage) {
-        sd_api_usage u = {.prompt = g->prompt_tokens};
+        sd_api_usage u = {.prompt = g->prompt_tokens, .cached = cached_tokens(g)};
         for (int i = 0; i < g->n_ch; i++)
             u.completion += g->ch[i].n_generated;
         out_put(g, sd_api_usage_chunk(&g->meta, &u));
@@ -346,7 +367,7 @@ sd_http__gen *sd_http__gen_new(sd_http *h, struct MHD_Connection *conn, sd_http_
 static enum MHD_Result send_final(sd_http *h, struct MHD_Connection *conn, sd_http__conn *c, sd_http__gen *g)
 {
     sd_api_choice_out *outs = calloc((size_t)g->n_ch, sizeof *outs);
-    sd_api_usage u = {.prompt = g->prompt_tokens};
+    sd_api_usage u = {.prompt = g->prompt_tokens, .cached = cached_tokens(g)};
     sd_api_err e;
     if (!outs) {
         sd_api_fail(&e, 500, NULL, NULL, "out of memory");

@@ -66,6 +66,7 @@ typedef struct gen_choice { /* one choice: one engine request */
     const char *finish;
     int finish_sent;
     int32_t n_generated;
+    int32_t n_cached; /* prompt tokens the prefix cache supplied (SD_EV_DONE) */
     double t_last;
     int err_code;
     char err_msg[256];

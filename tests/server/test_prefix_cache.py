@@ -1,0 +1,59 @@
+"""Prefix caching through the API on the bundled model: a chat whose system prompt (and earlier
+turn) the daemon has seen reports cached prompt tokens in usage, answers exactly as a daemon
+with prefix_caching off does, and /metrics counts the hits; off, nothing is cached."""
+import json
+import re
+
+SYSTEM = ("You are a careful reviewer of Python code. Answer in one short paragraph, then show the "
+          "corrected function with type hints and a docstring. Never invent APIs.")
+TURNS = ["def add(a, b): return a - b", "def first(xs): return xs[1]"]
+
+
+def metric(srv, name):
+    status, _, body = srv.get("/metrics")
+    assert status == 200
+    m = re.search(rf"^{name} (\S+)$", body.decode(), re.M)
+    assert m, name
+    return float(m.group(1))
+
+
+def chat(srv, user, history=()):
+    msgs = [{"role": "system", "content": SYSTEM}, *history, {"role": "user", "content": user}]
+    status, _, body = srv.post("/v1/chat/completions",
+                               {"model": "tiny", "messages": msgs, "max_tokens": 24, "temperature": 0})
+    assert status == 200, body
+    r = json.loads(body)
+    return r["choices"][0]["message"]["content"], r["usage"]
+
+
+def conversation(srv):
+    """Two users with the same system prompt, then a second turn of the first: answers, usages."""
+    out = []
+    a1, u1 = chat(srv, TURNS[0])
+    out.append((a1, u1))
+    out.append(chat(srv, TURNS[1]))
+    history = [{"role": "user", "content": TURNS[0]}, {"role": "assistant", "content": a1}]
+    out.append(chat(srv, "And with floats?", history))
+    return out
+
+
+def test_cached_prompt_tokens_and_same_answers(start_server):
+    on = start_server(args=["--kv-blocks", "256"])
+    off = start_server(args=["--kv-blocks", "256", "--prefix-caching", "false"])
+    got_on, got_off = conversation(on), conversation(off)
+    for (a_on, u_on), (a_off, u_off) in zip(got_on, got_off):
+        assert a_on == a_off  # greedy: the cache changes nothing but the work
+        assert u_on["prompt_tokens"] == u_off["prompt_tokens"]
+        assert u_off["prompt_tokens_details"]["cached_tokens"] == 0
+    c = [u["prompt_tokens_details"]["cached_tokens"] for _, u in got_on]
+    assert c[0] == 0  # nothing seen yet
+    assert c[1] >= 16  # the system prompt's full blocks (block_size 16)
+    assert c[2] > c[1]  # the whole first turn, answer included
+    for (_, u) in got_on:
+        assert u["prompt_tokens_details"]["cached_tokens"] < u["prompt_tokens"]
+    assert metric(on, "sparsed_prefix_cache_hits_total") == sum(c)
+    assert metric(on, "sparsed_prefix_cache_queries_total") >= sum(u["prompt_tokens"] for _, u in got_on)
+    assert metric(on, "sparsed_kv_cache_blocks_cached") > 0
+    assert metric(on, "sparsed_kv_cache_usage_ratio") == 0  # nothing held by a sequence
+    assert metric(off, "sparsed_prefix_cache_hits_total") == 0
+    assert metric(off, "sparsed_kv_cache_blocks_cached") == 0
