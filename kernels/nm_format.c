@@ -126,6 +126,16 @@ static uint32_t nm_word_top(const float *sr, int n, int m)
     for (int i = 0; i < 32; i++)
         v[i] = sr[i] != sr[i] ? -__builtin_inff() : sr[i];
     uint32_t word = 0;
+    if (m == 4) { /* 2:4, the common case: the 6 pairs of each group once, no branch */
+        for (int g = 0; g < 32; g += 4) {
+            const float *x = v + g;
+            int b01 = x[1] > x[0], b02 = x[2] > x[0], b03 = x[3] > x[0];
+            int b12 = x[2] > x[1], b13 = x[3] > x[1], b23 = x[3] > x[2];
+            int c0 = b01 + b02 + b03, c1 = !b01 + b12 + b13, c2 = !b02 + !b12 + b23, c3 = !b03 + !b13 + !b23;
+            word |= (uint32_t)((c0 < n) | (c1 < n) << 1 | (c2 < n) << 2 | (c3 < n) << 3) << g;
+        }
+        return word;
+    }
     for (int g = 0; g < 32; g += m)
         for (int i = g; i < g + m; i++) {
             int beaten = 0;

@@ -276,9 +276,12 @@ static int run_layers(sd__job *j)
             rc = sd__prune_capture(j, 0, L - 1);
         j->rows = need_data ? rows_captured(j) : 0;
         /* one-shot: no forward pass is left, and the CPU backend's fp32 copy of every weight
-         * (twice the checkpoint) should not stay resident through the solve */
-        sd_backend_free(j->backend);
-        j->backend = NULL;
+         * (twice the checkpoint) should not stay resident through the solve (the CUDA backend,
+         * on the GPU, is left as it was) */
+        if (!j->cuda_cap) {
+            sd_backend_free(j->backend);
+            j->backend = NULL;
+        }
         for (int32_t l = 0; l < L && rc == 0; l++) {
             set_phase(j, 0.6 + 0.35 * l / L, 0.6 + 0.35 * (l + 1) / L);
             rc = sd__prune_layer(j, l);

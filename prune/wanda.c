@@ -24,18 +24,19 @@ static void wanda_block(const wanda_ctx *c, int64_t r0, int64_t nr, float *sc)
     int64_t cols = c->cols, words = cols / 32;
     float *W = c->W + r0 * cols;
     uint32_t *keep = c->keep + r0 * words;
-    for (int64_t r = 0; r < nr; r++)
-        for (int64_t j = 0; j < cols; j++) {
-            double s = fabs((double)W[r * cols + j]);
-            if (c->sq)
-                s *= c->sq[j];
-            sc[r * cols + j] = (float)s;
-        }
+    if (c->sq) {
+        for (int64_t r = 0; r < nr; r++)
+            for (int64_t j = 0; j < cols; j++)
+                sc[r * cols + j] = (float)(fabs((double)W[r * cols + j]) * c->sq[j]);
+    } else {
+        for (int64_t i = 0; i < nr * cols; i++)
+            sc[i] = fabsf(W[i]); /* = (float)fabs((double)W[i]) */
+    }
     /* the shape and pattern were checked up front: this cannot fail */
     sd_nm_mask_from_scores(sc, nr, cols, c->n, c->m, keep, NULL);
-    for (int64_t i = 0; i < nr * cols; i++)
-        if (!(keep[i / 32] >> (i % 32) & 1u))
-            W[i] = 0;
+    for (int64_t w = 0; w < nr * (cols / 32); w++)
+        for (uint32_t x = ~keep[w]; x; x &= x - 1)
+            W[32 * w + __builtin_ctz(x)] = 0;
 }
 
 static void wanda_rows(void *ctx, int64_t begin, int64_t end, int tid)
