@@ -117,6 +117,37 @@ static void nm_top_k(const float *sr, int64_t c0, int64_t len, int64_t keep, nm_
         mr[tmp[i].c / 32] |= 1u << (tmp[i].c % 32);
 }
 
+/* Sets in mask word *mw the top n of each group of m columns of the 32 scores at sr: column i
+ * is kept iff fewer than n columns of its group beat it (a higher score, or an equal score and a
+ * lower column) — the first n of the order nm_scored_cmp sorts by, without a sort per group. */
+static uint32_t nm_word_top(const float *sr, int n, int m)
+{
+    float v[32];
+    for (int i = 0; i < 32; i++)
+        v[i] = sr[i] != sr[i] ? -__builtin_inff() : sr[i];
+    uint32_t word = 0;
+    if (m == 4) { /* 2:4, the common case: the 6 pairs of each group once, no branch */
+        for (int g = 0; g < 32; g += 4) {
+            const float *x = v + g;
+            int b01 = x[1] > x[0], b02 = x[2] > x[0], b03 = x[3] > x[0];
+            int b12 = x[2] > x[1], b13 = x[3] > x[1], b23 = x[3] > x[2];
+            int c0 = b01 + b02 + b03, c1 = !b01 + b12 + b13, c2 = !b02 + !b12 + b23, c3 = !b03 + !b13 + !b23;
+            word |= (uint32_t)((c0 < n) | (c1 < n) << 1 | (c2 < n) << 2 | (c3 < n) << 3) << g;
+        }
+        return word;
+    }
+    for (int g = 0; g < 32; g += m)
+        for (int i = g; i < g + m; i++) {
+            int beaten = 0;
+            for (int k = g; k < i; k++)
+                beaten += v[k] >= v[i];
+            for (int k = i + 1; k < g + m; k++)
+                beaten += v[k] > v[i];
+            word |= (uint32_t)(beaten < n) << i;
+        }
+    return word;
+}
+
 int sd_nm_mask_from_scores(const float *scores, int64_t rows, int64_t cols, int n, int m, uint32_t *mask_out,
                            sd_diag *d)
 {
@@ -124,6 +155,12 @@ int sd_nm_mask_from_scores(const float *scores, int64_t rows, int64_t cols, int 
     if (rc || (rc = sd_nm_pattern_check(n, m, d)))
         return rc;
     int64_t words = cols / 32, glen = m ? m : cols;
+    if (m) {
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t w = 0; w < words; w++)
+                mask_out[r * words + w] = nm_word_top(scores + r * cols + 32 * w, n, m);
+        return 0;
+    }
     nm_scored *tmp = malloc((size_t)glen * sizeof *tmp);
     if (!tmp)
         return sd_diag_set(d, SD_ENOMEM, "mask from scores: out of memory");

@@ -19,6 +19,8 @@ typedef struct wtensor {
     const void *data;
     size_t nbytes;
     void *owned; /* freed with the writer, or NULL when borrowed */
+    int pending; /* reserved: its bytes come with sd_ckptw_fill_bitmask */
+    size_t off;  /* from the start of the data section */
 } wtensor;
 
 struct sd_ckptw {
@@ -27,6 +29,8 @@ struct sd_ckptw {
     wtensor *t; /* [n] in file order */
     size_t n, cap;
     json_t *patterns; /* {"linear": "2:4", ...} */
+    int fd;           /* model.safetensors once sd_ckptw_start wrote its header, else -1 */
+    size_t data_at;   /* file offset of the data section (8 + header length) */
 };
 
 int sd_ckptw_open(sd_ckptw **ret, const char *out_dir, sd_diag *d)
@@ -40,6 +44,7 @@ int sd_ckptw_open(sd_ckptw **ret, const char *out_dir, sd_diag *d)
         sd_ckptw_free(w);
         return sd_diag_set(d, SD_ENOMEM, "checkpoint writer: out of memory");
     }
+    w->fd = -1;
     while (len > 1 && w->out[len - 1] == '/')
         w->out[--len] = 0;
     snprintf(w->tmp, len + 16, "%s.tmp-XXXXXX", w->out);
@@ -72,6 +77,8 @@ void sd_ckptw_free(sd_ckptw *w)
 {
     if (!w)
         return;
+    if (w->fd >= 0)
+        close(w->fd);
     if (w->tmp)
         rm_tree_flat(w->tmp);
     for (size_t i = 0; i < w->n; i++) {
@@ -110,6 +117,8 @@ static int push(sd_ckptw *w, const char *name, sd_dtype dt, int ndim, const int6
 int sd_ckptw_add(sd_ckptw *w, const char *name, sd_dtype dt, int ndim, const int64_t *shape, const void *data,
                  size_t nbytes, sd_diag *d)
 {
+    if (w->fd >= 0)
+        return sd_diag_set(d, SD_EINVAL, "checkpoint writer: %s added after the file was started", name);
     return push(w, name, dt, ndim, shape, data, nbytes, NULL, d);
 }
 
@@ -117,6 +126,11 @@ int sd_ckptw_add_bitmask(sd_ckptw *w, const char *base, int64_t rows, int64_t co
                          uint32_t *mask, const char *pattern, sd_diag *d)
 {
     char name[1100];
+    if (w->fd >= 0) {
+        free(values);
+        free(mask);
+        return sd_diag_set(d, SD_EINVAL, "checkpoint writer: %s added after the file was started", base);
+    }
     int64_t vs[2] = {rows, cols / 2}, ms[2] = {rows, cols / 32};
     snprintf(name, sizeof name, "%s.nm_values", base);
     int rc = push(w, name, SD_DT_BF16, 2, vs, values, (size_t)(rows * (cols / 2)) * 2, values, d);
@@ -135,6 +149,27 @@ int sd_ckptw_add_bitmask(sd_ckptw *w, const char *base, int64_t rows, int64_t co
     return 0;
 }
 
+int sd_ckptw_reserve_bitmask(sd_ckptw *w, const char *base, int64_t rows, int64_t cols, const char *pattern,
+                             sd_diag *d)
+{
+    char name[1100];
+    int64_t vs[2] = {rows, cols / 2}, ms[2] = {rows, cols / 32};
+    if (w->fd >= 0)
+        return sd_diag_set(d, SD_EINVAL, "checkpoint writer: %s reserved after the file was started", base);
+    snprintf(name, sizeof name, "%s.nm_values", base);
+    int rc = push(w, name, SD_DT_BF16, 2, vs, NULL, (size_t)(rows * (cols / 2)) * 2, NULL, d);
+    if (rc != 0)
+        return rc;
+    w->t[w->n - 1].pending = 1;
+    snprintf(name, sizeof name, "%s.nm_mask", base);
+    if ((rc = push(w, name, SD_DT_U32, 2, ms, NULL, (size_t)(rows * (cols / 32)) * 4, NULL, d)) != 0)
+        return rc;
+    w->t[w->n - 1].pending = 1;
+    if (json_object_set_new(w->patterns, base, json_string(pattern)) != 0)
+        return sd_diag_set(d, SD_ENOMEM, "checkpoint writer: out of memory");
+    return 0;
+}
+
 /* Writes all of buf to fd. */
 static int write_all(int fd, const void *buf, size_t n)
 {
@@ -148,6 +183,24 @@ static int write_all(int fd, const void *buf, size_t n)
         }
         p += k;
         n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Writes all of buf to fd at offset off (large pieces: one call per GiB). */
+static int pwrite_all(int fd, const void *buf, size_t n, size_t off)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t k = pwrite(fd, p, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+        off += (size_t)k;
     }
     return 0;
 }
@@ -275,6 +328,80 @@ static int write_safetensors(const sd_ckptw *w, sd_diag *d)
     return bad ? sd_diag_set(d, SD_EIO, "writing %s: %s", path, strerror(e)) : 0;
 }
 
+int sd_ckptw_start(sd_ckptw *w, sd_diag *d)
+{
+    if (!w->tmp || w->fd >= 0)
+        return sd_diag_set(d, SD_EINVAL, "checkpoint writer: already started or committed");
+    size_t hlen = 0, off = 0;
+    char *hdr = header_json(w, &hlen);
+    if (!hdr)
+        return sd_diag_set(d, SD_ENOMEM, "checkpoint writer: out of memory for the header");
+    for (size_t i = 0; i < w->n; i++) {
+        w->t[i].off = off;
+        off += w->t[i].nbytes;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", w->tmp);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        free(hdr);
+        return sd_diag_set(d, SD_EIO, "cannot create %s: %s", path, strerror(errno));
+    }
+    uint8_t le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+    w->fd = fd;
+    w->data_at = 8 + hlen;
+    /* the final size up front: reserved tensors are filled in any order */
+    int bad = ftruncate(fd, (off_t)(w->data_at + off)) != 0 || write_all(fd, le, 8) != 0 ||
+              write_all(fd, hdr, hlen) != 0;
+    for (size_t i = 0; i < w->n && !bad; i++)
+        if (!w->t[i].pending)
+            bad = pwrite_all(fd, w->t[i].data, w->t[i].nbytes, w->data_at + w->t[i].off) != 0;
+    free(hdr);
+    return bad ? sd_diag_set(d, SD_EIO, "writing %s: %s", path, strerror(errno)) : 0;
+}
+
+static wtensor *find_pending(sd_ckptw *w, const char *base, const char *suffix)
+{
+    size_t bl = strlen(base);
+    for (size_t i = 0; i < w->n; i++)
+        if (w->t[i].pending && strncmp(w->t[i].name, base, bl) == 0 && strcmp(w->t[i].name + bl, suffix) == 0)
+            return &w->t[i];
+    return NULL;
+}
+
+int sd_ckptw_fill_bitmask(sd_ckptw *w, const char *base, const uint16_t *values, const uint32_t *mask,
+                          sd_diag *d)
+{
+    if (w->fd < 0)
+        return sd_diag_set(d, SD_EINVAL, "checkpoint writer: %s filled before the file was started", base);
+    wtensor *v = find_pending(w, base, ".nm_values"), *m = find_pending(w, base, ".nm_mask");
+    if (!v || !m)
+        return sd_diag_set(d, SD_EINVAL, "checkpoint writer: %s was not reserved (or is already written)",
+                           base);
+    if (pwrite_all(w->fd, values, v->nbytes, w->data_at + v->off) != 0 ||
+        pwrite_all(w->fd, mask, m->nbytes, w->data_at + m->off) != 0)
+        return sd_diag_set(d, SD_EIO, "writing %s of %s/model.safetensors: %s", base, w->tmp,
+                           strerror(errno));
+    v->pending = m->pending = 0;
+    return 0;
+}
+
+/* A started file: every reserved tensor written, then fsync and close. */
+static int finish_started(sd_ckptw *w, sd_diag *d)
+{
+    for (size_t i = 0; i < w->n; i++)
+        if (w->t[i].pending)
+            return sd_diag_set(d, SD_EINVAL, "checkpoint writer: %s was reserved but never written",
+                               w->t[i].name);
+    int bad = fsync(w->fd) != 0;
+    int e = errno;
+    bad |= close(w->fd) != 0;
+    w->fd = -1;
+    return bad ? sd_diag_set(d, SD_EIO, "writing %s/model.safetensors: %s", w->tmp, strerror(e)) : 0;
+}
+
 static int fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -289,7 +416,7 @@ int sd_ckptw_commit(sd_ckptw *w, json_t *provenance, sd_diag *d)
 {
     if (!w->tmp)
         return sd_diag_set(d, SD_EINVAL, "checkpoint writer: already committed");
-    int rc = write_safetensors(w, d);
+    int rc = w->fd >= 0 ? finish_started(w, d) : write_safetensors(w, d);
     if (rc != 0)
         return rc;
     json_t *sp = json_pack("{s:s, s:O, s:O}", "format", "nm-bitmask-v1", "tensors", w->patterns, "provenance",

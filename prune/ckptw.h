@@ -36,6 +36,19 @@ int sd_ckptw_add(sd_ckptw *w, const char *name, sd_dtype dt, int ndim, const int
 int sd_ckptw_add_bitmask(sd_ckptw *w, const char *base, int64_t rows, int64_t cols, uint16_t *values,
                          uint32_t *mask, const char *pattern, sd_diag *d);
 
+/* Streaming (a large job need not hold its pruned linears until the end): reserve each pruned
+ * linear in its file place among the sd_ckptw_add calls, then sd_ckptw_start writes the header
+ * and every tensor given so far, and sd_ckptw_fill_bitmask writes a reserved linear's bytes in
+ * place (any order, before commit; values and mask stay the caller's). Nothing can be added
+ * after the start; commit fails if a reserved linear was never filled. The file's bytes are
+ * those that sd_ckptw_add_bitmask with the same data would give. */
+int sd_ckptw_reserve_bitmask(sd_ckptw *w, const char *base, int64_t rows, int64_t cols, const char *pattern,
+                             sd_diag *d);
+int sd_ckptw_start(sd_ckptw *w, sd_diag *d);
+/* values bf16 [rows, cols/2], mask u32 [rows, cols/32] of the reserved linear `base`. */
+int sd_ckptw_fill_bitmask(sd_ckptw *w, const char *base, const uint16_t *values, const uint32_t *mask,
+                          sd_diag *d);
+
 /* Copies src_dir/name into the checkpoint; a missing file is skipped unless `required`. */
 int sd_ckptw_copy_file(sd_ckptw *w, const char *src_dir, const char *name, int required, sd_diag *d);
 

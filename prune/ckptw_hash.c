@@ -14,6 +14,7 @@ typedef struct sha256 {
     uint64_t len;
     uint8_t buf[64];
     size_t fill;
+    int ni; /* use the SHA extensions */
 } sha256;
 
 static const uint32_t K[64] = {
@@ -31,29 +32,112 @@ static uint32_t ror(uint32_t x, int n)
     return (x >> n) | (x << (32 - n));
 }
 
-static void sha_block(sha256 *s, const uint8_t *p)
+/* One round with the working variables named, not shifted through an array (a memmove per
+ * round made hashing a checkpoint ~4x slower). */
+#define SHA_ROUND(a, b, c, d, e, f, g, h, i)                                                                 \
+    do {                                                                                                     \
+        uint32_t t1 = h + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];        \
+        uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));                 \
+        d += t1;                                                                                             \
+        h = t1 + t2;                                                                                         \
+    } while (0)
+
+static void sha_blocks_c(uint32_t h[8], const uint8_t *p, size_t nblocks)
 {
-    uint32_t w[64], v[8];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 |
-               p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    for (; nblocks > 0; nblocks--, p += 64) {
+        uint32_t w[64];
+        for (int i = 0; i < 16; i++)
+            w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 |
+                   p[4 * i + 3];
+        for (int i = 16; i < 64; i++) {
+            uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
+            uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+        }
+        uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
+        for (int i = 0; i < 64; i += 8) {
+            SHA_ROUND(a, b, c, d, e, f, g, hh, i);
+            SHA_ROUND(hh, a, b, c, d, e, f, g, i + 1);
+            SHA_ROUND(g, hh, a, b, c, d, e, f, i + 2);
+            SHA_ROUND(f, g, hh, a, b, c, d, e, i + 3);
+            SHA_ROUND(e, f, g, hh, a, b, c, d, i + 4);
+            SHA_ROUND(d, e, f, g, hh, a, b, c, i + 5);
+            SHA_ROUND(c, d, e, f, g, hh, a, b, i + 6);
+            SHA_ROUND(b, c, d, e, f, g, hh, a, i + 7);
+        }
+        h[0] += a;
+        h[1] += b;
+        h[2] += c;
+        h[3] += d;
+        h[4] += e;
+        h[5] += f;
+        h[6] += g;
+        h[7] += hh;
     }
-    memcpy(v, s->h, sizeof v);
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = v[7] + (ror(v[4], 6) ^ ror(v[4], 11) ^ ror(v[4], 25)) +
-                      ((v[4] & v[5]) ^ (~v[4] & v[6])) + K[i] + w[i];
-        uint32_t t2 =
-            (ror(v[0], 2) ^ ror(v[0], 13) ^ ror(v[0], 22)) + ((v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]));
-        memmove(v + 1, v, 7 * sizeof *v);
-        v[4] += t1;
-        v[0] = t1 + t2;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+/* The SHA extensions (x86 SHA-NI: Intel since Ice Lake / Goldmont, AMD since Zen), several times
+ * the portable code's speed. Message schedule per group g of 4 words: W[g] = msg2(msg1(W[g-4],
+ * W[g-3]) + (W[g-2]:W[g-1] shifted by one word), W[g-1]). */
+__attribute__((target("sha,sse4.1"))) static void sha_blocks_ni(uint32_t h[8], const uint8_t *p,
+                                                                size_t nblocks)
+{
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    __m128i tmp = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[0]), 0xB1); /* CDAB */
+    __m128i st1 = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[4]), 0x1B); /* EFGH */
+    __m128i st0 = _mm_alignr_epi8(tmp, st1, 8);                                     /* ABEF */
+    st1 = _mm_blend_epi16(st1, tmp, 0xF0);                                          /* CDGH */
+    for (; nblocks > 0; nblocks--, p += 64) {
+        __m128i abef = st0, cdgh = st1, m[4];
+        for (int g = 0; g < 16; g++) {
+            if (g < 4) {
+                m[g] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * g)), bswap);
+            } else {
+                __m128i t = _mm_sha256msg1_epu32(m[g & 3], m[(g + 1) & 3]);
+                t = _mm_add_epi32(t, _mm_alignr_epi8(m[(g + 3) & 3], m[(g + 2) & 3], 4));
+                m[g & 3] = _mm_sha256msg2_epu32(t, m[(g + 3) & 3]);
+            }
+            __m128i msg = _mm_add_epi32(m[g & 3], _mm_loadu_si128((const __m128i *)&K[4 * g]));
+            st1 = _mm_sha256rnds2_epu32(st1, st0, msg);
+            st0 = _mm_sha256rnds2_epu32(st0, st1, _mm_shuffle_epi32(msg, 0x0E));
+        }
+        st0 = _mm_add_epi32(st0, abef);
+        st1 = _mm_add_epi32(st1, cdgh);
     }
-    for (int i = 0; i < 8; i++)
-        s->h[i] += v[i];
+    tmp = _mm_shuffle_epi32(st0, 0x1B);    /* FEBA */
+    st1 = _mm_shuffle_epi32(st1, 0xB1);    /* DCHG */
+    st0 = _mm_blend_epi16(tmp, st1, 0xF0); /* DCBA */
+    st1 = _mm_alignr_epi8(st1, tmp, 8);    /* ABEF -> HGFE order as stored */
+    _mm_storeu_si128((__m128i *)&h[0], st0);
+    _mm_storeu_si128((__m128i *)&h[4], st1);
+}
+
+static int have_sha_ni(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return 0;
+    int sha = (b >> 29) & 1;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    return sha && ((c >> 19) & 1) && ((c >> 9) & 1); /* SSE4.1, SSSE3 */
+}
+#endif
+
+/* nblocks 64-byte blocks into h: SHA-NI when the CPU has it (checked once per hash), else C. */
+static void sha_blocks(sha256 *s, const uint8_t *p, size_t nblocks)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (s->ni) {
+        sha_blocks_ni(s->h, p, nblocks);
+        return;
+    }
+#endif
+    sha_blocks_c(s->h, p, nblocks);
 }
 
 static void sha_init(sha256 *s)
@@ -63,6 +147,12 @@ static void sha_init(sha256 *s)
     memcpy(s->h, h0, sizeof h0);
     s->len = 0;
     s->fill = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    const char *e = getenv("SD_SHA_PORTABLE"); /* tests compare both implementations */
+    s->ni = have_sha_ni() && !(e && strcmp(e, "1") == 0);
+#else
+    s->ni = 0;
+#endif
 }
 
 static void sha_update(sha256 *s, const void *data, size_t n)
@@ -71,9 +161,9 @@ static void sha_update(sha256 *s, const void *data, size_t n)
     s->len += n;
     while (n > 0) {
         if (s->fill == 0 && n >= 64) {
-            sha_block(s, p);
-            p += 64;
-            n -= 64;
+            sha_blocks(s, p, n / 64);
+            p += n / 64 * 64;
+            n %= 64;
             continue;
         }
         size_t k = 64 - s->fill < n ? 64 - s->fill : n;
@@ -82,7 +172,7 @@ static void sha_update(sha256 *s, const void *data, size_t n)
         p += k;
         n -= k;
         if (s->fill == 64) {
-            sha_block(s, s->buf);
+            sha_blocks(s, s->buf, 1);
             s->fill = 0;
         }
     }

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "engine/cpu_capture.h"
 #include "kernels/nm_format.h"
@@ -227,8 +229,7 @@ static int alloc_state(sd__job *j)
 {
     int32_t L = j->cfg->n_layers;
     j->hess = calloc((size_t)L, sizeof *j->hess);
-    j->out = calloc((size_t)L, sizeof *j->out);
-    if (!j->hess || !j->out)
+    if (!j->hess)
         return sd_diag_set(j->d, SD_ENOMEM, "prune: out of memory");
     return 0;
 }
@@ -274,6 +275,13 @@ static int run_layers(sd__job *j)
         if (rc == 0 && need_data && !j->live)
             rc = sd__prune_capture(j, 0, L - 1);
         j->rows = need_data ? rows_captured(j) : 0;
+        /* one-shot: no forward pass is left, and the CPU backend's fp32 copy of every weight
+         * (twice the checkpoint) should not stay resident through the solve (the CUDA backend,
+         * on the GPU, is left as it was) */
+        if (!j->cuda_cap) {
+            sd_backend_free(j->backend);
+            j->backend = NULL;
+        }
         for (int32_t l = 0; l < L && rc == 0; l++) {
             set_phase(j, 0.6 + 0.35 * l / L, 0.6 + 0.35 * (l + 1) / L);
             rc = sd__prune_layer(j, l);
@@ -363,55 +371,80 @@ static int hash_join(sd__job *j, int stop, char hex[65])
     return 0;
 }
 
-static int write_checkpoint(sd__job *j)
+/* Which selected linear (layer, k) tensor `name` is the weight of; 0 if none. */
+static int pruned_linear(const sd__job *j, const char *name, int32_t *ret_layer, int *ret_k)
 {
-    sd_ckptw *w = NULL;
-    json_t *prov = NULL;
-    char sha[65] = "";
+    for (int32_t l = 0; l < j->cfg->n_layers; l++) {
+        const sd_layer_weights *lw = &sd_model_w(j->model)->layers[l];
+        const sd_linear *ls[SD_LIN_N] = {&lw->q, &lw->k, &lw->v, &lw->o, &lw->gate, &lw->up, &lw->down};
+        for (int k = 0; k < SD_LIN_N; k++) {
+            size_t n = strlen(ls[k]->name);
+            if ((j->spec->modules & (1u << k)) && strncmp(name, ls[k]->name, n) == 0 &&
+                strcmp(name + n, ".weight") == 0) {
+                *ret_layer = l;
+                *ret_k = k;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+void sd__prune_drop_pages(const void *p, size_t n)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
+    uintptr_t b = ((uintptr_t)p + n) & ~(uintptr_t)(pg - 1);
+    if (pg > 0 && b > a)
+        madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+/* Opens the output before solving: dense tensors as they are (from the mmap'd checkpoint), the
+ * pruned linears reserved in their places and written by sd__prune_layer as they are packed. */
+static int writer_start(sd__job *j)
+{
     const sd_ckpt *ck = sd_model_ckpt(j->model);
-    int rc = hash_join(j, 0, sha);
-    if (rc == 0)
-        rc = sd_ckptw_open(&w, j->spec->out_dir, j->d);
+    int rc = sd_ckptw_open(&j->w, j->spec->out_dir, j->d);
     for (size_t i = 0; rc == 0 && i < sd_ckpt_count(ck); i++) {
         const sd_tensor_view *t = sd_ckpt_at(ck, i);
-        int32_t layer = -1;
-        int which = -1;
-        for (int32_t l = 0; l < j->cfg->n_layers && which < 0; l++)
-            for (int k = 0; k < SD_LIN_N; k++) {
-                const sd_layer_weights *lw = &sd_model_w(j->model)->layers[l];
-                const sd_linear *ls[SD_LIN_N] = {&lw->q,    &lw->k,  &lw->v,   &lw->o,
-                                                 &lw->gate, &lw->up, &lw->down};
-                size_t n = strlen(ls[k]->name);
-                if (j->out[l][k].values && strncmp(t->name, ls[k]->name, n) == 0 &&
-                    strcmp(t->name + n, ".weight") == 0) {
-                    layer = l;
-                    which = k;
-                    break;
-                }
-            }
-        if (which < 0) {
-            rc = sd_ckptw_add(w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, j->d);
-            continue;
+        int32_t layer;
+        int k;
+        if (pruned_linear(j, t->name, &layer, &k) && t->ndim == 2) {
+            char base[1024];
+            snprintf(base, sizeof base, "%.*s", (int)(strlen(t->name) - 7), t->name);
+            rc = sd_ckptw_reserve_bitmask(j->w, base, t->shape[0], t->shape[1], j->pattern, j->d);
+        } else {
+            rc = sd_ckptw_add(j->w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, j->d);
         }
-        sd__pruned *p = &j->out[layer][which];
-        char base[1024];
-        snprintf(base, sizeof base, "%.*s", (int)(strlen(t->name) - 7), t->name);
-        rc = sd_ckptw_add_bitmask(w, base, t->shape[0], t->shape[1], p->values, p->mask, j->pattern, j->d);
-        p->values = NULL;
-        p->mask = NULL;
     }
+    if (rc == 0)
+        rc = sd_ckptw_start(j->w, j->d);
+    for (size_t i = 0; rc == 0 && i < sd_ckpt_count(ck); i++) {
+        const sd_tensor_view *t = sd_ckpt_at(ck, i);
+        int32_t layer;
+        int k;
+        if (!pruned_linear(j, t->name, &layer, &k))
+            sd__prune_drop_pages(t->data, t->nbytes); /* written; the backend has its own copy */
+    }
+    return rc;
+}
+
+static int write_checkpoint(sd__job *j)
+{
+    json_t *prov = NULL;
+    char sha[65] = "";
+    int rc = hash_join(j, 0, sha);
     static const char *side[] = {"config.json", "generation_config.json", "tokenizer.json",
                                  "tokenizer_config.json", "chat_template.jinja"};
     for (size_t i = 0; rc == 0 && i < sizeof side / sizeof side[0]; i++)
-        rc = sd_ckptw_copy_file(w, j->spec->model_dir, side[i], i == 0, j->d);
+        rc = sd_ckptw_copy_file(j->w, j->spec->model_dir, side[i], i == 0, j->d);
     if (rc == 0 && !(prov = provenance(j, sha)))
         rc = sd_diag_set(j->d, SD_ENOMEM, "prune: out of memory");
     if (rc == 0 && sd_cancel_requested(j->cancel))
         rc = sd_diag_set(j->d, SD_ECANCEL, "prune: cancelled before the checkpoint was committed");
     if (rc == 0)
-        rc = sd_ckptw_commit(w, prov, j->d);
+        rc = sd_ckptw_commit(j->w, prov, j->d);
     json_decref(prov);
-    sd_ckptw_free(w);
     return rc;
 }
 
@@ -423,14 +456,10 @@ static void job_free(sd__job *j)
         for (int32_t l = 0; l < j->cfg->n_layers; l++) {
             for (int s = 0; j->hess && s < SD_CAP_N; s++)
                 sd_hess_free(j->hess[l][s]);
-            for (int k = 0; j->out && k < SD_LIN_N; k++) {
-                free(j->out[l][k].values);
-                free(j->out[l][k].mask);
-            }
         }
     }
     free(j->hess);
-    free(j->out);
+    sd_ckptw_free(j->w); /* a job that failed or was cancelled leaves no output directory */
     sd_prune_gpu_free(j->gpu);
     sd_calib_set_clear(&j->calib);
     sd_backend_free(j->backend);
@@ -458,10 +487,14 @@ int sd_prune_run(const sd_prune_spec *spec, sd_prune_progress_fn progress, void 
     if (rc == 0)
         hash_start(&j);
     j.cuda_cap = want_cuda_capture(&j);
-    /* the CUDA backend is made once the sequence lengths are known (its KV pool is sized to them) */
+    /* the CUDA backend is made once the sequence lengths are known (its KV pool is sized to them);
+     * magnitude pruning runs no forward pass and needs none (the CPU backend would convert every
+     * weight to fp32: twice the checkpoint in memory, and time) */
+    int fwd = spec->solver != SD_SOLVER_MAGNITUDE;
     if (rc == 0 && (rc = sd_cpu_pool_init(&j.pool, spec->threads, d)) == 0 &&
-        (j.cuda_cap || (rc = backend_init(&j, 0)) == 0) && (rc = alloc_state(&j)) == 0 &&
-        (rc = load_calib(&j)) == 0 && (j.backend || (rc = backend_init(&j, longest_seq(&j.calib))) == 0)) {
+        (j.cuda_cap || !fwd || (rc = backend_init(&j, 0)) == 0) && (rc = alloc_state(&j)) == 0 &&
+        (rc = writer_start(&j)) == 0 && (rc = load_calib(&j)) == 0 &&
+        (j.backend || !fwd || (rc = backend_init(&j, longest_seq(&j.calib))) == 0)) {
         if (spec->save_tokens)
             rc = sd_calib_save_tokens(&j.calib, spec->save_tokens, d);
         if (rc == 0)

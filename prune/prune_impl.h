@@ -12,17 +12,12 @@
 #include "engine/model.h"
 #include "prune/calib.h"
 #include "prune/cancel.h"
+#include "prune/ckptw.h"
 #include "prune/hess.h"
 #include <pthread.h>
 
 #include "prune/prune.h"
 #include "prune/prune_cuda.h"
-
-/* A pruned linear waiting for the checkpoint writer. */
-typedef struct sd__pruned {
-    uint16_t *values; /* bf16 [rows, cols/2], owned until handed to the writer */
-    uint32_t *mask;   /* [rows, cols/32] */
-} sd__pruned;
 
 /* The source checkpoint's SHA-256 for the provenance, computed on a thread of its own while the
  * job runs (16 GB take over a minute to hash; the solve hides it). */
@@ -50,9 +45,10 @@ typedef struct sd__job {
     int nm_n, nm_m;
     char pattern[32];
     sd_calib_set calib;
-    sd_hess *(*hess)[SD_CAP_N];  /* [n_layers][site], NULL where not collected */
-    sd__pruned (*out)[SD_LIN_N]; /* [n_layers][linear] */
-    const int32_t *batch_ids;    /* capture: set indices of the current forward's sequences */
+    sd_hess *(*hess)[SD_CAP_N]; /* [n_layers][site], NULL where not collected */
+    sd_ckptw *w;                /* the output, started before solving: each pruned linear is
+                                   written in place as it is packed, not held to the end */
+    const int32_t *batch_ids;   /* capture: set indices of the current forward's sequences */
     struct timespec t0;
     double frac_lo, frac_hi; /* the current phase's share of the progress bar */
     double total_loss;
@@ -85,6 +81,11 @@ int sd__prune_cap_install(sd__job *j, sd__cap *c, int32_t stop);
 /* Progress report at fraction frac_lo + f * (frac_hi - frac_lo) of the job. */
 void sd__prune_report(sd__job *j, sd_prune_phase ph, int32_t layer, int64_t tokens, int64_t target, double f,
                       const char *detail);
+
+/* Drops the pages of [p, p + n) of the read-only checkpoint mapping from this process (they come
+ * back from the file if read again): a large prune reads every byte once, and without this the
+ * whole checkpoint would count as resident by the end. */
+void sd__prune_drop_pages(const void *p, size_t n);
 
 /* Replays the calibration set with the capture hook feeding hess[layer][site] for layers in
  * [lo, hi] (one-shot: all layers; sequential: one), stopping the forward after layer hi. */

@@ -119,30 +119,94 @@ static const sd_linear *layer_linear(const sd_layer_weights *lw, int which)
     return ls[which];
 }
 
-/* Rounds pruned fp32 weights to bf16 and packs them under keep into j->out. W is left holding
- * the bf16-rounded values (what the checkpoint will serve). */
-static int pack_linear(sd__job *j, const sd_linear *l, float *W, uint32_t *keep, sd__pruned *out)
+#define PACK_BLOCK 16 /* rows per piece of the parallel loops below */
+
+/* Loads and packs a linear by blocks of rows over the job's pool: rows are independent, so the
+ * result does not depend on the thread count. */
+typedef struct rows_ctx {
+    const void *src; /* conversion: the checkpoint's weight [rows, cols] of dtype dt */
+    sd_dtype dt;
+    float *W; /* fp32 [rows, cols] */
+    int64_t cols;
+    uint32_t *keep;   /* [rows, cols/32]; pack: also the mask (sd_nm_pack may alias them) */
+    uint16_t *values; /* pack: bf16 [rows, cols/2] */
+    uint16_t *dense;  /* pack: bf16 [threads, PACK_BLOCK, cols] */
+    int n, m;
+    int bad; /* validate: some block's mask is broken */
+} rows_ctx;
+
+static void to_f32_rows(void *ctx, int64_t begin, int64_t end, int tid)
+{
+    const rows_ctx *c = ctx;
+    size_t es = sd_dtype_size(c->dt);
+    sd_dtype_to_f32(c->dt, (const char *)c->src + (size_t)(begin * c->cols) * es, c->W + begin * c->cols,
+                    (size_t)((end - begin) * c->cols));
+}
+
+static void validate_rows(void *ctx, int64_t begin, int64_t end, int tid)
+{
+    rows_ctx *c = ctx;
+    int64_t words = c->cols / 32;
+    if (sd_nm_validate(c->keep + begin * words, end - begin, c->cols, c->n, c->m, NULL) != 0)
+        __atomic_store_n(&c->bad, 1, __ATOMIC_RELAXED);
+}
+
+/* W rounded to bf16 (W keeps the rounded values: what the checkpoint will serve), then packed. */
+static void pack_rows(void *ctx, int64_t begin, int64_t end, int tid)
+{
+    const rows_ctx *c = ctx;
+    int64_t cols = c->cols, words = cols / 32;
+    uint16_t *dense = c->dense + (int64_t)tid * PACK_BLOCK * cols;
+    for (int64_t r = begin; r < end; r += PACK_BLOCK) {
+        int64_t nr = end - r < PACK_BLOCK ? end - r : PACK_BLOCK;
+        float *W = c->W + r * cols;
+        for (int64_t i = 0; i < nr * cols; i++) {
+            dense[i] = sd_f32_to_bf16(W[i]);
+            W[i] = sd_bf16_to_f32(dense[i]);
+        }
+        /* counts were validated: this cannot fail */
+        sd_nm_pack(dense, c->keep + r * words, nr, cols, c->values + r * (cols / 2), c->keep + r * words,
+                   NULL);
+    }
+}
+
+/* The linear's weight as fp32 W [rows, cols]; its pages of the mapping are dropped after. */
+static int load_linear(sd__job *j, const sd_linear *l, float *W)
+{
+    size_t es = sd_dtype_size(l->dtype);
+    if (l->kind != SD_LINEAR_DENSE ||
+        (l->dtype != SD_DT_BF16 && l->dtype != SD_DT_F16 && l->dtype != SD_DT_F32 && l->dtype != SD_DT_F64))
+        return sd_diag_set(j->d, SD_ENOTSUP, "prune: %s is not a dense float weight", l->name);
+    rows_ctx c = {.src = l->w, .dt = l->dtype, .W = W, .cols = l->cols};
+    sd_cpu_pool_run(j->pool, l->rows, PACK_BLOCK, to_f32_rows, &c);
+    sd__prune_drop_pages(l->w, (size_t)(l->rows * l->cols) * es);
+    return 0;
+}
+
+/* Rounds pruned fp32 weights to bf16, packs them under keep and writes them into the output
+ * checkpoint. W is left holding the bf16-rounded values (what the checkpoint will serve). */
+static int pack_linear(sd__job *j, const sd_linear *l, float *W, uint32_t *keep)
 {
     int64_t rows = l->rows, cols = l->cols;
-    int rc = sd_nm_validate(keep, rows, cols, j->nm_n, j->nm_m, j->d);
+    int rc = sd_nm_validate(keep, 0, cols, j->nm_n, j->nm_m, j->d); /* shape and pattern */
+    rows_ctx c = {.W = W, .cols = cols, .keep = keep, .n = j->nm_n, .m = j->nm_m};
+    if (rc == 0)
+        sd_cpu_pool_run(j->pool, rows, PACK_BLOCK, validate_rows, &c);
+    if (rc == 0 && c.bad) /* again on one thread, for the message naming the row */
+        rc = sd_nm_validate(keep, rows, cols, j->nm_n, j->nm_m, j->d);
     if (rc != 0)
         return sd_diag_wrap(j->d, rc, "prune: %s: solver produced a bad mask", l->name);
-    uint16_t *dense = malloc((size_t)(rows * cols) * sizeof *dense);
-    out->values = malloc((size_t)(rows * cols / 2) * sizeof *out->values);
-    if (!dense || !out->values) {
-        free(dense);
-        return sd_diag_set(j->d, SD_ENOMEM, "prune: out of memory packing %s", l->name);
+    c.dense = malloc((size_t)sd_cpu_pool_threads(j->pool) * PACK_BLOCK * (size_t)cols * sizeof *c.dense);
+    c.values = malloc((size_t)(rows * cols / 2) * sizeof *c.values);
+    if (!c.dense || !c.values)
+        rc = sd_diag_set(j->d, SD_ENOMEM, "prune: out of memory packing %s", l->name);
+    if (rc == 0) {
+        sd_cpu_pool_run(j->pool, rows, PACK_BLOCK, pack_rows, &c);
+        rc = sd_ckptw_fill_bitmask(j->w, l->name, c.values, keep, j->d);
     }
-    for (int64_t i = 0; i < rows * cols; i++) {
-        dense[i] = sd_f32_to_bf16(W[i]);
-        W[i] = sd_bf16_to_f32(dense[i]);
-    }
-    rc = sd_nm_pack(dense, keep, rows, cols, out->values, keep, j->d);
-    free(dense);
-    if (rc != 0)
-        return rc;
-    out->mask = keep;
-    return 0;
+    free(c.dense);
+    free(c.values);
+    return rc;
 }
 
 /* Per site: the fp64 Hessian (or diagonal), and for SparseGPT the factor U and dead columns. */
@@ -198,11 +262,7 @@ static int solve_linear(sd__job *j, int32_t layer, int which, const sd_sgpt_opts
         rc = sd_diag_set(j->d, SD_ENOMEM, "prune: out of memory for %s", l->name);
         goto out;
     }
-    if (l->kind != SD_LINEAR_DENSE || sd_dtype_to_f32(l->dtype, l->w, W, (size_t)(rows * cols)) != 0) {
-        rc = sd_diag_set(j->d, SD_ENOTSUP, "prune: %s is not a dense float weight", l->name);
-        goto out;
-    }
-    if ((rc = site_prepare(j, layer, lin_site[which], so, ss)) != 0)
+    if ((rc = load_linear(j, l, W)) != 0 || (rc = site_prepare(j, layer, lin_site[which], so, ss)) != 0)
         goto out;
     if (j->spec->solver == SD_SOLVER_SPARSEGPT && j->gpu) {
         sd_sgpt_stats st = {0};
@@ -216,17 +276,16 @@ static int solve_linear(sd__job *j, int32_t layer, int which, const sd_sgpt_opts
         rc = sd_sgpt_sweep(j->pool, W, rows, cols, ss->U, ss->dead, so, keep, &st, j->d);
         loss = st.loss;
     } else {
-        rc = sd_wanda_prune(W, rows, cols, j->spec->solver == SD_SOLVER_WANDA ? ss->H : NULL, j->nm_n,
-                            j->nm_m, keep, j->d);
+        rc = sd_wanda_prune_pool(j->pool, W, rows, cols, j->spec->solver == SD_SOLVER_WANDA ? ss->H : NULL,
+                                 j->nm_n, j->nm_m, keep, j->d);
     }
     if (rc != 0) {
         sd_diag_wrap(j->d, rc, "prune: %s", l->name);
         goto out;
     }
-    if ((rc = pack_linear(j, l, W, keep, &j->out[layer][which])) != 0)
+    if ((rc = pack_linear(j, l, W, keep)) != 0)
         goto out;
-    keep = NULL; /* owned by j->out now */
-    if (j->spec->mode == SD_PRUNE_SEQUENTIAL)
+    if (j->spec->mode == SD_PRUNE_SEQUENTIAL && j->backend) /* magnitude runs no forward: none */
         rc = j->cuda_cap ? sd_backend_cuda_set_linear(j->backend, layer, which, W, j->d)
                          : sd_backend_cpu_set_linear(j->backend, layer, which, W, j->d);
     j->total_loss += loss;

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "engine/cpu_pool.h"
 #include "engine/diag.h"
 
 #ifdef __cplusplus
@@ -17,6 +18,11 @@ extern "C" {
  * n, m: N:M kept per group, or 0, 0 for the top cols/2 of every row. Ties: lower column kept. */
 int sd_wanda_prune(float *W, int64_t rows, int64_t cols, const double *xsq, int n, int m, uint32_t *keep,
                    sd_diag *d);
+
+/* The same, rows in blocks over `pool` (NULL: the calling thread); the same output for any
+ * thread count. */
+int sd_wanda_prune_pool(sd_cpu_pool *pool, float *W, int64_t rows, int64_t cols, const double *xsq, int n,
+                        int m, uint32_t *keep, sd_diag *d);
 
 #ifdef __cplusplus
 }

@@ -60,6 +60,63 @@ static void test_mask_from_scores(void)
     }
 }
 
+/* Reference for the mask contract: per group, sort columns by score (NaN lowest) descending,
+ * ties to the lower column, keep the first n — the order the kernel must reproduce exactly. */
+typedef struct ref_sc {
+    float s;
+    int c;
+} ref_sc;
+
+static int ref_cmp(const void *a, const void *b)
+{
+    const ref_sc *x = a, *y = b;
+    if (x->s != y->s)
+        return x->s > y->s ? -1 : 1;
+    return x->c - y->c;
+}
+
+static void ref_mask(const float *sc, int64_t rows, int64_t cols, int n, int m, uint32_t *mask)
+{
+    int64_t glen = m ? m : cols, keep = m ? n : cols / 2;
+    ref_sc *t = malloc((size_t)glen * sizeof *t);
+    memset(mask, 0, (size_t)(rows * (cols / 32)) * sizeof *mask);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t g = 0; g < cols; g += glen) {
+            for (int64_t i = 0; i < glen; i++) {
+                float v = sc[r * cols + g + i];
+                t[i] = (ref_sc){v != v ? -INFINITY : v, (int)(g + i)};
+            }
+            qsort(t, (size_t)glen, sizeof *t, ref_cmp);
+            for (int64_t i = 0; i < keep; i++)
+                mask[r * (cols / 32) + t[i].c / 32] |= 1u << (t[i].c % 32);
+        }
+    free(t);
+}
+
+/* Heavy ties (few distinct values), NaN, +-0 and +-inf: the mask equals the sorted reference bit
+ * for bit (pruning output must not depend on how the top-n is found). */
+static void test_mask_ties_match_sort(void)
+{
+    uint64_t s = 21;
+    const int64_t rows = 9, cols = 256;
+    static float sc[9 * 256];
+    static uint32_t got[9 * 8], want[9 * 8];
+    const float special[] = {0.0f, -0.0f, NAN, INFINITY, -INFINITY, 1.0f, -1.0f, 0.5f};
+    for (int p = 0; p < N_PAT; p++)
+        for (int trial = 0; trial < 4; trial++) {
+            int n = k_pat[p][0], m = k_pat[p][1];
+            for (int64_t i = 0; i < rows * cols; i++) {
+                uint64_t x = nmt_rand(&s);
+                sc[i] = trial == 0 ? nmt_uniform(&s) : trial == 1 ? special[x % 8] : (float)(x % 3);
+                if (trial == 3 && x % 5 == 0)
+                    sc[i] = NAN;
+            }
+            ref_mask(sc, rows, cols, n, m, want);
+            REQUIRE(sd_nm_mask_from_scores(sc, rows, cols, n, m, got, NULL) == 0);
+            CHECK_MSG(memcmp(got, want, sizeof got) == 0, "%d:%d trial %d", n, m, trial);
+        }
+}
+
 /* pack then expand equals the dense matrix with the pruned entries zeroed, for every pattern. */
 static void test_pack_expand_roundtrip(void)
 {
@@ -150,6 +207,7 @@ int main(void)
 {
     RUN(test_pattern_parse_format);
     RUN(test_mask_from_scores);
+    RUN(test_mask_ties_match_sort);
     RUN(test_pack_expand_roundtrip);
     RUN(test_validate_errors);
     RUN(test_pack_expand_errors);
