@@ -302,7 +302,9 @@ out:
     return s;
 }
 
-static int write_safetensors(const sd_ckptw *w, sd_diag *d)
+/* Creates model.safetensors in the staging directory and writes its length-prefixed header;
+ * the data starts at *ret_data_at. */
+static int create_file(const sd_ckptw *w, int *ret_fd, size_t *ret_data_at, sd_diag *d)
 {
     size_t hlen = 0;
     char *hdr = header_json(w, &hlen);
@@ -318,48 +320,51 @@ static int write_safetensors(const sd_ckptw *w, sd_diag *d)
     uint8_t le[8];
     for (int i = 0; i < 8; i++)
         le[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
-    int bad = write_all(fd, le, 8) != 0 || write_all(fd, hdr, hlen) != 0;
+    int bad = write_all(fd, le, 8) != 0 || write_all(fd, hdr, hlen) != 0, e = errno;
+    free(hdr);
+    if (bad) {
+        close(fd);
+        return sd_diag_set(d, SD_EIO, "writing %s: %s", path, strerror(e));
+    }
+    *ret_fd = fd;
+    *ret_data_at = 8 + hlen;
+    return 0;
+}
+
+static int write_safetensors(const sd_ckptw *w, sd_diag *d)
+{
+    int fd;
+    size_t data_at;
+    int rc = create_file(w, &fd, &data_at, d);
+    if (rc)
+        return rc;
+    int bad = 0;
     for (size_t i = 0; i < w->n && !bad; i++)
         bad = write_all(fd, w->t[i].data, w->t[i].nbytes) != 0;
     bad = bad || fsync(fd) != 0;
     int e = errno;
     bad |= close(fd) != 0;
-    free(hdr);
-    return bad ? sd_diag_set(d, SD_EIO, "writing %s: %s", path, strerror(e)) : 0;
+    return bad ? sd_diag_set(d, SD_EIO, "writing %s/model.safetensors: %s", w->tmp, strerror(e)) : 0;
 }
 
 int sd_ckptw_start(sd_ckptw *w, sd_diag *d)
 {
     if (!w->tmp || w->fd >= 0)
         return sd_diag_set(d, SD_EINVAL, "checkpoint writer: already started or committed");
-    size_t hlen = 0, off = 0;
-    char *hdr = header_json(w, &hlen);
-    if (!hdr)
-        return sd_diag_set(d, SD_ENOMEM, "checkpoint writer: out of memory for the header");
+    size_t off = 0;
     for (size_t i = 0; i < w->n; i++) {
         w->t[i].off = off;
         off += w->t[i].nbytes;
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", w->tmp);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        free(hdr);
-        return sd_diag_set(d, SD_EIO, "cannot create %s: %s", path, strerror(errno));
-    }
-    uint8_t le[8];
-    for (int i = 0; i < 8; i++)
-        le[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
-    w->fd = fd;
-    w->data_at = 8 + hlen;
+    int rc = create_file(w, &w->fd, &w->data_at, d);
+    if (rc)
+        return rc;
     /* the final size up front: reserved tensors are filled in any order */
-    int bad = ftruncate(fd, (off_t)(w->data_at + off)) != 0 || write_all(fd, le, 8) != 0 ||
-              write_all(fd, hdr, hlen) != 0;
+    int bad = ftruncate(w->fd, (off_t)(w->data_at + off)) != 0;
     for (size_t i = 0; i < w->n && !bad; i++)
         if (!w->t[i].pending)
-            bad = pwrite_all(fd, w->t[i].data, w->t[i].nbytes, w->data_at + w->t[i].off) != 0;
-    free(hdr);
-    return bad ? sd_diag_set(d, SD_EIO, "writing %s: %s", path, strerror(errno)) : 0;
+            bad = pwrite_all(w->fd, w->t[i].data, w->t[i].nbytes, w->data_at + w->t[i].off) != 0;
+    return bad ? sd_diag_set(d, SD_EIO, "writing %s/model.safetensors: %s", w->tmp, strerror(errno)) : 0;
 }
 
 static wtensor *find_pending(sd_ckptw *w, const char *base, const char *suffix)
