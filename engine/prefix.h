@@ -23,8 +23,8 @@ int sd_prefix_init(sd_prefix **ret, sd_kv *kv, sd_diag *d);
 void sd_prefix_free(sd_prefix *p);
 
 /* Caches the full blocks of tokens [0, n_tokens) whose K/V are in `blocks` (a sequence's table);
- * blocks already cached with that content are left as they are. Best effort: out of memory only
- * caches less. */
+ * blocks already cached with that content are left as they are. Allocates nothing: the cache's
+ * arrays are sized for the whole pool at init. */
 void sd_prefix_insert(sd_prefix *p, const int32_t *tokens, int32_t n_tokens, const int32_t *blocks);
 
 /* The longest run of cached blocks that tokens [0, n_tokens) starts with, at most max_blocks:
