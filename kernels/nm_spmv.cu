@@ -132,6 +132,61 @@ __device__ __forceinline__ void nm_word(uint32_t bits, const uint4 &v0, const ui
     }
 }
 
+// The (K-tile, lane word) steps of one lane in a gather/GEMV kernel, in order: K-tiles of p.kt
+// units from `begin`, and within a tile the units lane, lane + 32U, ... Weights never change
+// during a step, so a lane may load the weights of its next step before the current one's x is
+// staged, and those of its first step before the grid it depends on has finished (pdl.cuh).
+struct Cursor {
+    int64_t t0, end;
+    int kt, u0; // the tile's length, the lane's first unit of this step in the tile
+    bool valid;
+};
+
+__device__ __forceinline__ Cursor cursor_first(int64_t begin, int64_t end, int tile, int lane)
+{
+    Cursor c;
+    c.t0 = begin, c.end = end;
+    c.kt = (int)min((int64_t)tile, end - begin);
+    c.u0 = lane;
+    c.valid = begin < end && lane < c.kt;
+    return c;
+}
+
+template <int U> __device__ __forceinline__ Cursor cursor_next(Cursor c, int tile, int lane)
+{
+    c.u0 += 32 * U;
+    if (c.u0 < c.kt)
+        return c;
+    c.t0 += tile;
+    c.kt = (int)min((int64_t)tile, c.end - c.t0);
+    c.u0 = lane;
+    c.valid = c.t0 < c.end && lane < c.kt;
+    return c;
+}
+
+// The weights of U words of RW rows for one lane step (all loads issued before any use).
+template <int RW, int U> struct WordLoads {
+    uint32_t mk[U][RW];
+    uint4 v0[U][RW], v1[U][RW];
+};
+
+template <int RW, int U>
+__device__ __forceinline__ void load_words(WordLoads<RW, U> &w, const uint32_t *const (&mrow)[RW],
+                                           const uint4 *const (&vrow)[RW], const Cursor &c)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int wl = c.u0 + 32 * u;
+        const int64_t word = c.t0 + (u == 0 || wl < c.kt ? wl : c.u0); // a spare copy of a valid word
+#pragma unroll
+        for (int r = 0; r < RW; r++) {
+            w.mk[u][r] = ld_stream_u32(mrow[r] + word);
+            w.v0[u][r] = __ldg(vrow[r] + 2 * word);
+            w.v1[u][r] = __ldg(vrow[r] + 2 * word + 1);
+        }
+    }
+}
+
 template <int BT, int RW> __global__ void __launch_bounds__(kThreads) nm_spmv_kernel(KParams p)
 {
     extern __shared__ float4 smem4[];
@@ -148,8 +203,13 @@ template <int BT, int RW> __global__ void __launch_bounds__(kThreads) nm_spmv_ke
         mrow[r] = p.mask + row * words;
         vrow[r] = reinterpret_cast<const uint4 *>(p.values + row * (p.cols >> 1));
     }
-    // Nothing above depends on the grid before this one; x does (pdl.cuh).
-    pdl_wait();
+    // U words per lane in flight (two when the accumulators leave room in registers).
+    constexpr int U = RW * BT >= 32 || RW >= 2 ? 1 : 2; // the next step prefetched: in flight too
+    Cursor cur = cursor_first(w_begin, w_end, p.kt, lane);
+    WordLoads<RW, U> w;
+    if (cur.valid) // the first step's weights, while the grid before may still run
+        load_words<RW, U>(w, mrow, vrow, cur);
+    pdl_wait(); // x is written by the grid before (pdl.cuh)
     pdl_trigger();
     float acc[RW][BT] = {};
     for (int64_t t0 = w_begin; t0 < w_end; t0 += p.kt) {
@@ -157,33 +217,23 @@ template <int BT, int RW> __global__ void __launch_bounds__(kThreads) nm_spmv_ke
         __syncthreads();
         stage_x_words<BT>(xs, p, t0, kt);
         __syncthreads();
-        // U words per lane in flight (two when the accumulators leave room in registers).
-        constexpr int U = RW * BT >= 32 ? 1 : 2;
-        for (int wl0 = lane; wl0 < kt; wl0 += 32 * U) {
-            uint32_t mk[U][RW];
-            uint4 v0[U][RW], v1[U][RW];
+        for (; cur.valid && cur.t0 == t0;) {
+            const Cursor nxt = cursor_next<U>(cur, p.kt, lane);
+            WordLoads<RW, U> wn;
+            if (nxt.valid) // the next step's weights in flight while this one computes
+                load_words<RW, U>(wn, mrow, vrow, nxt);
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                const int wl = wl0 + 32 * u;
-                const bool ok = u == 0 || wl < kt;
-                const int64_t w = t0 + (ok ? wl : wl0);
-#pragma unroll
-                for (int r = 0; r < RW; r++) { // all loads in flight before any use
-                    mk[u][r] = ld_stream_u32(mrow[r] + w);
-                    v0[u][r] = __ldg(vrow[r] + 2 * w);
-                    v1[u][r] = __ldg(vrow[r] + 2 * w + 1);
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int wl = wl0 + 32 * u;
+                const int wl = cur.u0 + 32 * u;
                 if (u > 0 && wl >= kt)
                     break;
                 const float *xw = xs + wl * word_stride<BT>() + BT; // column j lives at xw + j * BT
 #pragma unroll
                 for (int r = 0; r < RW; r++)
-                    nm_word<BT>(mk[u][r], v0[u][r], v1[u][r], xw, acc[r]);
+                    nm_word<BT>(w.mk[u][r], w.v0[u][r], w.v1[u][r], xw, acc[r]);
             }
+            cur = nxt;
+            w = wn;
         }
     }
     store_rows<BT, RW>(p, acc, row0, lane);
@@ -288,6 +338,21 @@ __device__ __forceinline__ void gemv_chunk(const uint4 (&wv)[RW], const float *x
     }
 }
 
+// The weights of U 8-column chunks of RW rows for one lane step.
+template <int RW, int U>
+__device__ __forceinline__ void load_chunks(uint4 (&wv)[U][RW], const uint4 *const (&wrow)[RW],
+                                            const Cursor &c)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int cl = c.u0 + 32 * u;
+        const int64_t chunk = c.t0 + (u == 0 || cl < c.kt ? cl : c.u0);
+#pragma unroll
+        for (int r = 0; r < RW; r++)
+            wv[u][r] = __ldg(wrow[r] + chunk);
+    }
+}
+
 // Dense GEMV: lane l owns 8 consecutive columns (one 16-byte load per row); the x of those 8
 // columns is read once from shared memory and reused for the warp's RW rows.
 template <int BT, int RW> __global__ void __launch_bounds__(kThreads) gemv_kernel(KParams p)
@@ -303,7 +368,12 @@ template <int BT, int RW> __global__ void __launch_bounds__(kThreads) gemv_kerne
 #pragma unroll
     for (int r = 0; r < RW; r++)
         wrow[r] = reinterpret_cast<const uint4 *>(p.values + min(row0 + r, p.rows - 1) * p.cols);
-    pdl_wait();
+    constexpr int U = RW * BT >= 32 || RW >= 2 ? 1 : 2; // chunks per lane in flight (and the next step)
+    Cursor cur = cursor_first(c_begin, c_end, p.kt, lane);
+    uint4 wv[U][RW];
+    if (cur.valid) // the first step's weights, while the grid before may still run
+        load_chunks<RW, U>(wv, wrow, cur);
+    pdl_wait(); // x is written by the grid before (pdl.cuh)
     pdl_trigger();
     float acc[RW][BT] = {};
     for (int64_t t0 = c_begin; t0 < c_end; t0 += p.kt) {
@@ -311,23 +381,24 @@ template <int BT, int RW> __global__ void __launch_bounds__(kThreads) gemv_kerne
         __syncthreads();
         stage_x_dense<BT>(xs, p, t0 * 8, kt * 8, stride);
         __syncthreads();
-        constexpr int U = RW * BT >= 32 ? 1 : 2; // chunks per lane in flight
-        for (int cl0 = lane; cl0 < kt; cl0 += 32 * U) {
-            uint4 wv[U][RW];
+        for (; cur.valid && cur.t0 == t0;) {
+            const Cursor nxt = cursor_next<U>(cur, p.kt, lane);
+            uint4 wn[U][RW];
+            if (nxt.valid) // the next step's weights in flight while this one computes
+                load_chunks<RW, U>(wn, wrow, nxt);
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                const int cl = (u == 0 || cl0 + 32 * u < kt) ? cl0 + 32 * u : cl0;
-#pragma unroll
-                for (int r = 0; r < RW; r++)
-                    wv[u][r] = __ldg(wrow[r] + t0 + cl);
-            }
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int cl = cl0 + 32 * u;
+                const int cl = cur.u0 + 32 * u;
                 if (u > 0 && cl >= kt)
                     break;
                 gemv_chunk<BT, RW>(wv[u], xs + cl * 8, stride, ((cl >> 2) & 1) << 2, acc);
             }
+            cur = nxt;
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int r = 0; r < RW; r++)
+                    wv[u][r] = wn[u][r];
         }
     }
     store_rows<BT, RW>(p, acc, row0, lane);
