@@ -126,6 +126,27 @@ static int alloc_kv(sd_cuda_backend *b, const sd_backend_opts *o, sd_diag *d)
 }
 
 /* Everything but the weights, which `load` puts in place. */
+/* SD_BENCH_SKIP: a comma-separated list of step parts to drop from every layer, so that `bench
+ * decode` can show what each costs in the real graph (kernels/NOTES.md); the logits are wrong.
+ * linears, norm (both residual-add + RMSNorms), qkvpost, attn, swiglu; small = the last four. */
+static int parse_skip(const char *s)
+{
+    static const struct {
+        const char *name;
+        int bits;
+    } parts[] = {{"linears", SD_SKIP_LINEARS}, {"norm", SD_SKIP_NORM},     {"qkvpost", SD_SKIP_QKVPOST},
+                 {"attn", SD_SKIP_ATTN},       {"swiglu", SD_SKIP_SWIGLU}, {"small", SD_SKIP_SMALL}};
+    int bits = 0;
+    while (s && *s) {
+        size_t n = strcspn(s, ",");
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+            if (strlen(parts[i].name) == n && !strncmp(s, parts[i].name, n))
+                bits |= parts[i].bits;
+        s += n + (s[n] == ',');
+    }
+    return bits;
+}
+
 static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_backend_opts *opts,
                        int (*load)(sd_cuda_backend *b, const void *arg, sd_diag *d), const void *arg,
                        const sd_tp_rank *tp, sd_diag *d)
@@ -160,10 +181,11 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     b->use_graphs = 1;
     const char *pdl_env = getenv("SD_PDL");
     b->pdl = !(pdl_env && !strcmp(pdl_env, "0"));
-    /* SD_BENCH_SKIP=linears|small drops that part of every layer, so `bench decode` can show what
-     * each part of the step costs in the real graph (kernels/NOTES.md); the logits are wrong */
-    const char *skip = getenv("SD_BENCH_SKIP");
-    b->skip = !skip ? 0 : !strcmp(skip, "linears") ? 1 : !strcmp(skip, "small") ? 2 : 0;
+    b->skip = parse_skip(getenv("SD_BENCH_SKIP"));
+    /* The o and down projections add into the residual stream (no separate add, no split-K
+     * zeroing); under TP the partial sums go through the all-reduce first. SD_RESID_ACC=0: off. */
+    const char *racc = getenv("SD_RESID_ACC");
+    b->res_acc = !b->tp.comm && !(racc && !strcmp(racc, "0"));
     b->attn_min_run = sd_cu_attn_prefill_min_run();
     const char *chunk = getenv("SD_ATTN_CHUNK"); /* measured in results/2026-11-30-s3 */
     b->attn_chunk = chunk && *chunk ? atoi(chunk) : 64;

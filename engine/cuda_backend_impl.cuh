@@ -13,6 +13,16 @@
 #define SD_CU_MAX_SEQS 256 /* sequences in one forward call */
 #define SD_CU_N_BUCKETS 9  /* graph buckets 1, 2, 4 ... 256 */
 
+/* Parts of every layer that SD_BENCH_SKIP drops (measurement only). */
+enum {
+    SD_SKIP_LINEARS = 1,
+    SD_SKIP_NORM = 2,
+    SD_SKIP_QKVPOST = 4,
+    SD_SKIP_ATTN = 8,
+    SD_SKIP_SWIGLU = 16,
+    SD_SKIP_SMALL = SD_SKIP_NORM | SD_SKIP_QKVPOST | SD_SKIP_ATTN | SD_SKIP_SWIGLU
+};
+
 typedef struct sd_cuda_backend {
     sd_backend base;
     sd_model_config cfg;
@@ -41,8 +51,9 @@ typedef struct sd_cuda_backend {
     int32_t *d_meta, *h_meta;  /* tokens | pos | tok_seq | rows | block tables; h_meta pinned */
     size_t meta_cap;
     int use_graphs;
-    int pdl;  /* programmatic dependent launch of the step's kernels (kernels/pdl.cuh); SD_PDL=0: off */
-    int skip; /* SD_BENCH_SKIP (measurement only, wrong logits): 1 the layers' linears, 2 the rest */
+    int pdl;     /* programmatic dependent launch of the step's kernels (kernels/pdl.cuh); SD_PDL=0: off */
+    int skip;    /* SD_BENCH_SKIP (measurement only, wrong logits): SD_SKIP_* bits */
+    int res_acc; /* o/down projections add into x (cuda_backend.cu: SD_RESID_ACC) */
     int attn_min_run; /* tiled attention for runs this long; 0: off (engine/cuda_attn_prefill.h) */
     cudaGraphExec_t graphs[SD_CU_N_BUCKETS];
     int64_t replays;

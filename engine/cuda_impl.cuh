@@ -172,7 +172,7 @@ int sd__cu_fill_nm_mask(uint32_t *mask, size_t n_words, int n, int m, uint64_t s
 #define SD_CU_MAX_TUNED 256
 typedef struct sd_cu_tuned {
     int64_t rows, cols;
-    int B, dense, m;
+    int B, dense, m, acc;
     int use_blas; /* 1: cuBLAS measured faster than the SpMV/GEMV for this problem */
     float ms_kernel, ms_blas;
 } sd_cu_tuned;
@@ -183,7 +183,8 @@ typedef struct sd_cu_mm {
     size_t blas_ws_bytes;
     __nv_bfloat16 *scratch; /* dense expansion of one bitmask linear: [max rows*cols] */
     size_t scratch_elems;
-    void *spmv;                         /* sd_kernels_ctx: the SpMV/GEMV autotune cache */
+    float *tune_y; /* first-use timing writes here, not to the caller's output: [16, max rows] */
+    void *spmv;    /* sd_kernels_ctx: the SpMV/GEMV autotune cache */
     sd_cu_tuned tuned[SD_CU_MAX_TUNED]; /* problems already autotuned */
     int n_tuned;
     cudaEvent_t ev[2]; /* timing the two paths */
@@ -195,8 +196,9 @@ typedef struct sd_cu_mm {
 /* Sizes the scratch for the largest bitmask linear in w and creates cuBLAS on stream st. */
 int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_diag *d);
 void sd__cu_mm_free(sd_cu_mm *mm);
-/* out [T, l->rows] fp32 = in [T, l->cols] bf16 x W^T (bias not applied). */
-int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
+/* out [T, l->rows] fp32 = in [T, l->cols] bf16 x W^T (bias not applied); with `acc`,
+ * out += in x W^T (the residual add of the o and down projections: no zeroing before split-K). */
+int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,
                   cudaStream_t st, sd_diag *d);
 
 #endif

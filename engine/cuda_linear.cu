@@ -17,17 +17,22 @@ int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_dia
 {
     memset(mm, 0, sizeof *mm);
     size_t need = linear_elems(&w->lm_head);
+    int64_t max_rows = w->lm_head.rows;
     for (int i = 0; i < w->n_layers; i++) {
         const sd_cu_layer *l = &w->layers[i];
         const sd_cu_linear *ls[4] = {&l->qkv, &l->o, &l->gate_up, &l->down};
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 4; k++) {
             if (linear_elems(ls[k]) > need)
                 need = linear_elems(ls[k]);
+            if (ls[k]->rows > max_rows)
+                max_rows = ls[k]->rows;
+        }
     }
     if (need) {
         SD_CU(d, cudaMalloc((void **)&mm->scratch, need * 2));
         mm->scratch_elems = need;
     }
+    SD_CU(d, cudaMalloc((void **)&mm->tune_y, (size_t)max_rows * SD_NM_MAX_B * 4));
     SD_TRY(sd_kernels_ctx_init((sd_kernels_ctx **)&mm->spmv, d));
     SD_CU(d, cudaEventCreate(&mm->ev[0]));
     SD_CU(d, cudaEventCreate(&mm->ev[1]));
@@ -47,6 +52,7 @@ void sd__cu_mm_free(sd_cu_mm *mm)
         cublasDestroy(mm->blas);
     cudaFree(mm->blas_ws);
     cudaFree(mm->scratch);
+    cudaFree(mm->tune_y);
     sd_kernels_ctx_free((sd_kernels_ctx *)mm->spmv);
     for (int i = 0; i < 2; i++)
         if (mm->ev[i])
@@ -55,7 +61,7 @@ void sd__cu_mm_free(sd_cu_mm *mm)
 }
 
 static void spmv_args(sd_nm_spmv_args *a, const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in,
-                      float *out, int T)
+                      float *out, int T, int acc)
 {
     memset(a, 0, sizeof *a);
     a->ctx = (const sd_kernels_ctx *)mm->spmv;
@@ -70,14 +76,15 @@ static void spmv_args(sd_nm_spmv_args *a, const sd_cu_mm *mm, const sd_cu_linear
     a->ldx = l->cols;
     a->y = out;
     a->ldy = l->rows;
+    a->accumulate = acc;
 }
 
 /* The bitmask SpMV / dense GEMV: weights read once for all T <= SD_NM_MAX_B rows. */
 static int run_kernel(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
-                      cudaStream_t st, sd_diag *d)
+                      int acc, cudaStream_t st, sd_diag *d)
 {
     sd_nm_spmv_args a;
-    spmv_args(&a, mm, l, in, out, T);
+    spmv_args(&a, mm, l, in, out, T, acc);
     int rc = l->bitmask ? sd_nm_spmv_launch(&a, st) : sd_gemv_bf16_launch(&a, st);
     if (rc)
         return sd_diag_set(d, rc, "cuda: %s [%lld, %lld] x %d rows: %s", l->bitmask ? "bitmask SpMV" : "GEMV",
@@ -86,7 +93,7 @@ static int run_kernel(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *
 }
 
 /* cuBLAS GEMM, bitmask weights expanded into the dense scratch first. */
-static int run_blas(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
+static int run_blas(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,
                     cudaStream_t st, sd_diag *d)
 {
     const __nv_bfloat16 *w = l->w;
@@ -95,19 +102,19 @@ static int run_blas(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in
         w = mm->scratch;
     }
     /* row-major Y[T, rows] = X[T, cols] W[rows, cols]^T is column-major Y^T = W^T' X^T' */
-    const float one = 1.f, zero = 0.f;
+    const float one = 1.f, beta = acc ? 1.f : 0.f;
     SD_CUBLAS(d, cublasGemmEx(mm->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)l->rows, T, (int)l->cols, &one, w,
-                              CUDA_R_16BF, (int)l->cols, in, CUDA_R_16BF, (int)l->cols, &zero, out,
+                              CUDA_R_16BF, (int)l->cols, in, CUDA_R_16BF, (int)l->cols, &beta, out,
                               CUDA_R_32F, (int)l->rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return 0;
 }
 
-static const sd_cu_tuned *find_tuned(const sd_cu_mm *mm, const sd_cu_linear *l, int T)
+static const sd_cu_tuned *find_tuned(const sd_cu_mm *mm, const sd_cu_linear *l, int T, int acc)
 {
     for (int i = 0; i < mm->n_tuned; i++) {
         const sd_cu_tuned *t = &mm->tuned[i];
         if (t->rows == l->rows && t->cols == l->cols && t->B == T && t->dense == !l->bitmask &&
-            t->m == l->nm_m)
+            t->m == l->nm_m && t->acc == acc)
             return t;
     }
     return NULL;
@@ -115,12 +122,12 @@ static const sd_cu_tuned *find_tuned(const sd_cu_mm *mm, const sd_cu_linear *l, 
 
 /* The best of 3 timed runs of one path after a warm-up run, in ms. */
 static int time_path(sd_cu_mm *mm, int blas, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out,
-                     int T, cudaStream_t st, float *ret_ms, sd_diag *d)
+                     int T, int acc, cudaStream_t st, float *ret_ms, sd_diag *d)
 {
     float best = 1e30f;
     for (int r = 0; r < 4; r++) {
         SD_CU(d, cudaEventRecord(mm->ev[0], st));
-        SD_TRY(blas ? run_blas(mm, l, in, out, T, st, d) : run_kernel(mm, l, in, out, T, st, d));
+        SD_TRY(blas ? run_blas(mm, l, in, out, T, acc, st, d) : run_kernel(mm, l, in, out, T, acc, st, d));
         SD_CU(d, cudaEventRecord(mm->ev[1], st));
         SD_CU(d, cudaEventSynchronize(mm->ev[1]));
         float ms = 0;
@@ -132,11 +139,13 @@ static int time_path(sd_cu_mm *mm, int blas, const sd_cu_linear *l, const __nv_b
     return 0;
 }
 
-/* First eager use of a (shape, pattern, rows) problem: autotune the kernels' config, then time
- * it against cuBLAS and keep the faster path (the SpMV wins at small T, GEMM as T grows).
- * NULL while a graph is being captured (no timing there) or when the table is full. */
-static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
-                cudaStream_t st, const sd_cu_tuned **ret, sd_diag *d)
+/* First eager use of a (shape, pattern, rows, accumulate) problem: autotune the kernels' config,
+ * then time it against cuBLAS and keep the faster path (the SpMV wins at small T, GEMM as T
+ * grows). The timed runs write mm->tune_y, never the caller's output (which an accumulating
+ * linear must find intact). NULL while a graph is being captured (no timing there) or when the
+ * table is full. */
+static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, int T, int acc, cudaStream_t st,
+                const sd_cu_tuned **ret, sd_diag *d)
 {
     cudaStreamCaptureStatus cs;
     *ret = NULL;
@@ -149,24 +158,26 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, fl
     if (mm->tp)
         SD_TRY(sd__tp_sync(mm->tp, st, d));
     sd_nm_spmv_args a;
-    spmv_args(&a, mm, l, in, out, T);
+    float *y = mm->tune_y;
+    spmv_args(&a, mm, l, in, y, T, acc);
     SD_TRY(sd_nm_autotune((sd_kernels_ctx *)mm->spmv, &a, 1, !l->bitmask, st, d));
     float tk = 0, tb = 0;
-    SD_TRY(time_path(mm, 0, l, in, out, T, st, &tk, d));
-    SD_TRY(time_path(mm, 1, l, in, out, T, st, &tb, d));
+    SD_TRY(time_path(mm, 0, l, in, y, T, acc, st, &tk, d));
+    SD_TRY(time_path(mm, 1, l, in, y, T, acc, st, &tb, d));
     sd_cu_tuned *t = &mm->tuned[mm->n_tuned++];
-    *t = (sd_cu_tuned){l->rows, l->cols, T, !l->bitmask, l->nm_m, tb < tk, tk, tb};
+    *t = (sd_cu_tuned){l->rows, l->cols, T, !l->bitmask, l->nm_m, acc, tb < tk, tk, tb};
     *ret = t;
     return 0;
 }
 
-int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
+int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,
                   cudaStream_t st, sd_diag *d)
 {
     if (T > SD_NM_MAX_B)
-        return run_blas(mm, l, in, out, T, st, d);
-    const sd_cu_tuned *t = find_tuned(mm, l, T);
+        return run_blas(mm, l, in, out, T, acc, st, d);
+    const sd_cu_tuned *t = find_tuned(mm, l, T, acc);
     if (!t)
-        SD_TRY(tune(mm, l, in, out, T, st, &t, d));
-    return t && t->use_blas ? run_blas(mm, l, in, out, T, st, d) : run_kernel(mm, l, in, out, T, st, d);
+        SD_TRY(tune(mm, l, in, T, acc, st, &t, d));
+    return t && t->use_blas ? run_blas(mm, l, in, out, T, acc, st, d)
+                            : run_kernel(mm, l, in, out, T, acc, st, d);
 }

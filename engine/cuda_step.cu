@@ -32,15 +32,17 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
     const sd_model_config *c = &b->cfg;
     const sd_cu_layer *L = &b->w.layers[li];
     cudaStream_t st = b->st;
-    const float *resid = li ? b->mmo : NULL; /* the previous layer's down_proj output */
+    /* the previous layer's down_proj output, unless it was added into x already */
+    const float *resid = li && !b->res_acc ? b->mmo : NULL;
+    float *res_out = b->res_acc ? b->x : b->mmo; /* where the o / down projections go */
     const int pdl = b->pdl;
-#define LIN(call) (b->skip == 1 ? 0 : (call))
-#define SMALL(call) (b->skip == 2 ? 0 : (call))
-    SD_TRY(SMALL(
-        sd__cu_add_rmsnorm(b->x, resid, L->attn_norm, b->act, s->T, c->hidden, c->rms_eps, pdl, st, d)));
+#define SKIPS(part, call) (b->skip & (part) ? 0 : (call))
+#define LIN(call) SKIPS(SD_SKIP_LINEARS, call)
+    SD_TRY(SKIPS(SD_SKIP_NORM, sd__cu_add_rmsnorm(b->x, resid, L->attn_norm, b->act, s->T, c->hidden,
+                                                  c->rms_eps, pdl, st, d)));
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_QKV, c->hidden, s, d));
-    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->qkv, b->act, b->mmo, s->T, st, d)));
+    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->qkv, b->act, b->mmo, s->T, 0, st, d)));
     __nv_bfloat16 *kc = b->k_cache + (size_t)li * b->layer_kv_elems;
     __nv_bfloat16 *vc = b->v_cache + (size_t)li * b->layer_kv_elems;
     sd_cu_qkv_args qa = {b->mmo,
@@ -61,7 +63,7 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
                          b->q,
                          kc,
                          vc};
-    SD_TRY(SMALL(sd__cu_qkv_post(&qa, pdl, st, d)));
+    SD_TRY(SKIPS(SD_SKIP_QKVPOST, sd__cu_qkv_post(&qa, pdl, st, d)));
     sd_cu_attn_args aa = {b->q,
                           kc,
                           vc,
@@ -80,22 +82,22 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
                           b->act,
                           b->attn_cnt,
                           b->attn_chunk};
-    SD_TRY(SMALL(sd__cu_attn_step(&aa, s->run_len, s->n_runs, b->attn_min_run, pdl, st, d)));
+    SD_TRY(SKIPS(SD_SKIP_ATTN, sd__cu_attn_step(&aa, s->run_len, s->n_runs, b->attn_min_run, pdl, st, d)));
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_O, (int64_t)c->n_heads * c->head_dim, s, d));
-    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->o, b->act, b->mmo, s->T, st, d)));
+    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->o, b->act, res_out, s->T, b->res_acc, st, d)));
     SD_TRY(sd__tp_allreduce_sum(&b->tp, b->mmo, (size_t)s->T * c->hidden, st, d)); /* TP: partial sums */
-    SD_TRY(SMALL(
-        sd__cu_add_rmsnorm(b->x, b->mmo, L->mlp_norm, b->act, s->T, c->hidden, c->rms_eps, pdl, st, d)));
+    SD_TRY(SKIPS(SD_SKIP_NORM, sd__cu_add_rmsnorm(b->x, b->res_acc ? NULL : b->mmo, L->mlp_norm, b->act, s->T,
+                                                  c->hidden, c->rms_eps, pdl, st, d)));
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_GATEUP, c->hidden, s, d));
-    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->gate_up, b->act, b->mmo, s->T, st, d)));
-    SD_TRY(SMALL(sd__cu_swiglu(b->mmo, b->act, s->T, c->intermediate, pdl, st, d)));
+    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->gate_up, b->act, b->mmo, s->T, 0, st, d)));
+    SD_TRY(SKIPS(SD_SKIP_SWIGLU, sd__cu_swiglu(b->mmo, b->act, s->T, c->intermediate, pdl, st, d)));
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_DOWN, c->intermediate, s, d));
-    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->down, b->act, b->mmo, s->T, st, d)));
+    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->down, b->act, res_out, s->T, b->res_acc, st, d)));
 #undef LIN
-#undef SMALL
+#undef SKIPS
     return sd__tp_allreduce_sum(&b->tp, b->mmo, (size_t)s->T * c->hidden, st, d);
 }
 
@@ -112,11 +114,11 @@ static int enqueue_step(sd_cuda_backend *b, const step_shape *s, sd_diag *d)
         if (b->cap_fn && li == b->cap_stop) /* a calibration replay that needs no later layer */
             return 0;
     }
-    const float *resid = c->n_layers ? b->mmo : NULL;
+    const float *resid = c->n_layers && !b->res_acc ? b->mmo : NULL;
     SD_TRY(sd__cu_add_rmsnorm(b->x, resid, b->w.final_norm, b->act, s->T, c->hidden, c->rms_eps, b->pdl,
                               b->st, d));
     SD_TRY(sd__cu_gather_rows(b->act, s->rows, b->lm_in, s->R, c->hidden, b->pdl, b->st, d));
-    SD_TRY(sd__cu_linear(&b->mm, &b->w.lm_head, b->lm_in, b->logits, s->R, b->st, d));
+    SD_TRY(sd__cu_linear(&b->mm, &b->w.lm_head, b->lm_in, b->logits, s->R, 0, b->st, d));
     return sd__tp_allgather(&b->tp, b->logits, b->gathered, (size_t)s->R * c->vocab, b->st, d);
 }
 

@@ -45,6 +45,7 @@ static sd_nm_key make_key(const sd_nm_spmv_args *a, int dense)
     k.m = dense ? 0 : a->m;
     k.B = a->B;
     k.y_bf16 = a->y_bf16 != 0;
+    k.accumulate = a->accumulate != 0;
     k.rows = a->rows;
     k.cols = a->cols;
     return k;
@@ -53,7 +54,7 @@ static sd_nm_key make_key(const sd_nm_spmv_args *a, int dense)
 static int key_eq(const sd_nm_key *x, const sd_nm_key *y)
 {
     return x->dense == y->dense && x->n == y->n && x->m == y->m && x->B == y->B && x->y_bf16 == y->y_bf16 &&
-           x->rows == y->rows && x->cols == y->cols;
+           x->accumulate == y->accumulate && x->rows == y->rows && x->cols == y->cols;
 }
 
 extern "C" int sd__nm_cache_lookup(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int dense, int *rw,

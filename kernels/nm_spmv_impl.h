@@ -12,7 +12,7 @@ extern "C" {
 #define SD_NM_CACHE_MAX 512
 
 typedef struct sd_nm_key {
-    int dense, n, m, B, y_bf16;
+    int dense, n, m, B, y_bf16, accumulate; /* accumulate: no split-K memset, PDL allowed */
     int64_t rows, cols;
 } sd_nm_key;
 
