@@ -41,11 +41,56 @@ int sd__cu_attn_splits(int sms, int T, int n_heads, int n_kv)
     return s < 1 ? 1 : s > 32 ? 32 : s;
 }
 
+/* A lane's E dims of one V row as raw bf16 (E = head_dim / 32: 2, 4 or 8), and how many rows
+ * of a 32-key tile are loaded at once (all 32 while that fits the registers). */
+template <int E> struct VRow;
+template <> struct VRow<2> {
+    typedef uint32_t T;
+    static constexpr int N = 32;
+    static __device__ __forceinline__ T load(const __nv_bfloat16 *p)
+    {
+        return __ldg((const uint32_t *)p);
+    }
+    static __device__ __forceinline__ void unpack(T u, float *v)
+    {
+        v[0] = __uint_as_float(u << 16);
+        v[1] = __uint_as_float(u & 0xffff0000u);
+    }
+};
+template <> struct VRow<4> {
+    typedef uint2 T;
+    static constexpr int N = 32;
+    static __device__ __forceinline__ T load(const __nv_bfloat16 *p)
+    {
+        return __ldg((const uint2 *)p);
+    }
+    static __device__ __forceinline__ void unpack(T u, float *v)
+    {
+        VRow<2>::unpack(u.x, v);
+        VRow<2>::unpack(u.y, v + 2);
+    }
+};
+template <> struct VRow<8> {
+    typedef uint4 T;
+    static constexpr int N = 16;
+    static __device__ __forceinline__ T load(const __nv_bfloat16 *p)
+    {
+        return __ldg((const uint4 *)p);
+    }
+    static __device__ __forceinline__ void unpack(T u, float *v)
+    {
+        VRow<4>::unpack(make_uint2(u.x, u.y), v);
+        VRow<4>::unpack(make_uint2(u.z, u.w), v + 4);
+    }
+};
+
 /* grid (n_splits, n_heads / GB, T), block 32*SD_ATTN_WARPS. Query t attends keys [0, pos_t]; split
  * s takes an equal share. Each warp takes tiles of 32 keys: lane j scores key j for the GB heads
  * (its whole K row once, q from shared memory), the tile updates the warp's online softmax per
- * head, then the lanes, each owning E = head_dim/32 dims, accumulate the tile's V rows (eight
- * rows' loads issued before their FMAs). Warps merge in shared memory. With one split the block
+ * head, then the lanes, each owning E = head_dim/32 dims, accumulate the tile's V rows. All the
+ * tile's K and V loads are issued before any use (one DRAM round trip per tile; batches of
+ * loads made batch-1 attention latency-bound: 13 us per layer of Llama-3.1-8B at context 512,
+ * results/2026-11-30-s4/r1). Warps merge in shared memory. With one split the block
  * writes the output; otherwise it writes a partial (max, sum, acc), and the block that finds it
  * is the last of its (token, group) to arrive merges them all. The merge reads each split's
  * (max, sum) in one warp-wide load: a loop over splits would pay an L2 round trip per split
@@ -97,15 +142,24 @@ static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS) attn_decode_kernel(
         const long long off0 = __shfl_sync(0xffffffffu, off, 0);
         if (!valid)
             off = off0;
+        /* every load of the tile first: the lane's whole K row, then the V rows (lane's E dims
+         * of each; rows past nk repeat a valid one, their p is 0), so that the tile costs one
+         * DRAM round trip, not one per batch of loads */
+        uint4 kq[HD / 8];
+#pragma unroll
+        for (int c = 0; c < HD / 8; c++)
+            kq[c] = __ldg((const uint4 *)(a.k_cache + off) + c);
+        typename VRow<E>::T vr[VRow<E>::N];
+#pragma unroll
+        for (int jj = 0; jj < VRow<E>::N; jj++)
+            vr[jj] = VRow<E>::load(a.v_cache + __shfl_sync(0xffffffffu, off, jj) + lane * E);
         float sc[GB];
 #pragma unroll
         for (int g = 0; g < GB; g++)
             sc[g] = 0.f;
-        const uint4 *kr = (const uint4 *)(a.k_cache + off);
-#pragma unroll 4
+#pragma unroll
         for (int c = 0; c < HD / 8; c++) {
-            uint4 u = __ldg(kr + c);
-            const __nv_bfloat162 *p2 = (const __nv_bfloat162 *)&u;
+            const __nv_bfloat162 *p2 = (const __nv_bfloat162 *)&kq[c];
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 float2 f = __bfloat1622float2(p2[j]);
@@ -127,27 +181,23 @@ static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS) attn_decode_kernel(
             m[g] = mn;
         }
         const int nk = min(32, k1 - kb);
-        for (int j0 = 0; j0 < nk; j0 += 8) {
-            float2 v[8][E / 2];
+        for (int j0 = 0; j0 < nk; j0 += VRow<E>::N) {
+            if (j0) /* rows beyond the first batch (head_dim 256) */
 #pragma unroll
-            for (int jj = 0; jj < 8; jj++) { /* rows past nk repeat a valid one; their p is 0 */
-                long long oj = __shfl_sync(0xffffffffu, off, j0 + jj);
-                const __nv_bfloat162 *vr = (const __nv_bfloat162 *)(a.v_cache + oj + lane * E);
+                for (int jj = 0; jj < VRow<E>::N; jj++)
+                    vr[jj] = VRow<E>::load(a.v_cache + __shfl_sync(0xffffffffu, off, j0 + jj) + lane * E);
 #pragma unroll
-                for (int e = 0; e < E / 2; e++)
-                    v[jj][e] = __bfloat1622float2(__ldg(vr + e));
-            }
-#pragma unroll
-            for (int jj = 0; jj < 8; jj++)
+            for (int jj = 0; jj < VRow<E>::N; jj++) {
+                float v[E];
+                VRow<E>::unpack(vr[jj], v);
 #pragma unroll
                 for (int g = 0; g < GB; g++) {
                     float pj = __shfl_sync(0xffffffffu, p[g], j0 + jj);
 #pragma unroll
-                    for (int e = 0; e < E / 2; e++) {
-                        acc[g][2 * e] += pj * v[jj][e].x;
-                        acc[g][2 * e + 1] += pj * v[jj][e].y;
-                    }
+                    for (int e = 0; e < E; e++)
+                        acc[g][e] += pj * v[e];
                 }
+            }
         }
     }
     if (lane == 0)
