@@ -1,6 +1,8 @@
 /* cuda_step: one step of the CUDA backend (engine/cuda_backend.cu) — the layers enqueued on
- * the stream, eagerly or replayed from the CUDA graph of a batch-size bucket, then the logits
- * copied out (gathered over the ranks under tensor parallelism), and sampling on the GPU. */
+ * the stream (per layer: add+RMSNorm, qkv linear, q/k/v post-processing + attention — one fused
+ * kernel in decode steps —, o linear, add+RMSNorm, gate_up linear, SwiGLU, down linear), eagerly
+ * or replayed from the CUDA graph of a batch-size bucket, then the logits copied out (gathered
+ * over the ranks under tensor parallelism), and sampling on the GPU. */
 #include "engine/cuda_backend_impl.cuh"
 
 #include <string.h>
@@ -27,20 +29,17 @@ static int capture_input(sd_cuda_backend *b, int li, sd_capture_site site, int64
     return b->cap_fn(b->cap_ud, li, site, b->act, cols, s->T, pos, seq);
 }
 
-static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d)
+/* Layer li's q/k/v post-processing (bias, q/k norm, RoPE, KV write) and attention, from the qkv
+ * linear's output in b->mmo into b->act. When every token is its sequence's only one (a decode
+ * step, graph padding rows included) and the decode kernel takes them all, one fused kernel does
+ * both (engine/cuda_attn_decode.cu; SD_ATTN_FUSED=0 turns it off); otherwise sd__cu_qkv_post,
+ * then sd__cu_attn_step. */
+static int attn_block(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d)
 {
     const sd_model_config *c = &b->cfg;
     const sd_cu_layer *L = &b->w.layers[li];
     cudaStream_t st = b->st;
-    const float *resid = li ? b->mmo : NULL; /* the previous layer's down_proj output */
     const int pdl = b->pdl;
-#define LIN(call) (b->skip == 1 ? 0 : (call))
-#define SMALL(call) (b->skip == 2 ? 0 : (call))
-    SD_TRY(SMALL(
-        sd__cu_add_rmsnorm(b->x, resid, L->attn_norm, b->act, s->T, c->hidden, c->rms_eps, pdl, st, d)));
-    if (b->cap_fn)
-        SD_TRY(capture_input(b, li, SD_CAP_QKV, c->hidden, s, d));
-    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->qkv, b->act, b->mmo, s->T, st, d)));
     __nv_bfloat16 *kc = b->k_cache + (size_t)li * b->layer_kv_elems;
     __nv_bfloat16 *vc = b->v_cache + (size_t)li * b->layer_kv_elems;
     sd_cu_qkv_args qa = {b->mmo,
@@ -61,7 +60,6 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
                          b->q,
                          kc,
                          vc};
-    SD_TRY(SMALL(sd__cu_qkv_post(&qa, pdl, st, d)));
     sd_cu_attn_args aa = {b->q,
                           kc,
                           vc,
@@ -80,7 +78,31 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
                           b->act,
                           b->attn_cnt,
                           b->attn_chunk};
-    SD_TRY(SMALL(sd__cu_attn_step(&aa, s->run_len, s->n_runs, b->attn_min_run, pdl, st, d)));
+    /* the decode kernel takes runs of 1 unless min_run is 1 (then they go tiled) */
+    int fused = b->attn_fused && (b->attn_min_run <= 0 || b->attn_min_run > 1);
+    for (int i = 0; fused && i < s->n_runs; i++)
+        fused = s->run_len[i] == 1;
+    if (fused)
+        return sd__cu_attn_fused(&qa, &aa, pdl, st, d);
+    SD_TRY(sd__cu_qkv_post(&qa, pdl, st, d));
+    return sd__cu_attn_step(&aa, s->run_len, s->n_runs, b->attn_min_run, pdl, st, d);
+}
+
+static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d)
+{
+    const sd_model_config *c = &b->cfg;
+    const sd_cu_layer *L = &b->w.layers[li];
+    cudaStream_t st = b->st;
+    const float *resid = li ? b->mmo : NULL; /* the previous layer's down_proj output */
+    const int pdl = b->pdl;
+#define LIN(call) (b->skip == 1 ? 0 : (call))
+#define SMALL(call) (b->skip == 2 ? 0 : (call))
+    SD_TRY(SMALL(
+        sd__cu_add_rmsnorm(b->x, resid, L->attn_norm, b->act, s->T, c->hidden, c->rms_eps, pdl, st, d)));
+    if (b->cap_fn)
+        SD_TRY(capture_input(b, li, SD_CAP_QKV, c->hidden, s, d));
+    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->qkv, b->act, b->mmo, s->T, st, d)));
+    SD_TRY(SMALL(attn_block(b, li, s, d))); /* q/k/v post-processing, KV write, attention */
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_O, (int64_t)c->n_heads * c->head_dim, s, d));
     SD_TRY(LIN(sd__cu_linear(&b->mm, &L->o, b->act, b->mmo, s->T, st, d)));
