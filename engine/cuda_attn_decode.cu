@@ -147,12 +147,10 @@ fused_prologue(const sd_cu_attn_args &a, const sd_cu_qkv_args &p, int t, int h0,
     for (int j = warp; j < jobs; j += SD_ATTN_WARPS) {
         const int hh = j < GB ? h0 + j : a.n_heads + (j - GB) * a.n_kv + kvh; /* q, k or v head */
         const bool is_v = j == GB + 1;
+        const float *nw = j < GB ? p.q_norm : is_v ? NULL : p.k_norm, *rope = is_v ? NULL : p.inv_freq;
         float x1[H], x2[H];
-        sd_qkv_head<H>(row + (size_t)hh * HD, p.bias ? p.bias + (size_t)hh * HD : NULL,
-                       j < GB ? p.q_norm
-                       : is_v ? NULL
-                              : p.k_norm,
-                       is_v ? NULL : p.inv_freq, pos, p.eps, x1, x2);
+        sd_qkv_head<H>(row + (size_t)hh * HD, p.bias ? p.bias + (size_t)hh * HD : NULL, nw, rope, pos, p.eps,
+                       x1, x2);
         if (j < GB) {
 #pragma unroll
             for (int i = 0; i < H; i++) {
