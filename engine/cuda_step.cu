@@ -36,56 +36,53 @@ static int capture_input(sd_cuda_backend *b, int li, sd_capture_site site, int64
  * then sd__cu_attn_step. */
 static int attn_block(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d)
 {
-    const sd_model_config *c = &b->cfg;
     const sd_cu_layer *L = &b->w.layers[li];
-    cudaStream_t st = b->st;
-    const int pdl = b->pdl;
-    __nv_bfloat16 *kc = b->k_cache + (size_t)li * b->layer_kv_elems;
-    __nv_bfloat16 *vc = b->v_cache + (size_t)li * b->layer_kv_elems;
-    sd_cu_qkv_args qa = {b->mmo,
-                         L->qkv.bias,
-                         L->q_norm,
-                         L->k_norm,
-                         b->inv_freq,
-                         s->pos,
-                         s->tok_seq,
-                         s->bt,
-                         b->max_bt,
-                         b->base.block_size,
-                         s->T,
-                         c->n_heads,
-                         c->n_kv_heads,
-                         c->head_dim,
-                         c->rms_eps,
-                         b->q,
-                         kc,
-                         vc};
-    sd_cu_attn_args aa = {b->q,
-                          kc,
-                          vc,
-                          s->pos,
-                          s->tok_seq,
-                          s->bt,
-                          b->max_bt,
-                          b->base.block_size,
-                          s->T,
-                          c->n_heads,
-                          c->n_kv_heads,
-                          c->head_dim,
-                          s->n_splits,
-                          b->part_acc,
-                          b->part_ml,
-                          b->act,
-                          b->attn_cnt,
-                          b->attn_chunk};
+    sd_cu_qkv_args qa = {};
+    qa.qkv = b->mmo;
+    qa.bias = L->qkv.bias;
+    qa.q_norm = L->q_norm;
+    qa.k_norm = L->k_norm;
+    qa.inv_freq = b->inv_freq;
+    qa.tok_pos = s->pos;
+    qa.tok_seq = s->tok_seq;
+    qa.block_tables = s->bt;
+    qa.max_bt = b->max_bt;
+    qa.block_size = b->base.block_size;
+    qa.T = s->T;
+    qa.n_heads = b->cfg.n_heads;
+    qa.n_kv = b->cfg.n_kv_heads;
+    qa.head_dim = b->cfg.head_dim;
+    qa.eps = b->cfg.rms_eps;
+    qa.q_out = b->q;
+    qa.k_cache = b->k_cache + (size_t)li * b->layer_kv_elems; /* this layer's */
+    qa.v_cache = b->v_cache + (size_t)li * b->layer_kv_elems;
+    sd_cu_attn_args aa = {};
+    aa.q = b->q;
+    aa.k_cache = qa.k_cache;
+    aa.v_cache = qa.v_cache;
+    aa.tok_pos = s->pos;
+    aa.tok_seq = s->tok_seq;
+    aa.block_tables = s->bt;
+    aa.max_bt = b->max_bt;
+    aa.block_size = b->base.block_size;
+    aa.T = s->T;
+    aa.n_heads = b->cfg.n_heads;
+    aa.n_kv = b->cfg.n_kv_heads;
+    aa.head_dim = b->cfg.head_dim;
+    aa.n_splits = s->n_splits;
+    aa.part_acc = b->part_acc;
+    aa.part_ml = b->part_ml;
+    aa.out = b->act;
+    aa.counters = b->attn_cnt;
+    aa.min_chunk = b->attn_chunk;
     /* the decode kernel takes runs of 1 unless min_run is 1 (then they go tiled) */
     int fused = b->attn_fused && (b->attn_min_run <= 0 || b->attn_min_run > 1);
     for (int i = 0; fused && i < s->n_runs; i++)
         fused = s->run_len[i] == 1;
     if (fused)
-        return sd__cu_attn_fused(&qa, &aa, pdl, st, d);
-    SD_TRY(sd__cu_qkv_post(&qa, pdl, st, d));
-    return sd__cu_attn_step(&aa, s->run_len, s->n_runs, b->attn_min_run, pdl, st, d);
+        return sd__cu_attn_fused(&qa, &aa, b->pdl, b->st, d);
+    SD_TRY(sd__cu_qkv_post(&qa, b->pdl, b->st, d));
+    return sd__cu_attn_step(&aa, s->run_len, s->n_runs, b->attn_min_run, b->pdl, b->st, d);
 }
 
 static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d)

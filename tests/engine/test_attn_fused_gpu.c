@@ -259,6 +259,11 @@ static void ref_head(const fstep *s, int t, int hh, double *x)
     }
 }
 
+static double bf16_round(double x)
+{
+    return sd_bf16_to_f32(sd_f32_to_bf16((float)x));
+}
+
 /* Relative L2 of the two-kernel path against fp64, over REF_TOKENS real tokens: q (fp32 in dq),
  * the K/V rows it wrote into cache 0 (kc, vc: host copies) and the attention output. */
 static void check_reference(const fstep *s, const uint16_t *out, const uint16_t *kc, const uint16_t *vc,
@@ -288,6 +293,8 @@ static void check_reference(const fstep *s, const uint16_t *out, const uint16_t 
                 double dv = sd_bf16_to_f32(vc[o0 + e]) - vcur[kv * hd + e];
                 num[1] += dk * dk + dv * dv;
                 den[1] += kcur[kv * hd + e] * kcur[kv * hd + e] + vcur[kv * hd + e] * vcur[kv * hd + e];
+                kcur[kv * hd + e] = bf16_round(kcur[kv * hd + e]); /* the attention sees the cache's bf16 */
+                vcur[kv * hd + e] = bf16_round(vcur[kv * hd + e]);
             }
         }
         for (int h = 0; h < c->n_heads; h++) {
