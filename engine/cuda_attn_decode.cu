@@ -1,7 +1,10 @@
 /* cuda_attn_decode: paged attention for decode tokens (and short runs, and graph padding rows):
  * one block per (key split, group of query heads that share a KV head, token), the splits merged
- * by the last block to finish, so a layer's attention is one kernel. */
+ * by the last block to finish, so a layer's attention is one kernel; and its fused twin for steps
+ * of single-token sequences, which also does the q/k/v post-processing (sd__cu_attn_fused). */
 #include "engine/cuda_impl.cuh"
+
+#include "engine/cuda_qkv.cuh"
 
 #include "engine/cuda_attn_prefill.h"
 #include "kernels/pdl.cuh"
@@ -84,24 +87,176 @@ template <> struct VRow<8> {
     }
 };
 
-/* grid (n_splits, n_heads / GB, T), block 32*SD_ATTN_WARPS. Query t attends keys [0, pos_t]; split
- * s takes an equal share. Each warp takes tiles of 32 keys: lane j scores key j for the GB heads
- * (its whole K row once, q from shared memory), the tile updates the warp's online softmax per
- * head, then the lanes, each owning E = head_dim/32 dims, accumulate the tile's V rows. All the
- * tile's K and V loads are issued before any use (one DRAM round trip per tile; batches of
- * loads made batch-1 attention latency-bound: 13 us per layer of Llama-3.1-8B at context 512,
- * results/2026-11-30-s4/r1). Warps merge in shared memory. With one split the block
- * writes the output; otherwise it writes a partial (max, sum, acc), and the block that finds it
- * is the last of its (token, group) to arrive merges them all. The merge reads each split's
- * (max, sum) in one warp-wide load: a loop over splits would pay an L2 round trip per split
- * (measured: that made batch-1 decode of Llama-3.1-8B 11% slower than two kernels). */
+/* One warp's tile of 32 keys from kb (keys below k1): lane j scores key kb + j for the GB heads
+ * (its whole K row, q from shared memory), the tile updates the warp's online softmax per head,
+ * then the lanes, each owning E = head_dim/32 dims, accumulate the tile's V rows. OWN (fused kernel, the tile
+ * that holds key `cur`): that key's K and V rows come from own_k / own_v in shared memory, never from the
+ * cache, which another block of the grid may be writing at that row; the arithmetic is the same, so are the
+ * bits. */
+template <int E, int GB, bool OWN>
+static __device__ __forceinline__ void attn_tile(const sd_cu_attn_args &a, const int32_t *__restrict__ bt,
+                                                 int kvh, int kb, int k1, int cur, const float (*sq)[32 * E],
+                                                 const __nv_bfloat16 *own_k, const __nv_bfloat16 *own_v,
+                                                 float (&acc)[GB][E], float (&m)[GB], float (&l)[GB])
+{
+    constexpr int HD = 32 * E;
+    const int lane = threadIdx.x & 31;
+    const int key = kb + lane;
+    const bool valid = key < k1;
+    long long off = 0;
+    if (valid)
+        off = (((long long)bt[key / a.block_size] * a.n_kv + kvh) * a.block_size + key % a.block_size) * HD;
+    /* lanes past the range use key kb's row (always valid) with weight 0: slots outside the
+     * sequence may hold anything, NaN included, and 0 * NaN would poison the sums */
+    const long long off0 = __shfl_sync(0xffffffffu, off, 0);
+    if (!valid)
+        off = off0;
+    const bool own = OWN && (valid ? key : kb) == cur; /* this lane's row is key cur's */
+    /* every load of the tile first: the lane's whole K row, then the V rows (the lane's E dims of
+     * each; rows past nk repeat a valid one, their p is 0), so that a tile costs one DRAM round
+     * trip, not one per batch of loads (batches made batch-1 attention latency-bound: 13 us per
+     * layer of Llama-3.1-8B at context 512, results/2026-11-30-s4/r1). Key cur's cache row may be
+     * in the middle of being written by another block: what is loaded from it is replaced. */
+    constexpr int KB =
+        HD / 8 < 16 ? HD / 8 : 16; /* K loads in flight: 16 x 16 B (head_dim 256: two rounds) */
+    const uint4 *kr = (const uint4 *)(a.k_cache + off);
+    uint4 kq[KB];
+#pragma unroll
+    for (int c = 0; c < KB; c++)
+        kq[c] = __ldg(kr + c);
+    typename VRow<E>::T vr[VRow<E>::N];
+#pragma unroll
+    for (int jj = 0; jj < VRow<E>::N; jj++)
+        vr[jj] = VRow<E>::load(a.v_cache + __shfl_sync(0xffffffffu, off, jj) + lane * E);
+    float sc[GB];
+#pragma unroll
+    for (int g = 0; g < GB; g++)
+        sc[g] = 0.f;
+#pragma unroll
+    for (int c0 = 0; c0 < HD / 8; c0 += KB) {
+        if (c0)
+#pragma unroll
+            for (int c = 0; c < KB; c++)
+                kq[c] = __ldg(kr + c0 + c);
+        if (own)
+#pragma unroll
+            for (int c = 0; c < KB; c++)
+                kq[c] = ((const uint4 *)own_k)[c0 + c];
+#pragma unroll
+        for (int c = 0; c < KB; c++) {
+            const __nv_bfloat162 *p2 = (const __nv_bfloat162 *)&kq[c];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float2 f = __bfloat1622float2(p2[j]);
+                const int d = (c0 + c) * 8 + 2 * j;
+#pragma unroll
+                for (int g = 0; g < GB; g++)
+                    sc[g] += sq[g][d] * f.x + sq[g][d + 1] * f.y;
+            }
+        }
+    }
+    float p[GB];
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+        float mn = fmaxf(m[g], sd_warp_max(valid ? sc[g] : -INFINITY)); /* finite: key kb is valid */
+        p[g] = valid ? expf(sc[g] - mn) : 0.f;
+        float c = expf(m[g] - mn);
+        l[g] = l[g] * c + sd_warp_sum(p[g]);
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            acc[g][e] *= c;
+        m[g] = mn;
+    }
+    const int nk = min(32, k1 - kb);
+    for (int j0 = 0; j0 < nk; j0 += VRow<E>::N) {
+        if (j0) /* rows beyond the first batch (head_dim 256) */
+#pragma unroll
+            for (int jj = 0; jj < VRow<E>::N; jj++)
+                vr[jj] = VRow<E>::load(a.v_cache + __shfl_sync(0xffffffffu, off, j0 + jj) + lane * E);
+#pragma unroll
+        for (int jj = 0; jj < VRow<E>::N; jj++) {
+            float v[E];
+            if (OWN && __shfl_sync(0xffffffffu, (int)own, j0 + jj)) /* warp-uniform: key cur's row */
+                VRow<E>::unpack(*(const typename VRow<E>::T *)(own_v + lane * E), v);
+            else
+                VRow<E>::unpack(vr[jj], v);
+#pragma unroll
+            for (int g = 0; g < GB; g++) {
+                float pj = __shfl_sync(0xffffffffu, p[g], j0 + jj);
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    acc[g][e] += pj * v[e];
+            }
+        }
+    }
+}
+
+/* The fused kernel's prologue: its GB query heads from the raw qkv row as qkv_post_kernel computes
+ * them (sd_qkv_head), scaled into sq; in the split that holds key cur (k1 == n), also the token's
+ * own K and V rows of this KV head, rounded to bf16 as the cache holds them, into own_k / own_v,
+ * and written to the cache by the block of the KV head's first head group only. A warp per job:
+ * the GB q heads, then k, then v. */
 template <int E, int GB>
-static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS) attn_decode_kernel(sd_cu_attn_args a)
+static __device__ __forceinline__ void
+fused_prologue(const sd_cu_attn_args &a, const sd_cu_qkv_args &p, int t, int h0, int kvh, int pos,
+               bool has_cur, float scale, float (*sq)[32 * E], __nv_bfloat16 *own_k, __nv_bfloat16 *own_v)
+{
+    constexpr int HD = 32 * E, H = E / 2;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, seq = a.tok_seq[t];
+    const float *row = p.qkv + (size_t)t * (a.n_heads + 2 * a.n_kv) * HD;
+    const int jobs = GB + (has_cur ? 2 : 0);
+    for (int j = warp; j < jobs; j += SD_ATTN_WARPS) {
+        const int hh = j < GB ? h0 + j : a.n_heads + (j - GB) * a.n_kv + kvh; /* q, k or v head */
+        const bool is_v = j == GB + 1;
+        const float *nw = j < GB ? p.q_norm : is_v ? NULL : p.k_norm, *rope = is_v ? NULL : p.inv_freq;
+        float x1[H], x2[H];
+        sd_qkv_head<H>(row + (size_t)hh * HD, p.bias ? p.bias + (size_t)hh * HD : NULL, nw, rope, pos, p.eps,
+                       x1, x2);
+        if (j < GB) {
+#pragma unroll
+            for (int i = 0; i < H; i++) {
+                sq[j][32 * i + lane] = x1[i] * scale;
+                sq[j][32 * i + lane + HD / 2] = x2[i] * scale;
+            }
+            continue;
+        }
+        __nv_bfloat16 *own = is_v ? own_v : own_k, *dst = NULL;
+        if (h0 % (a.n_heads / a.n_kv) == 0) /* one writer per (token, KV head) */
+            dst = (is_v ? p.v_cache : p.k_cache) +
+                  sd_kv_row(a.block_tables, a.max_bt, a.block_size, a.n_kv, HD, seq, pos, kvh);
+#pragma unroll
+        for (int i = 0; i < H; i++) {
+            const __nv_bfloat16 b1 = __float2bfloat16(x1[i]), b2 = __float2bfloat16(x2[i]);
+            own[32 * i + lane] = b1;
+            own[32 * i + lane + HD / 2] = b2;
+            if (dst) {
+                dst[32 * i + lane] = b1;
+                dst[32 * i + lane + HD / 2] = b2;
+            }
+        }
+    }
+}
+
+/* grid (n_splits, n_heads / GB, T), block 32*SD_ATTN_WARPS. Query t attends keys [0, pos_t]; split
+ * s takes an equal share. Each warp takes tiles of 32 keys (attn_tile). Warps merge in shared
+ * memory. With one split the block writes the output; otherwise it writes a partial (max, sum,
+ * acc), and the block that finds it is the last of its (token, group) to arrive merges them all.
+ * The merge reads each split's (max, sum) in one warp-wide load: a loop over splits would pay an
+ * L2 round trip per split (measured: that made batch-1 decode of Llama-3.1-8B 11% slower than two
+ * kernels).
+ * FUSED: q comes from the raw qkv rows (p), computed as qkv_post_kernel does, and key pos_t (the
+ * token's own) from the rows the kernel computes itself (fused_prologue); each token must be its
+ * sequence's only one in the step, so no other key it reads is written by this grid. Otherwise p is
+ * unused and q is read from a.q. */
+template <int E, int GB, bool FUSED>
+static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS)
+    attn_decode_kernel(sd_cu_attn_args a, sd_cu_qkv_args p)
 {
     pdl_wait();
     pdl_trigger();
     constexpr int HD = 32 * E;
     __shared__ __align__(16) float sq[GB][HD];
+    __shared__ __align__(16) __nv_bfloat16 own_kv[2][FUSED ? HD : 8]; /* FUSED: this token's K, V rows */
     __shared__ float sm_m[SD_ATTN_WARPS][GB], sm_l[SD_ATTN_WARPS][GB];
     __shared__ float sm_acc[SD_ATTN_WARPS][GB][HD];
     __shared__ float sm_f[GB][32]; /* merge: weight of each split (n_splits <= 32) */
@@ -116,9 +271,13 @@ static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS) attn_decode_kernel(
     if (k0 >= n)
         return;
     const float scale = rsqrtf((float)HD);
-    const float *qp = a.q + ((size_t)t * a.n_heads + h0) * HD; /* the GB heads are contiguous */
-    for (int i = threadIdx.x; i < GB * HD; i += blockDim.x)
-        sq[i / HD][i % HD] = qp[i] * scale;
+    if (FUSED) {
+        fused_prologue<E, GB>(a, p, t, h0, kvh, n - 1, k1 == n, scale, sq, own_kv[0], own_kv[1]);
+    } else {
+        const float *qp = a.q + ((size_t)t * a.n_heads + h0) * HD; /* the GB heads are contiguous */
+        for (int i = threadIdx.x; i < GB * HD; i += blockDim.x)
+            sq[i / HD][i % HD] = qp[i] * scale;
+    }
     __syncthreads();
     float acc[GB][E], m[GB], l[GB];
 #pragma unroll
@@ -131,74 +290,10 @@ static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS) attn_decode_kernel(
     }
     const int32_t *bt = a.block_tables + (size_t)seq * a.max_bt;
     for (int kb = k0 + warp * 32; kb < k1; kb += SD_ATTN_WARPS * 32) {
-        const int key = kb + lane;
-        const bool valid = key < k1;
-        long long off = 0;
-        if (valid)
-            off =
-                (((long long)bt[key / a.block_size] * a.n_kv + kvh) * a.block_size + key % a.block_size) * HD;
-        /* lanes past the range use key kb's row (always valid) with weight 0: slots outside the
-         * sequence may hold anything, NaN included, and 0 * NaN would poison the sums */
-        const long long off0 = __shfl_sync(0xffffffffu, off, 0);
-        if (!valid)
-            off = off0;
-        /* every load of the tile first: the lane's whole K row, then the V rows (lane's E dims
-         * of each; rows past nk repeat a valid one, their p is 0), so that the tile costs one
-         * DRAM round trip, not one per batch of loads */
-        uint4 kq[HD / 8];
-#pragma unroll
-        for (int c = 0; c < HD / 8; c++)
-            kq[c] = __ldg((const uint4 *)(a.k_cache + off) + c);
-        typename VRow<E>::T vr[VRow<E>::N];
-#pragma unroll
-        for (int jj = 0; jj < VRow<E>::N; jj++)
-            vr[jj] = VRow<E>::load(a.v_cache + __shfl_sync(0xffffffffu, off, jj) + lane * E);
-        float sc[GB];
-#pragma unroll
-        for (int g = 0; g < GB; g++)
-            sc[g] = 0.f;
-#pragma unroll
-        for (int c = 0; c < HD / 8; c++) {
-            const __nv_bfloat162 *p2 = (const __nv_bfloat162 *)&kq[c];
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                float2 f = __bfloat1622float2(p2[j]);
-#pragma unroll
-                for (int g = 0; g < GB; g++)
-                    sc[g] += sq[g][c * 8 + 2 * j] * f.x + sq[g][c * 8 + 2 * j + 1] * f.y;
-            }
-        }
-        float p[GB];
-#pragma unroll
-        for (int g = 0; g < GB; g++) {
-            float mn = fmaxf(m[g], sd_warp_max(valid ? sc[g] : -INFINITY)); /* finite: key kb is valid */
-            p[g] = valid ? expf(sc[g] - mn) : 0.f;
-            float c = expf(m[g] - mn);
-            l[g] = l[g] * c + sd_warp_sum(p[g]);
-#pragma unroll
-            for (int e = 0; e < E; e++)
-                acc[g][e] *= c;
-            m[g] = mn;
-        }
-        const int nk = min(32, k1 - kb);
-        for (int j0 = 0; j0 < nk; j0 += VRow<E>::N) {
-            if (j0) /* rows beyond the first batch (head_dim 256) */
-#pragma unroll
-                for (int jj = 0; jj < VRow<E>::N; jj++)
-                    vr[jj] = VRow<E>::load(a.v_cache + __shfl_sync(0xffffffffu, off, j0 + jj) + lane * E);
-#pragma unroll
-            for (int jj = 0; jj < VRow<E>::N; jj++) {
-                float v[E];
-                VRow<E>::unpack(vr[jj], v);
-#pragma unroll
-                for (int g = 0; g < GB; g++) {
-                    float pj = __shfl_sync(0xffffffffu, p[g], j0 + jj);
-#pragma unroll
-                    for (int e = 0; e < E; e++)
-                        acc[g][e] += pj * v[e];
-                }
-            }
-        }
+        if (FUSED && k1 == n && kb + 32 >= n) /* the tile holds key n - 1: the split's last */
+            attn_tile<E, GB, true>(a, bt, kvh, kb, k1, n - 1, sq, own_kv[0], own_kv[1], acc, m, l);
+        else
+            attn_tile<E, GB, false>(a, bt, kvh, kb, k1, n - 1, sq, NULL, NULL, acc, m, l);
     }
     if (lane == 0)
 #pragma unroll
@@ -270,31 +365,35 @@ static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS) attn_decode_kernel(
     }
 }
 
-template <int E> static void (*pick_gb(int gb))(sd_cu_attn_args)
+typedef void (*attn_kernel_fn)(sd_cu_attn_args, sd_cu_qkv_args);
+
+template <int E, bool FUSED> static attn_kernel_fn pick_gb(int gb)
 {
     switch (gb) {
     case 1:
-        return attn_decode_kernel<E, 1>;
+        return attn_decode_kernel<E, 1, FUSED>;
     case 2:
-        return attn_decode_kernel<E, 2>;
+        return attn_decode_kernel<E, 2, FUSED>;
     case 3:
-        return attn_decode_kernel<E, 3>;
+        return attn_decode_kernel<E, 3, FUSED>;
     case 4:
-        return attn_decode_kernel<E, 4>;
+        return attn_decode_kernel<E, 4, FUSED>;
     case 5:
-        return attn_decode_kernel<E, 5>;
+        return attn_decode_kernel<E, 5, FUSED>;
     case 6:
-        return attn_decode_kernel<E, 6>;
+        return attn_decode_kernel<E, 6, FUSED>;
     case 7:
-        return attn_decode_kernel<E, 7>;
+        return attn_decode_kernel<E, 7, FUSED>;
     case 8:
-        return attn_decode_kernel<E, 8>;
+        return attn_decode_kernel<E, 8, FUSED>;
     default:
         return NULL;
     }
 }
 
-int sd__cu_attention(const sd_cu_attn_args *a, int pdl, cudaStream_t st, sd_diag *d)
+template <bool FUSED>
+static int attn_launch(const sd_cu_attn_args *a, const sd_cu_qkv_args *p, int pdl, cudaStream_t st,
+                       sd_diag *d)
 {
     if (a->n_kv <= 0 || a->n_heads % a->n_kv)
         return sd_diag_set(d, SD_EINVAL, "cuda attention: %d heads over %d KV heads", a->n_heads, a->n_kv);
@@ -302,14 +401,30 @@ int sd__cu_attention(const sd_cu_attn_args *a, int pdl, cudaStream_t st, sd_diag
         return sd_diag_set(d, SD_EINVAL, "cuda attention: %d splits (1..32, more than 1 with counters)",
                            a->n_splits);
     int gb = heads_per_block(a->T, a->n_heads, a->n_kv);
-    void (*k)(sd_cu_attn_args) = a->head_dim == 64    ? pick_gb<2>(gb)
-                                 : a->head_dim == 128 ? pick_gb<4>(gb)
-                                 : a->head_dim == 256 ? pick_gb<8>(gb)
-                                                      : NULL;
+    attn_kernel_fn k = a->head_dim == 64    ? pick_gb<2, FUSED>(gb)
+                       : a->head_dim == 128 ? pick_gb<4, FUSED>(gb)
+                       : a->head_dim == 256 ? pick_gb<8, FUSED>(gb)
+                                            : NULL;
     if (!k)
         return sd_diag_set(d, SD_ENOTSUP, "cuda attention: head_dim %d (64, 128 or 256 supported)",
                            a->head_dim);
     dim3 grid(a->n_splits, a->n_heads / gb, a->T), block(32 * SD_ATTN_WARPS);
-    SD_CU(d, sd_launch(k, grid, block, 0, st, pdl, *a));
+    SD_CU(d, sd_launch(k, grid, block, 0, st, pdl, *a, *p));
     return 0;
+}
+
+int sd__cu_attention(const sd_cu_attn_args *a, int pdl, cudaStream_t st, sd_diag *d)
+{
+    const sd_cu_qkv_args unused = {};
+    return attn_launch<false>(a, &unused, pdl, st, d);
+}
+
+int sd__cu_attn_fused(const sd_cu_qkv_args *p, const sd_cu_attn_args *a, int pdl, cudaStream_t st, sd_diag *d)
+{
+    if (p->T != a->T || p->n_heads != a->n_heads || p->n_kv != a->n_kv || p->head_dim != a->head_dim)
+        return sd_diag_set(d, SD_EINVAL,
+                           "cuda fused attention: q/k/v shape (%d tokens, %d/%d heads, dim %d) "
+                           "is not the attention's (%d, %d/%d, %d)",
+                           p->T, p->n_heads, p->n_kv, p->head_dim, a->T, a->n_heads, a->n_kv, a->head_dim);
+    return attn_launch<true>(a, p, pdl, st, d);
 }

@@ -55,6 +55,8 @@ typedef struct sd_cuda_backend {
     int skip;    /* SD_BENCH_SKIP (measurement only, wrong logits): SD_SKIP_* bits */
     int res_acc; /* o/down projections add into x (cuda_backend.cu: SD_RESID_ACC) */
     int attn_min_run; /* tiled attention for runs this long; 0: off (engine/cuda_attn_prefill.h) */
+    int attn_fused;   /* q/k/v post-processing inside the decode attention when every run is one
+                         token; SD_ATTN_FUSED=0: off (engine/cuda_attn_fused.h) */
     cudaGraphExec_t graphs[SD_CU_N_BUCKETS];
     int64_t replays;
     sd_cu_sampler smp;          /* sampling on the GPU (engine/cuda_sample.cu) */

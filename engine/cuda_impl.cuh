@@ -138,6 +138,12 @@ typedef struct sd_cu_qkv_args {
 int sd__cu_qkv_post(const sd_cu_qkv_args *a, int pdl, cudaStream_t st, sd_diag *d);
 /* Decode attention (cuda_attn_decode.cu): one kernel, splits merged by the last block. */
 int sd__cu_attention(const sd_cu_attn_args *a, int pdl, cudaStream_t st, sd_diag *d);
+/* sd__cu_qkv_post and sd__cu_attention in one kernel, for steps where every token is its
+ * sequence's only one (decodes, graph padding rows): q from p->qkv (p->q_out and a->q unused),
+ * each token's own K/V rows computed in the kernel and written to p->k_cache / p->v_cache (the
+ * cache a reads, in the backend). Same output and cache bits as the two kernels. */
+int sd__cu_attn_fused(const sd_cu_qkv_args *p, const sd_cu_attn_args *a, int pdl, cudaStream_t st,
+                      sd_diag *d);
 
 /* ---- tiled causal attention (cuda_attn_prefill.cu) ---- */
 /* 1 when sd__cu_attn_prefill handles this head_dim (64, 128). */

@@ -1,8 +1,9 @@
 /* cuda_ops: the per-layer kernels of the CUDA backend — embedding, fused residual-add +
- * RMSNorm, q/k/v post-processing (bias, Qwen3 q/k norm, RoPE, paged-KV write), SwiGLU, row
- * gather, bitmask
- * expansion, and the hash-based fills used for synthetic weights. */
+ * RMSNorm, q/k/v post-processing (bias, Qwen3 q/k norm, RoPE, paged-KV write; decode steps of
+ * single-token sequences do it inside the attention kernel instead, engine/cuda_attn_decode.cu),
+ * SwiGLU, row gather, bitmask expansion, and the hash-based fills used for synthetic weights. */
 #include "engine/cuda_impl.cuh"
+#include "engine/cuda_qkv.cuh"
 #include "kernels/pdl.cuh"
 
 #include <math.h>
@@ -105,52 +106,55 @@ int sd__cu_add_rmsnorm(float *x, const float *y, const float *w, __nv_bfloat16 *
 
 /* ---- q/k/v post-processing: bias, q/k RMSNorm, RoPE, KV write ---- */
 
-/* grid (n_heads + 2*n_kv, T), block head_dim/2: thread i owns the RoPE pair (i, i + hd/2). */
-static __global__ void qkv_post_kernel(sd_cu_qkv_args a)
+#define SD_QKV_WARPS 4 /* heads per block, a warp each */
+
+/* grid (ceil((n_heads + 2*n_kv) / SD_QKV_WARPS), T), block 32*SD_QKV_WARPS: a warp per head of a
+ * token (engine/cuda_qkv.cuh, shared with the fused decode attention, which must get the same
+ * bits); q heads go to q_out in fp32, k and v rows to the cache in bf16. */
+template <int H> static __global__ void qkv_post_kernel(sd_cu_qkv_args a)
 {
     SD_PDL_ENTRY();
-    __shared__ float red[32];
-    int hh = blockIdx.x, t = blockIdx.y, i = threadIdx.x, hd = a.head_dim, half = hd / 2;
-    int n_qkv = a.n_heads + 2 * a.n_kv;
-    const float *row = a.qkv + (size_t)t * n_qkv * hd + (size_t)hh * hd;
-    float x1 = row[i], x2 = row[i + half];
-    if (a.bias) {
-        x1 += a.bias[hh * hd + i];
-        x2 += a.bias[hh * hd + i + half];
-    }
-    int pos = a.tok_pos[t];
-    if (hh < a.n_heads + a.n_kv) {
-        const float *nw = hh < a.n_heads ? a.q_norm : a.k_norm;
-        if (nw) { /* uniform per block, so the barrier inside block_sum is safe */
-            float r = rsqrtf(block_sum(x1 * x1 + x2 * x2, red) / (float)hd + a.eps);
-            x1 = x1 * r * nw[i];
-            x2 = x2 * r * nw[i + half];
+    constexpr int HD = 64 * H;
+    const int hh = blockIdx.x * SD_QKV_WARPS + (threadIdx.x >> 5), t = blockIdx.y, lane = threadIdx.x & 31;
+    const int n_qkv = a.n_heads + 2 * a.n_kv;
+    if (hh >= n_qkv) /* warp-uniform */
+        return;
+    const bool is_q = hh < a.n_heads, is_k = !is_q && hh < a.n_heads + a.n_kv;
+    const int pos = a.tok_pos[t];
+    const float *nw = is_q ? a.q_norm : is_k ? a.k_norm : NULL, *rope = is_q || is_k ? a.inv_freq : NULL;
+    float x1[H], x2[H];
+    sd_qkv_head<H>(a.qkv + ((size_t)t * n_qkv + hh) * HD, a.bias ? a.bias + (size_t)hh * HD : NULL, nw, rope,
+                   pos, a.eps, x1, x2);
+    if (is_q) {
+        float *q = a.q_out + ((size_t)t * a.n_heads + hh) * HD;
+#pragma unroll
+        for (int j = 0; j < H; j++) {
+            q[32 * j + lane] = x1[j];
+            q[32 * j + lane + HD / 2] = x2[j];
         }
-        /* fp32 angle then accurate sin/cos, as the HF rotary embedding computes it */
-        float ang = (float)pos * a.inv_freq[i], s, c;
-        sincosf(ang, &s, &c);
-        float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
-        if (hh < a.n_heads) {
-            float *q = a.q_out + (size_t)t * a.n_heads * hd + (size_t)hh * hd;
-            q[i] = y1;
-            q[i + half] = y2;
-            return;
-        }
-        x1 = y1;
-        x2 = y2;
+        return;
     }
-    int kvh = hh < a.n_heads + a.n_kv ? hh - a.n_heads : hh - a.n_heads - a.n_kv;
-    int blk = a.block_tables[(size_t)a.tok_seq[t] * a.max_bt + pos / a.block_size];
-    size_t off = (((size_t)blk * a.n_kv + kvh) * a.block_size + pos % a.block_size) * hd;
-    __nv_bfloat16 *dst = (hh < a.n_heads + a.n_kv ? a.k_cache : a.v_cache) + off;
-    dst[i] = __float2bfloat16(x1);
-    dst[i + half] = __float2bfloat16(x2);
+    const int kvh = is_k ? hh - a.n_heads : hh - a.n_heads - a.n_kv;
+    __nv_bfloat16 *dst = (is_k ? a.k_cache : a.v_cache) + sd_kv_row(a.block_tables, a.max_bt, a.block_size,
+                                                                    a.n_kv, HD, a.tok_seq[t], pos, kvh);
+#pragma unroll
+    for (int j = 0; j < H; j++) {
+        dst[32 * j + lane] = __float2bfloat16(x1[j]);
+        dst[32 * j + lane + HD / 2] = __float2bfloat16(x2[j]);
+    }
 }
 
 int sd__cu_qkv_post(const sd_cu_qkv_args *a, int pdl, cudaStream_t st, sd_diag *d)
 {
-    dim3 grid(a->n_heads + 2 * a->n_kv, a->T);
-    SD_CU(d, sd_launch(qkv_post_kernel, grid, dim3(a->head_dim / 2), 0, st, pdl, *a));
+    void (*k)(sd_cu_qkv_args) = a->head_dim == 64    ? qkv_post_kernel<1>
+                                : a->head_dim == 128 ? qkv_post_kernel<2>
+                                : a->head_dim == 256 ? qkv_post_kernel<4>
+                                                     : NULL;
+    if (!k)
+        return sd_diag_set(d, SD_ENOTSUP, "cuda qkv post: head_dim %d (64, 128 or 256 supported)",
+                           a->head_dim);
+    dim3 grid((a->n_heads + 2 * a->n_kv + SD_QKV_WARPS - 1) / SD_QKV_WARPS, a->T);
+    SD_CU(d, sd_launch(k, grid, dim3(32 * SD_QKV_WARPS), 0, st, pdl, *a));
     return 0;
 }
 

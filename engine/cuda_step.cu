@@ -1,6 +1,8 @@
 /* cuda_step: one step of the CUDA backend (engine/cuda_backend.cu) — the layers enqueued on
- * the stream, eagerly or replayed from the CUDA graph of a batch-size bucket, then the logits
- * copied out (gathered over the ranks under tensor parallelism), and sampling on the GPU. */
+ * the stream (per layer: add+RMSNorm, qkv linear, q/k/v post-processing + attention — one fused
+ * kernel in decode steps —, o linear, add+RMSNorm, gate_up linear, SwiGLU, down linear), eagerly
+ * or replayed from the CUDA graph of a batch-size bucket, then the logits copied out (gathered
+ * over the ranks under tensor parallelism), and sampling on the GPU. */
 #include "engine/cuda_backend_impl.cuh"
 
 #include <string.h>
@@ -27,6 +29,65 @@ static int capture_input(sd_cuda_backend *b, int li, sd_capture_site site, int64
     return b->cap_fn(b->cap_ud, li, site, b->act, cols, s->T, pos, seq);
 }
 
+/* Layer li's q/k/v post-processing (bias, q/k norm, RoPE, KV write) and attention, from the qkv
+ * linear's output in b->mmo into b->act. When every token is its sequence's only one (a decode
+ * step, graph padding rows included) and the decode kernel takes them all, one fused kernel does
+ * both (engine/cuda_attn_decode.cu; SD_ATTN_FUSED=0 turns it off); otherwise sd__cu_qkv_post,
+ * then sd__cu_attn_step. */
+static int attn_block(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d)
+{
+    const sd_cu_layer *L = &b->w.layers[li];
+    sd_cu_qkv_args qa = {};
+    qa.qkv = b->mmo;
+    qa.bias = L->qkv.bias;
+    qa.q_norm = L->q_norm;
+    qa.k_norm = L->k_norm;
+    qa.inv_freq = b->inv_freq;
+    qa.tok_pos = s->pos;
+    qa.tok_seq = s->tok_seq;
+    qa.block_tables = s->bt;
+    qa.max_bt = b->max_bt;
+    qa.block_size = b->base.block_size;
+    qa.T = s->T;
+    qa.n_heads = b->cfg.n_heads;
+    qa.n_kv = b->cfg.n_kv_heads;
+    qa.head_dim = b->cfg.head_dim;
+    qa.eps = b->cfg.rms_eps;
+    qa.q_out = b->q;
+    qa.k_cache = b->k_cache + (size_t)li * b->layer_kv_elems; /* this layer's */
+    qa.v_cache = b->v_cache + (size_t)li * b->layer_kv_elems;
+    sd_cu_attn_args aa = {};
+    aa.q = b->q;
+    aa.k_cache = qa.k_cache;
+    aa.v_cache = qa.v_cache;
+    aa.tok_pos = s->pos;
+    aa.tok_seq = s->tok_seq;
+    aa.block_tables = s->bt;
+    aa.max_bt = b->max_bt;
+    aa.block_size = b->base.block_size;
+    aa.T = s->T;
+    aa.n_heads = b->cfg.n_heads;
+    aa.n_kv = b->cfg.n_kv_heads;
+    aa.head_dim = b->cfg.head_dim;
+    aa.n_splits = s->n_splits;
+    aa.part_acc = b->part_acc;
+    aa.part_ml = b->part_ml;
+    aa.out = b->act;
+    aa.counters = b->attn_cnt;
+    aa.min_chunk = b->attn_chunk;
+    /* the decode kernel takes runs of 1 unless min_run is 1 (then they go tiled) */
+    int fused = b->attn_fused && (b->attn_min_run <= 0 || b->attn_min_run > 1);
+    for (int i = 0; fused && i < s->n_runs; i++)
+        fused = s->run_len[i] == 1;
+    if (fused && !(b->skip & SD_SKIP_ATTN)) /* SD_BENCH_SKIP=attn drops the fused kernel */
+        return sd__cu_attn_fused(&qa, &aa, b->pdl, b->st, d);
+    if (!(b->skip & SD_SKIP_QKVPOST))
+        SD_TRY(sd__cu_qkv_post(&qa, b->pdl, b->st, d));
+    if (b->skip & SD_SKIP_ATTN)
+        return 0;
+    return sd__cu_attn_step(&aa, s->run_len, s->n_runs, b->attn_min_run, b->pdl, b->st, d);
+}
+
 static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d)
 {
     const sd_model_config *c = &b->cfg;
@@ -43,46 +104,7 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_QKV, c->hidden, s, d));
     SD_TRY(LIN(sd__cu_linear(&b->mm, &L->qkv, b->act, b->mmo, s->T, 0, st, d)));
-    __nv_bfloat16 *kc = b->k_cache + (size_t)li * b->layer_kv_elems;
-    __nv_bfloat16 *vc = b->v_cache + (size_t)li * b->layer_kv_elems;
-    sd_cu_qkv_args qa = {b->mmo,
-                         L->qkv.bias,
-                         L->q_norm,
-                         L->k_norm,
-                         b->inv_freq,
-                         s->pos,
-                         s->tok_seq,
-                         s->bt,
-                         b->max_bt,
-                         b->base.block_size,
-                         s->T,
-                         c->n_heads,
-                         c->n_kv_heads,
-                         c->head_dim,
-                         c->rms_eps,
-                         b->q,
-                         kc,
-                         vc};
-    SD_TRY(SKIPS(SD_SKIP_QKVPOST, sd__cu_qkv_post(&qa, pdl, st, d)));
-    sd_cu_attn_args aa = {b->q,
-                          kc,
-                          vc,
-                          s->pos,
-                          s->tok_seq,
-                          s->bt,
-                          b->max_bt,
-                          b->base.block_size,
-                          s->T,
-                          c->n_heads,
-                          c->n_kv_heads,
-                          c->head_dim,
-                          s->n_splits,
-                          b->part_acc,
-                          b->part_ml,
-                          b->act,
-                          b->attn_cnt,
-                          b->attn_chunk};
-    SD_TRY(SKIPS(SD_SKIP_ATTN, sd__cu_attn_step(&aa, s->run_len, s->n_runs, b->attn_min_run, pdl, st, d)));
+    SD_TRY(attn_block(b, li, s, d)); /* q/k/v post-processing, KV write, attention */
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_O, (int64_t)c->n_heads * c->head_dim, s, d));
     SD_TRY(LIN(sd__cu_linear(&b->mm, &L->o, b->act, res_out, s->T, b->res_acc, st, d)));
