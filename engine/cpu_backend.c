@@ -240,35 +240,38 @@ static void task_rope_store(void *ctx, int64_t t0, int64_t t1, int tid)
     }
 }
 
-/* items [i0, i1) = (row, head) pairs: causal attention of the row's query over KV [0, pos] */
+/* items [i0, i1) = (row, head) pairs: causal attention of the row's query over KV [lo, pos], where
+ * lo = 0, or with the layer's sliding window W, lo = max(0, pos + 1 - W): transformers' mask keeps
+ * key k for query p when k > p - W (masking_utils.sliding_window_overlay). KV rows left of the
+ * window stay in the cache (and in the prefix cache) unread. */
 static void task_attention(void *ctx, int64_t i0, int64_t i1, int tid)
 {
     const fwd *f = ctx;
     cpu_backend *b = f->b;
     const sd_model_config *c = &b->cfg;
     int hd = c->head_dim, group = c->n_heads / c->n_kv_heads;
-    int32_t bs = b->base.block_size;
+    int32_t bs = b->base.block_size, win = sd_model_config_window(c, f->layer);
     float scale = 1.0f / sqrtf((float)hd);
-    float *sc = b->scores + (size_t)tid * b->max_ctx; /* [pos + 1] */
+    float *sc = b->scores + (size_t)tid * b->max_ctx; /* [pos + 1], entries [lo, pos] used */
     for (int64_t i = i0; i < i1; i++) {
         int64_t t = i / c->n_heads;
         int h = (int)(i % c->n_heads), kvh = h / group;
-        int32_t pos = b->tok_pos[t];
+        int32_t pos = b->tok_pos[t], lo = win > 0 && pos + 1 > win ? pos + 1 - win : 0;
         const int32_t *bt = f->seqs[b->tok_seq[t]].block_table;
         const float *q = b->q + ((size_t)t * c->n_heads + h) * hd;
         float mx = -INFINITY;
-        for (int32_t j = 0; j <= pos; j++) {
+        for (int32_t j = lo; j <= pos; j++) {
             sc[j] = sd_cpu_dot(q, kv_at(b, bt[j / bs], f->layer, 0, j % bs) + kvh * hd, hd) * scale;
             mx = sc[j] > mx ? sc[j] : mx;
         }
         float sum = 0;
-        for (int32_t j = 0; j <= pos; j++) {
+        for (int32_t j = lo; j <= pos; j++) {
             sc[j] = expf(sc[j] - mx);
             sum += sc[j];
         }
         float *out = b->att + ((size_t)t * c->n_heads + h) * hd;
         memset(out, 0, (size_t)hd * sizeof *out);
-        for (int32_t j = 0; j <= pos; j++) {
+        for (int32_t j = lo; j <= pos; j++) {
             float p = sc[j] / sum;
             const float *v = kv_at(b, bt[j / bs], f->layer, 1, j % bs) + kvh * hd;
             for (int e = 0; e < hd; e++)

@@ -237,13 +237,15 @@ fused_prologue(const sd_cu_attn_args &a, const sd_cu_qkv_args &p, int t, int h0,
     }
 }
 
-/* grid (n_splits, n_heads / GB, T), block 32*SD_ATTN_WARPS. Query t attends keys [0, pos_t]; split
- * s takes an equal share. Each warp takes tiles of 32 keys (attn_tile). Warps merge in shared
- * memory. With one split the block writes the output; otherwise it writes a partial (max, sum,
- * acc), and the block that finds it is the last of its (token, group) to arrive merges them all.
- * The merge reads each split's (max, sum) in one warp-wide load: a loop over splits would pay an
- * L2 round trip per split (measured: that made batch-1 decode of Llama-3.1-8B 11% slower than two
- * kernels).
+/* grid (n_splits, n_heads / GB, T), block 32*SD_ATTN_WARPS. Query t attends keys [lo, pos_t]:
+ * lo = 0, or with a sliding window max(0, pos_t + 1 - window) (transformers keeps key k when
+ * k > p - window, masking_utils.sliding_window_overlay; rows left of it stay in the cache,
+ * unread). Split s takes an equal share of that range. Each warp takes tiles of 32 keys
+ * (attn_tile). Warps merge in shared memory. With one split the block writes the output;
+ * otherwise it writes a partial (max, sum, acc), and the block that finds it is the last of its
+ * (token, group) to arrive merges them all. The merge reads each split's (max, sum) in one
+ * warp-wide load: a loop over splits would pay an L2 round trip per split (measured: that made
+ * batch-1 decode of Llama-3.1-8B 11% slower than two kernels).
  * FUSED: q comes from the raw qkv rows (p), computed as qkv_post_kernel does, and key pos_t (the
  * token's own) from the rows the kernel computes itself (fused_prologue); each token must be its
  * sequence's only one in the step, so no other key it reads is written by this grid. Otherwise p is
@@ -264,10 +266,11 @@ static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS)
     const int s = blockIdx.x, h0 = blockIdx.y * GB, t = blockIdx.z;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int kvh = h0 / (a.n_heads / a.n_kv), seq = a.tok_seq[t], n = a.tok_pos[t] + 1;
-    /* with min_chunk, short contexts leave the last splits without keys: those blocks leave at
+    const int lo = a.window > 0 && n > a.window ? n - a.window : 0, nr = n - lo; /* keys [lo, n) */
+    /* with min_chunk, short ranges leave the last splits without keys: those blocks leave at
      * once, and the n_act splits with keys count and merge among themselves */
-    const int chunk = max((n + a.n_splits - 1) / a.n_splits, a.min_chunk), k0 = s * chunk,
-              k1 = min(n, k0 + chunk), n_act = min(a.n_splits, (n + chunk - 1) / chunk);
+    const int chunk = max((nr + a.n_splits - 1) / a.n_splits, a.min_chunk), k0 = lo + s * chunk,
+              k1 = min(n, k0 + chunk), n_act = min(a.n_splits, (nr + chunk - 1) / chunk);
     if (k0 >= n)
         return;
     const float scale = rsqrtf((float)HD);

@@ -30,7 +30,8 @@ extern "C" int sd_cu_attn_fused_test_run(int fused, const sd_cu_fused_test *t, s
                          t->n_kv,     t->head_dim,
                          t->n_splits, t->part_acc,
                          t->part_ml,  (__nv_bfloat16 *)t->out,
-                         t->counters, t->min_chunk};
+                         t->counters, t->min_chunk,
+                         t->window};
     if (!fused) {
         SD_TRY(sd__cu_qkv_post(&p, 0, 0, d));
         return sd__cu_attention(&a, 0, 0, d);

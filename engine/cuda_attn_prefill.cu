@@ -6,6 +6,7 @@
 #include "engine/cuda_attn_prefill.h"
 #include "kernels/pdl.cuh"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,11 +62,13 @@ static __device__ __forceinline__ void load_kv_tile(const sd_cu_attn_args &a, co
 }
 
 /* grid (ceil(T/BM), n_heads), block 128. All T query rows belong to sequence tok_seq[0] (one
- * block table); row t attends keys [0, tok_pos[t]]. Warp w owns rows 16w..16w+15 of the block's
- * tile: its Q fragments stay in registers, S = Q K^T and O += P V run on mma.sync m16n8k16
- * (bf16 in, fp32 accumulate), the running max/sum live in registers (base-2 exponent). Lane
- * (g = lane/4, tq = lane%4) holds rows g and g+8 of the warp, columns 2tq, 2tq+1 of each
- * 8-wide n-tile. Tiles run in reverse order so the longest (last) rows start first. */
+ * block table); row t at p = tok_pos[t] attends keys [0, p], or with a sliding window keys k with
+ * p - window < k <= p (transformers' masking_utils.sliding_window_overlay: k > p - window); key
+ * tiles left of every row's window are skipped (their cache rows stay, unread). Warp w owns rows
+ * 16w..16w+15 of the block's tile: its Q fragments stay in registers, S = Q K^T and O += P V run
+ * on mma.sync m16n8k16 (bf16 in, fp32 accumulate), the running max/sum live in registers (base-2
+ * exponent). Lane (g = lane/4, tq = lane%4) holds rows g and g+8 of the warp, columns 2tq, 2tq+1
+ * of each 8-wide n-tile. Tiles run in reverse order so the longest (last) rows start first. */
 template <int HD>
 static __global__ void __launch_bounds__(SD_PF_THREADS) attn_prefill_kernel(sd_cu_attn_args a)
 {
@@ -73,7 +76,7 @@ static __global__ void __launch_bounds__(SD_PF_THREADS) attn_prefill_kernel(sd_c
     pdl_trigger();
     constexpr int LD = HD + 8, KC = HD / 16, ND = HD / 8, NS = SD_PF_BN / 8;
     __shared__ __align__(16) __nv_bfloat16 sk[SD_PF_BN * LD], sv[SD_PF_BN * LD]; /* [BN, LD] */
-    __shared__ int s_kv_end;
+    __shared__ int s_kv_end, s_kv_begin;
     int tile = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, t0 = tile * SD_PF_BM;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     int kvh = h / (a.n_heads / a.n_kv), last = min(a.T, t0 + SD_PF_BM) - 1;
@@ -81,12 +84,17 @@ static __global__ void __launch_bounds__(SD_PF_THREADS) attn_prefill_kernel(sd_c
     /* rows past T copy the last row's position: finite scores, never written */
     int r0 = t0 + warp * 16 + g, r1 = r0 + 8;
     int p0 = a.tok_pos[min(r0, last)], p1 = a.tok_pos[min(r1, last)];
-    if (threadIdx.x == 0)
+    /* first key of each row's window (may be negative: no lower bound then) */
+    int lo0 = a.window > 0 ? p0 + 1 - a.window : 0, lo1 = a.window > 0 ? p1 + 1 - a.window : 0;
+    if (threadIdx.x == 0) {
         s_kv_end = 0;
+        s_kv_begin = INT_MAX;
+    }
     __syncthreads();
     atomicMax(&s_kv_end, max(p0, p1) + 1);
+    atomicMin(&s_kv_begin, min(lo0, lo1));
     __syncthreads();
-    int kv_end = s_kv_end;
+    int kv_end = s_kv_end, kv_begin = max(s_kv_begin, 0) / SD_PF_BN * SD_PF_BN; /* a whole tile */
 
     uint32_t qf[KC][4]; /* A fragments of Q, [16 rows, HD] of this warp */
     {
@@ -113,7 +121,7 @@ static __global__ void __launch_bounds__(SD_PF_THREADS) attn_prefill_kernel(sd_c
     const float sl2 = rsqrtf((float)HD) * 1.4426950408889634f; /* softmax scale, in base 2 */
     const unsigned short *svu = (const unsigned short *)sv;
 
-    for (int kv0 = 0; kv0 < kv_end; kv0 += SD_PF_BN) {
+    for (int kv0 = kv_begin; kv0 < kv_end; kv0 += SD_PF_BN) {
         __syncthreads(); /* the previous tile is no longer read */
         load_kv_tile<HD, LD>(a, bt, kvh, kv0, kv_end, sk, sv);
         __syncthreads();
@@ -133,8 +141,8 @@ static __global__ void __launch_bounds__(SD_PF_THREADS) attn_prefill_kernel(sd_c
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 int key = kv0 + j * 8 + 2 * tq + e;
-                s[j][e] = key <= p0 ? s[j][e] * sl2 : -INFINITY;
-                s[j][2 + e] = key <= p1 ? s[j][2 + e] * sl2 : -INFINITY;
+                s[j][e] = key <= p0 && key >= lo0 ? s[j][e] * sl2 : -INFINITY;
+                s[j][2 + e] = key <= p1 && key >= lo1 ? s[j][2 + e] * sl2 : -INFINITY;
                 mx0 = fmaxf(mx0, s[j][e]);
                 mx1 = fmaxf(mx1, s[j][2 + e]);
             }
@@ -292,7 +300,8 @@ extern "C" int sd_cu_attn_test_run(int path, const sd_cu_attn_test *t, sd_diag *
                          t->part_ml,
                          (__nv_bfloat16 *)t->out,
                          t->counters,
-                         t->min_chunk};
+                         t->min_chunk,
+                         t->window};
     switch (path) {
     case SD_ATTN_PATH_SPLIT:
         return sd__cu_attention(&a, 0, 0, d);

@@ -35,6 +35,7 @@ typedef struct sd_cu_attn_test {
     int n_runs, min_run;       /* step path: runs of >= min_run tokens go tiled */
     int *counters;             /* [T, n_heads] ints, zeroed before the first run */
     int min_chunk;             /* split path: keys per split at least this (0: none) */
+    int window;                /* sliding window: keys (pos - window, pos]; 0: [0, pos] */
 } sd_cu_attn_test;
 
 /* The backend's key-range splits for T query tokens on a device with `sms` SMs. */

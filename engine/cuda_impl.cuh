@@ -113,6 +113,7 @@ typedef struct sd_cu_attn_args {
     int *counters;      /* [T, n_heads] zeroed once; splits arrived per (token, head group), reset
                            to 0 by the last one (cuda_attn_decode.cu) */
     int min_chunk;      /* keys per split at least this (short contexts use fewer splits); 0: none */
+    int window;         /* sliding window: query at p attends keys (p - window, p]; 0: [0, p] */
 } sd_cu_attn_args;
 
 /* The decode-step ops take `pdl`: launch with programmatic serialization (kernels/pdl.cuh). */

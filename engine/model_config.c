@@ -212,14 +212,71 @@ static int parse_token_ids(sd_model_config *c, json_t *r, const char *name, sd_d
     return 0;
 }
 
+/* Qwen's layer_types: full_attention layers, then sliding_attention ones (the only pattern
+ * max_window_layers can express, so the only one taken); *first = the first sliding layer. */
+static int parse_layer_types(json_t *lt, int32_t n_layers, int32_t *first, const char *name, sd_diag *d)
+{
+    if (!json_is_array(lt) || json_array_size(lt) != (size_t)n_layers)
+        return sd_diag_set(d, SD_EFORMAT, "%s: \"layer_types\" is not a list of %d layer types", name,
+                           n_layers);
+    *first = n_layers;
+    for (int32_t i = 0; i < n_layers; i++) {
+        const char *t = json_string_value(json_array_get(lt, (size_t)i));
+        int sliding = t && !strcmp(t, "sliding_attention");
+        if (!sliding && !(t && !strcmp(t, "full_attention")))
+            return sd_diag_set(d, SD_ENOTSUP, "%s: \"layer_types\"[%d] '%.32s' is not supported", name, i,
+                               t ? t : "?");
+        if (sliding && *first == n_layers)
+            *first = i;
+        if (!sliding && *first < n_layers)
+            return sd_diag_set(d, SD_ENOTSUP,
+                               "%s: \"layer_types\": full attention at layer %d after sliding at %d "
+                               "is not supported",
+                               name, i, *first);
+    }
+    return 0;
+}
+
+/* The attention window, as transformers 5 reads it. Mistral: sliding_window for every layer
+ * (MistralConfig ignores use_sliding_window; an absent key is its default 4096, null none).
+ * Qwen2/Qwen3: only with use_sliding_window, for layers >= max_window_layers (default 28) or
+ * as layer_types lists them (configuration_qwen2.py). Llama has none. */
+static int parse_window(sd_model_config *c, json_t *r, const char *name, sd_diag *d)
+{
+    int rc, use_sw = 0;
+    c->sliding_window = c->window_layer0 = 0;
+    if (c->arch == SD_ARCH_MISTRAL)
+        use_sw = 1;
+    else if (c->arch == SD_ARCH_QWEN2 || c->arch == SD_ARCH_QWEN3) {
+        if ((rc = get_bool(r, "use_sliding_window", 0, &use_sw, name, d)))
+            return rc;
+    }
+    json_t *sw = json_object_get(r, "sliding_window");
+    if (!use_sw || (sw && json_is_null(sw)))
+        return 0;
+    if ((rc = get_int(r, "sliding_window", 0, INT32_MAX, 1, 4096, &c->sliding_window, name, d)))
+        return rc;
+    json_t *lt = json_object_get(r, "layer_types");
+    if (c->arch == SD_ARCH_MISTRAL)
+        rc = 0;
+    else if (lt && !json_is_null(lt))
+        rc = parse_layer_types(lt, c->n_layers, &c->window_layer0, name, d);
+    else
+        rc = get_int(r, "max_window_layers", 0, INT32_MAX, 1, 28, &c->window_layer0, name, d);
+    if (rc)
+        return rc;
+    if (c->window_layer0 >= c->n_layers || c->sliding_window == 0) /* no layer slides (0: as before, none) */
+        c->sliding_window = c->window_layer0 = 0;
+    return 0;
+}
+
 /* Bias, norm and activation flags that follow from the architecture. */
 static int parse_features(sd_model_config *c, json_t *r, const char *name, sd_diag *d)
 {
-    int rc, attn_bias = 0, mlp_bias = 0, use_sw = 0;
+    int rc, attn_bias = 0, mlp_bias = 0;
     if ((rc = get_bool(r, "tie_word_embeddings", 0, &c->tie_embeddings, name, d)) ||
         (rc = get_bool(r, "attention_bias", 0, &attn_bias, name, d)) ||
-        (rc = get_bool(r, "mlp_bias", 0, &mlp_bias, name, d)) ||
-        (rc = get_bool(r, "use_sliding_window", c->arch == SD_ARCH_MISTRAL, &use_sw, name, d)))
+        (rc = get_bool(r, "mlp_bias", 0, &mlp_bias, name, d)))
         return rc;
     if (mlp_bias)
         return sd_diag_set(d, SD_ENOTSUP, "%s: mlp_bias is not supported", name);
@@ -233,10 +290,7 @@ static int parse_features(sd_model_config *c, json_t *r, const char *name, sd_di
     if (json_object_get(r, "quantization_config"))
         return sd_diag_set(d, SD_ENOTSUP, "%s: quantized checkpoints (quantization_config) are not supported",
                            name);
-    c->sliding_window = 0;
-    if (use_sw && (rc = get_int(r, "sliding_window", 0, INT32_MAX, 1, 0, &c->sliding_window, name, d)))
-        return rc;
-    return 0;
+    return parse_window(c, r, name, d);
 }
 
 int sd_model_config_parse(sd_model_config *ret, const char *json, size_t len, const char *name, sd_diag *d)

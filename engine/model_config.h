@@ -45,11 +45,20 @@ typedef struct sd_model_config {
     int tie_embeddings;          /* tie_word_embeddings (default 0; Qwen2 small models set it) */
     int qkv_bias;                /* attention_bias, or implied by Qwen2 */
     int qk_norm;                 /* Qwen3 */
-    int32_t sliding_window;      /* Mistral sliding_window, 0 if none (not applied: see README) */
+    int32_t sliding_window;      /* attention window (Mistral sliding_window, Qwen's when use_sliding_window
+                                    is true), 0 if none: a query at p attends keys k, p - window < k <= p */
+    int32_t window_layer0;       /* layers >= this one use the window (Qwen: max_window_layers or
+                                    layer_types; 0 otherwise); 0 when sliding_window is 0 */
     int32_t bos_id;              /* -1 if absent */
     int32_t eos_ids[SD_MAX_EOS]; /* eos_token_id may be an int or a list */
     int n_eos;
 } sd_model_config;
+
+/* Layer `layer`'s attention window (0: full causal attention), as transformers applies it. */
+static inline int32_t sd_model_config_window(const sd_model_config *c, int32_t layer)
+{
+    return layer >= c->window_layer0 ? c->sliding_window : 0;
+}
 
 /* Parses config.json at `path`. Unknown architectures, missing or out-of-range required
  * fields and malformed JSON are SD_EFORMAT/SD_ENOTSUP with a message naming the key. */

@@ -397,10 +397,22 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 
 uint64_t sd_tp_config_hash(const sd_model_config *cfg, int world, const char *extra)
 {
-    int32_t f[] = {
-        (int32_t)cfg->arch, cfg->hidden,       cfg->n_layers, cfg->n_heads,           cfg->n_kv_heads,
-        cfg->head_dim,      cfg->intermediate, cfg->vocab,    cfg->max_pos,           cfg->tie_embeddings,
-        cfg->qkv_bias,      cfg->qk_norm,      world,         (int32_t)cfg->rope_kind};
+    int32_t f[] = {(int32_t)cfg->arch,
+                   cfg->hidden,
+                   cfg->n_layers,
+                   cfg->n_heads,
+                   cfg->n_kv_heads,
+                   cfg->head_dim,
+                   cfg->intermediate,
+                   cfg->vocab,
+                   cfg->max_pos,
+                   cfg->tie_embeddings,
+                   cfg->qkv_bias,
+                   cfg->qk_norm,
+                   world,
+                   (int32_t)cfg->rope_kind,
+                   cfg->sliding_window,
+                   cfg->window_layer0};
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
         uint8_t b[4];

@@ -7,7 +7,8 @@
  * own cache row holds a poison (K 0, V 64) before the step: a third run reads a cache that nothing
  * writes (the fused kernel's rows go to a copy), so a read of the stale row would move its output,
  * and the two-kernel attention on that cache is checked to be far from the true output. The two-kernel path
- * (q, written K/V, output) is checked against a CPU fp64 reference. Skips without a device. */
+ * (q, written K/V, output) is checked against a CPU fp64 reference. The same with sliding windows
+ * (1, 7, 16, 33, 5000), keys left of each window poisoned. Skips without a device. */
 #include "tests/harness.h"
 
 #include <stdint.h>
@@ -45,6 +46,7 @@ static double urand(rng *r) /* uniform in [-1, 1) */
 typedef struct fcase {
     int n_heads, n_kv, hd, T, n_pad, bias, norm, min_chunk;
     const int *pos; /* [T - n_pad] */
+    int window;     /* sliding window (0: none): the token at p attends keys (p - window, p] */
 } fcase;
 
 typedef struct fstep {
@@ -87,9 +89,16 @@ static void fstep_free(fstep *s)
         cudaFree(dev[i]);
 }
 
+/* First key the token at position p attends (transformers' sliding_window_overlay: k > p - W). */
+static int first_key(const fcase *c, int p)
+{
+    return c->window > 0 && p + 1 > c->window ? p + 1 - c->window : 0;
+}
+
 /* Random qkv rows (the padding rows all equal, as the engine's are), weights, and a cache whose
- * slots hold random keys below each token's position and the poison everywhere else (the token's
- * own slot included); block tables drawn from a shuffled pool. */
+ * slots hold random keys from each token's window start to below its position and the poison
+ * everywhere else (the token's own slot and the keys left of its window included: a read of
+ * those shows); block tables drawn from a shuffled pool. */
 static int fstep_make(fstep *s, const fcase *c, uint64_t seed)
 {
     memset(s, 0, sizeof *s);
@@ -154,7 +163,7 @@ static int fstep_make(fstep *s, const fcase *c, uint64_t seed)
         s->pos[t] = c->pos[t];
         for (int b = 0; b <= c->pos[t] / BS; b++)
             s->bt[(size_t)t * s->max_bt + b] = perm[next++];
-        for (int key = 0; key < c->pos[t]; key++) /* the token's own slot keeps the poison */
+        for (int key = first_key(c, c->pos[t]); key < c->pos[t]; key++) /* own slot: the poison */
             for (int kv = 0; kv < c->n_kv; kv++) {
                 size_t o =
                     (((size_t)s->bt[(size_t)t * s->max_bt + key / BS] * c->n_kv + kv) * BS + key % BS) * hd;
@@ -221,7 +230,8 @@ static int fstep_run(fstep *s, int mode, uint16_t *out)
                           s->dml,
                           s->dcnt,
                           c->min_chunk,
-                          s->dout};
+                          s->dout,
+                          c->window};
     sd_diag d = {0};
     int rc = sd_cu_attn_fused_test_run(mode != 0, &a, &d);
     if (rc) {
@@ -285,7 +295,8 @@ static void check_reference(const fstep *s, const uint16_t *out, const uint16_t 
         cudaMemcpy(q, s->dq, qn * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
         goto out;
     for (int k = 0; k < REF_TOKENS; k++) {
-        int t = k == REF_TOKENS - 1 ? real - 1 : k * real / REF_TOKENS, n = s->pos[t] + 1;
+        int t = k == REF_TOKENS - 1 ? real - 1 : k * real / REF_TOKENS, n = s->pos[t] + 1,
+            lo = first_key(c, s->pos[t]);
         if (k && t == (k - 1) * real / REF_TOKENS)
             continue; /* fewer real tokens than REF_TOKENS */
         const int32_t *bt = s->bt + (size_t)t * s->max_bt;
@@ -312,7 +323,7 @@ static void check_reference(const fstep *s, const uint16_t *out, const uint16_t 
             double mx = -INFINITY, sum = 0, *sc = malloc((size_t)n * sizeof(double));
             if (!sc)
                 goto out;
-            for (int j = 0; j < n; j++) {
+            for (int j = lo; j < n; j++) {
                 size_t oj = (((size_t)bt[j / BS] * c->n_kv + h / g) * BS + j % BS) * hd;
                 double dot = 0;
                 for (int e = 0; e < hd; e++)
@@ -323,7 +334,7 @@ static void check_reference(const fstep *s, const uint16_t *out, const uint16_t 
             }
             for (int e = 0; e < hd; e++)
                 o[e] = 0;
-            for (int j = 0; j < n; j++) {
+            for (int j = lo; j < n; j++) {
                 size_t oj = (((size_t)bt[j / BS] * c->n_kv + h / g) * BS + j % BS) * hd;
                 double p = exp(sc[j] - mx);
                 sum += p;
@@ -355,9 +366,9 @@ static int stale_shows(const fstep *s, const uint16_t *good)
 {
     const fcase *c = &s->c;
     size_t row = (size_t)c->n_heads * c->hd, qn = (size_t)c->T * row;
-    sd_cu_attn_test a = {s->dq,  s->dk[2], s->dv[2],   s->dpos, s->dseq, s->dbt,      s->max_bt,
-                         BS,     c->T,     c->n_heads, c->n_kv, c->hd,   s->n_splits, s->dacc,
-                         s->dml, s->dout,  NULL,       0,       0,       s->dcnt,     c->min_chunk};
+    sd_cu_attn_test a = {s->dq, s->dk[2],   s->dv[2], s->dpos, s->dseq,      s->dbt,   s->max_bt, BS,
+                         c->T,  c->n_heads, c->n_kv,  c->hd,   s->n_splits,  s->dacc,  s->dml,    s->dout,
+                         NULL,  0,          0,        s->dcnt, c->min_chunk, c->window};
     uint16_t *h = malloc(qn * 2);
     int all = h && sd_cu_attn_test_run(SD_ATTN_PATH_SPLIT, &a, NULL) == 0 &&
               cudaDeviceSynchronize() == cudaSuccess &&
@@ -390,8 +401,8 @@ static void one_case(const fcase *c, uint64_t seed, double worst[3])
     fstep s;
     uint16_t *o[3] = {NULL, NULL, NULL}, *kc = NULL, *vc = NULL, *kb = NULL, *vb = NULL;
     char name[128];
-    snprintf(name, sizeof name, "hd %d heads %d/%d T %d (pad %d) bias %d norm %d chunk %d", c->hd, c->n_heads,
-             c->n_kv, c->T, c->n_pad, c->bias, c->norm, c->min_chunk);
+    snprintf(name, sizeof name, "hd %d heads %d/%d T %d (pad %d) bias %d norm %d chunk %d window %d", c->hd,
+             c->n_heads, c->n_kv, c->T, c->n_pad, c->bias, c->norm, c->min_chunk, c->window);
     if (fstep_make(&s, c, seed)) {
         CHECK_MSG(0, "%s: set-up failed", name);
         goto out;
@@ -454,12 +465,43 @@ static void test_fused_vs_two_kernels(void)
                 for (int i = 0; i < 16; i++) /* a different position set per case */
                     pos[i] = positions[(i + ci) % 16];
                 fcase c = {heads[b][0],  heads[b][1],       hds[a],         Ts[k], Ts[k] == 5 ? 2 : 0,
-                           (ci + a) & 1, (ci + a) >> 1 & 1, k & 1 ? 0 : 64, pos};
+                           (ci + a) & 1, (ci + a) >> 1 & 1, k & 1 ? 0 : 64, pos,   0};
                 one_case(&c, 1000003u * (uint64_t)ci + 17u, worst);
                 cases++;
             }
     fprintf(stderr, "  %d cases: worst rel L2 vs fp64: q %.2e, written K/V %.2e, output %.2e\n", cases,
             worst[0], worst[1], worst[2]);
+}
+
+/* The same with sliding windows: 1 (only the own key, from the prologue's rows), 7 and 33 (not
+ * multiples of the block size), 16 (one block), 5000 (past every context: full attention). The
+ * keys left of each window hold the poison, so a kernel that read them would be far from the
+ * fp64 reference, which attends the window only. */
+static void test_fused_window(void)
+{
+    if (sd_cuda_device_count() <= 0)
+        SKIP("no CUDA device");
+    static const int positions[16] = {0, 15, 16, 2047, 31, 1000, 5, 130, 17, 511, 64, 700, 1, 300, 33, 1500};
+    static const int heads[2][2] = {{32, 8}, {14, 2}}, hds[3] = {64, 128, 256},
+                     windows[5] = {1, 7, 16, 33, 5000};
+    static const int Ts[3] = {1, 5, 16};
+    double worst[3] = {0, 0, 0};
+    int cases = 0;
+    for (int w = 0; w < 5; w++)
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 2; b++)
+                for (int k = 0; k < 3; k++) {
+                    int ci = 18 * w + 6 * a + 3 * b + k, pos[16];
+                    for (int i = 0; i < 16; i++)
+                        pos[i] = positions[(i + ci) % 16];
+                    fcase c = {
+                        heads[b][0],   heads[b][1],       hds[a], Ts[k],     Ts[k] == 5 ? 2 : 0, ci & 1,
+                        (ci >> 1) & 1, (ci % 3) ? 64 : 0, pos,    windows[w]};
+                    one_case(&c, 7919u * (uint64_t)ci + 3u, worst);
+                    cases++;
+                }
+    fprintf(stderr, "  %d windowed cases: worst rel L2 vs fp64: q %.2e, written K/V %.2e, output %.2e\n",
+            cases, worst[0], worst[1], worst[2]);
 }
 
 static void test_env_switch(void)
@@ -483,6 +525,7 @@ int main(void)
 {
     RUN(test_env_switch);
     RUN(test_fused_vs_two_kernels);
+    RUN(test_fused_window);
     return sd_test_done();
 }
 

@@ -4,8 +4,9 @@
  * later one, GQA 1/4/8, head_dim 64/128, against a CPU fp64 reference and the split kernel; a
  * mixed step (decodes and chunks of several sequences) through the step dispatch; decode steps
  * (one token per sequence, GQA 1-16, head_dim 64-256) through the decode kernel; the
- * SD_ATTN_PREFILL switch. Prints (does not check) the decode and tiled kernels' times for T = 2048. GPU parts
- * skip without a device. */
+ * same with sliding windows (1, not a multiple of the block, past the context) in both kernels;
+ * the SD_ATTN_PREFILL switch. Prints (does not check) the decode and tiled kernels' times for T = 2048. GPU
+ * parts skip without a device. */
 #include "tests/harness.h"
 
 #include <stdint.h>
@@ -46,6 +47,7 @@ typedef struct step {
     int32_t *dpos, *dseq, *dbt;
     int *dcnt;     /* the decode kernel's split counters */
     int min_chunk; /* the decode kernel's keys per split at least */
+    int window;    /* sliding window (0: none): token at p attends keys (p - window, p] */
 } step;
 
 static int splits_for(int T, int n_heads, int n_kv)
@@ -161,9 +163,9 @@ static int step_run(step *s, int path, int min_run, float *out)
     size_t qn = (size_t)s->T * s->n_heads * s->hd;
     if (cudaMemset(s->dout, 0xff, qn * 2) != cudaSuccess)
         return -1;
-    sd_cu_attn_test a = {s->dq,  s->dk,   s->dv,      s->dpos,   s->dseq, s->dbt,      s->max_bt,
-                         BS,     s->T,    s->n_heads, s->n_kv,   s->hd,   s->n_splits, s->dacc,
-                         s->dml, s->dout, s->len,     s->n_seqs, min_run, s->dcnt,     s->min_chunk};
+    sd_cu_attn_test a = {s->dq,  s->dk,      s->dv,   s->dpos, s->dseq,      s->dbt,   s->max_bt, BS,
+                         s->T,   s->n_heads, s->n_kv, s->hd,   s->n_splits,  s->dacc,  s->dml,    s->dout,
+                         s->len, s->n_seqs,  min_run, s->dcnt, s->min_chunk, s->window};
     sd_diag d = {0};
     int rc = sd_cu_attn_test_run(path, &a, &d);
     if (rc) {
@@ -185,16 +187,23 @@ static int step_run(step *s, int path, int min_run, float *out)
     return 0;
 }
 
-/* fp64 attention of token t, all heads, into ref [n_heads*hd]. */
+/* First key token t attends: with a window W, keys k > pos - W (transformers' sliding_window_overlay). */
+static int first_key(const step *s, int t)
+{
+    int n = s->pos[t] + 1;
+    return s->window > 0 && n > s->window ? n - s->window : 0;
+}
+
+/* fp64 attention of token t, all heads, into ref [n_heads*hd]: keys [first_key, pos]. */
 static void ref_row(const step *s, int t, double *ref)
 {
-    int hd = s->hd, g = s->n_heads / s->n_kv, n = s->pos[t] + 1;
+    int hd = s->hd, g = s->n_heads / s->n_kv, n = s->pos[t] + 1, lo = first_key(s, t);
     const int32_t *bt = s->bt + (size_t)s->seq[t] * s->max_bt;
     double *sc = malloc((size_t)n * sizeof(double));
     for (int h = 0; h < s->n_heads; h++) {
         const float *q = s->q + ((size_t)t * s->n_heads + h) * hd;
         double mx = -INFINITY, sum = 0;
-        for (int j = 0; j < n; j++) {
+        for (int j = lo; j < n; j++) {
             size_t o = (((size_t)bt[j / BS] * s->n_kv + h / g) * BS + j % BS) * hd;
             double dot = 0;
             for (int e = 0; e < hd; e++)
@@ -205,7 +214,7 @@ static void ref_row(const step *s, int t, double *ref)
         double *r = ref + (size_t)h * hd;
         for (int e = 0; e < hd; e++)
             r[e] = 0;
-        for (int j = 0; j < n; j++) {
+        for (int j = lo; j < n; j++) {
             size_t o = (((size_t)bt[j / BS] * s->n_kv + h / g) * BS + j % BS) * hd;
             double p = exp(sc[j] - mx);
             sum += p;
@@ -254,16 +263,19 @@ static int have_gpu(void)
     return sd_cuda_device_count() > 0;
 }
 
-/* One sequence's chunk of T tokens from position start: tiled and split vs fp64, tiled vs split. */
-static void one_case(int T, int start, int gqa, int hd, double *worst)
+/* One sequence's chunk of T tokens from position start, with a sliding window (0: none): tiled
+ * and split vs fp64, tiled vs split. */
+static void one_case(int T, int start, int gqa, int hd, int window, double *worst)
 {
     int len[1] = {T}, st[1] = {start}, n_kv = 2, n_heads = 2 * gqa;
     step s;
     float *tiled = NULL, *split = NULL;
-    if (step_make(&s, 1, len, st, n_heads, n_kv, hd, 1000003u * T + 7919u * start + 31u * gqa + hd)) {
+    if (step_make(&s, 1, len, st, n_heads, n_kv, hd,
+                  1000003u * T + 7919u * start + 31u * gqa + hd + 104729u * (unsigned)window)) {
         CHECK_MSG(0, "T %d: set-up failed", T);
         goto out;
     }
+    s.window = window;
     size_t qn = (size_t)T * n_heads * hd;
     tiled = malloc(qn * 4);
     split = malloc(qn * 4);
@@ -275,10 +287,12 @@ static void one_case(int T, int start, int gqa, int hd, double *worst)
     CHECK_MSG(rc_t == 0 && rc_s == 0, "T %d start %d gqa %d hd %d: launch failed", T, start, gqa, hd);
     if (rc_t == 0 && rc_s == 0) {
         double et = err_vs_ref(&s, tiled), es = err_vs_ref(&s, split), ets = rel_l2(tiled, split, qn);
-        CHECK_MSG(et <= 1e-2, "T %d start %d gqa %d hd %d: tiled vs fp64 rel L2 %.3g", T, start, gqa, hd, et);
-        CHECK_MSG(es <= 1e-2, "T %d start %d gqa %d hd %d: split vs fp64 rel L2 %.3g", T, start, gqa, hd, es);
-        CHECK_MSG(ets <= 1e-2, "T %d start %d gqa %d hd %d: tiled vs split rel L2 %.3g", T, start, gqa, hd,
-                  ets);
+        CHECK_MSG(et <= 1e-2, "T %d start %d gqa %d hd %d window %d: tiled vs fp64 rel L2 %.3g", T, start,
+                  gqa, hd, window, et);
+        CHECK_MSG(es <= 1e-2, "T %d start %d gqa %d hd %d window %d: split vs fp64 rel L2 %.3g", T, start,
+                  gqa, hd, window, es);
+        CHECK_MSG(ets <= 1e-2, "T %d start %d gqa %d hd %d window %d: tiled vs split rel L2 %.3g", T, start,
+                  gqa, hd, window, ets);
         worst[0] = et > worst[0] ? et : worst[0];
         worst[1] = es > worst[1] ? es : worst[1];
         worst[2] = ets > worst[2] ? ets : worst[2];
@@ -299,8 +313,29 @@ static void test_tiled_vs_reference(void)
         for (int b = 0; b < 3; b++)
             for (int c = 0; c < 5; c++)
                 for (int e = 0; e < 2; e++)
-                    one_case(Ts[c], starts[e], gqas[b], hds[a], worst);
+                    one_case(Ts[c], starts[e], gqas[b], hds[a], 0, worst);
     fprintf(stderr, "  60 cases: worst rel L2 tiled vs fp64 %.2e, split vs fp64 %.2e, tiled vs split %.2e\n",
+            worst[0], worst[1], worst[2]);
+}
+
+/* Sliding windows in prefill chunks: window 1 (a token sees only itself), 5 and 100 (not
+ * multiples of the block size nor of the 64-key tile), 16 (one block), 5000 (past the context:
+ * full attention); first and later chunks, so the tiled kernel skips whole key tiles left of its
+ * rows' windows; tiled and split vs the windowed fp64 reference. */
+static void test_tiled_window(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    static const int Ts[] = {1, 17, 64, 300}, starts[] = {0, 77}, hds[] = {64, 128};
+    static const int windows[] = {1, 5, 16, 100, 5000};
+    double worst[3] = {0, 0, 0};
+    for (int w = 0; w < 5; w++)
+        for (int a = 0; a < 2; a++)
+            for (int c = 0; c < 4; c++)
+                for (int e = 0; e < 2; e++)
+                    one_case(Ts[c], starts[e], 4, hds[a], windows[w], worst);
+    fprintf(stderr,
+            "  80 windowed cases: worst rel L2 tiled vs fp64 %.2e, split vs fp64 %.2e, tiled vs split %.2e\n",
             worst[0], worst[1], worst[2]);
 }
 
@@ -311,8 +346,8 @@ static void test_mixed_step(void)
     if (!have_gpu())
         SKIP("no CUDA device");
     static const int len[] = {1, 100, 5, 40, 1, 16, 15}, start[] = {50, 20, 0, 300, 0, 33, 200};
-    int hds[] = {64, 128};
-    for (int i = 0; i < 2; i++) {
+    int hds[] = {64, 128, 64, 128}, windows[] = {0, 0, 7, 100};
+    for (int i = 0; i < 4; i++) {
         step s;
         float *mixed = NULL, *split = NULL;
         if (step_make(&s, 7, len, start, 8, 2, hds[i], 42 + i)) {
@@ -320,17 +355,20 @@ static void test_mixed_step(void)
             step_free(&s);
             return;
         }
+        s.window = windows[i];
         size_t qn = (size_t)s.T * s.n_heads * s.hd;
         mixed = malloc(qn * 4);
         split = malloc(qn * 4);
         if (mixed && split && step_run(&s, SD_ATTN_PATH_STEP, SD_ATTN_PREFILL_MIN_RUN, mixed) == 0 &&
             step_run(&s, SD_ATTN_PATH_SPLIT, 0, split) == 0) {
             double em = err_vs_ref(&s, mixed), ems = rel_l2(mixed, split, qn);
-            CHECK_MSG(em <= 1e-2, "hd %d: mixed step vs fp64 rel L2 %.3g", hds[i], em);
-            CHECK_MSG(ems <= 1e-2, "hd %d: mixed step vs split rel L2 %.3g", hds[i], ems);
-            fprintf(stderr, "  mixed step hd %d: rel L2 vs fp64 %.2e, vs split %.2e\n", hds[i], em, ems);
+            CHECK_MSG(em <= 1e-2, "hd %d window %d: mixed step vs fp64 rel L2 %.3g", hds[i], windows[i], em);
+            CHECK_MSG(ems <= 1e-2, "hd %d window %d: mixed step vs split rel L2 %.3g", hds[i], windows[i],
+                      ems);
+            fprintf(stderr, "  mixed step hd %d window %d: rel L2 vs fp64 %.2e, vs split %.2e\n", hds[i],
+                    windows[i], em, ems);
         } else {
-            CHECK_MSG(0, "hd %d: mixed step failed", hds[i]);
+            CHECK_MSG(0, "hd %d window %d: mixed step failed", hds[i], windows[i]);
         }
         free(mixed);
         free(split);
@@ -387,6 +425,81 @@ static void test_decode_vs_reference(void)
     fprintf(stderr, "  %d decode cases: worst rel L2 vs fp64 %.2e\n", cases, worst);
 }
 
+/* Keys left of each token's window get K 0 and V 64 (bf16): a read of one of them weighs about
+ * as much as a real key and pulls the output towards 64, far from the reference. One token per
+ * sequence only (a chunk's earlier rows need those keys). */
+static int poison_left_of_window(step *s)
+{
+    for (int t = 0; t < s->T; t++)
+        for (int key = 0; key < first_key(s, t); key++)
+            for (int kv = 0; kv < s->n_kv; kv++) {
+                size_t o = (((size_t)s->bt[(size_t)s->seq[t] * s->max_bt + key / BS] * s->n_kv + kv) * BS +
+                            key % BS) *
+                           s->hd;
+                for (int e = 0; e < s->hd; e++)
+                    s->k[o + e] = 0, s->v[o + e] = 0x4280;
+            }
+    size_t kvn = (size_t)s->n_blocks * s->n_kv * BS * s->hd * 2;
+    return cudaMemcpy(s->dk, s->k, kvn, cudaMemcpyHostToDevice) != cudaSuccess ||
+                   cudaMemcpy(s->dv, s->v, kvn, cudaMemcpyHostToDevice) != cudaSuccess
+               ? -1
+               : 0;
+}
+
+/* Decode steps with a sliding window: window 1, 7, 16 (the block size), 33, 500, 5000 (past most
+ * contexts); positions 0 to 2000, so the window's first key falls anywhere in a block; the
+ * splits share the windowed range (min_chunk 0 and 64, as the backend); keys left of the
+ * window poisoned; vs the windowed fp64 reference; run twice, equal bits (counters reset). */
+static void test_decode_window(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    static const int start[] = {0, 1, 15, 16, 31, 200, 511, 777, 1024, 2000, 63, 5, 130, 999, 47, 300};
+    static const int gqas[] = {1, 4, 8}, hds[] = {64, 128, 256}, windows[] = {1, 7, 16, 33, 500, 5000};
+    int len[16], st[16];
+    for (int i = 0; i < 16; i++)
+        len[i] = 1;
+    double worst = 0;
+    int cases = 0;
+    for (int w = 0; w < 6; w++)
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 3; b++) {
+                int ci = 9 * w + 3 * a + b, n = ci % 3 == 0 ? 1 : 16, n_heads = 2 * gqas[a];
+                step s;
+                float *o1 = NULL, *o2 = NULL;
+                for (int i = 0; i < 16; i++) /* a different position set per case */
+                    st[i] = start[(i + ci) % 16];
+                if (step_make(&s, n, len, st, n_heads, 2, hds[b], 5 + 101 * ci)) {
+                    CHECK_MSG(0, "set-up failed");
+                    step_free(&s);
+                    continue;
+                }
+                s.window = windows[w];
+                s.min_chunk = ci % 2 ? 64 : 0;
+                size_t qn = (size_t)s.T * n_heads * s.hd;
+                o1 = malloc(qn * 4);
+                o2 = malloc(qn * 4);
+                if (o1 && o2 && poison_left_of_window(&s) == 0 &&
+                    step_run(&s, SD_ATTN_PATH_SPLIT, 0, o1) == 0 &&
+                    step_run(&s, SD_ATTN_PATH_SPLIT, 0, o2) == 0) {
+                    double e = err_vs_ref(&s, o1);
+                    CHECK_MSG(e <= 1e-2,
+                              "window %d n %d gqa %d hd %d splits %d chunk %d: rel L2 vs fp64 %.3g",
+                              windows[w], n, gqas[a], hds[b], s.n_splits, s.min_chunk, e);
+                    CHECK_MSG(memcmp(o1, o2, qn * 4) == 0, "window %d n %d gqa %d hd %d: second run differs",
+                              windows[w], n, gqas[a], hds[b]);
+                    worst = e > worst ? e : worst;
+                    cases++;
+                } else {
+                    CHECK_MSG(0, "window %d n %d gqa %d hd %d: run failed", windows[w], n, gqas[a], hds[b]);
+                }
+                free(o1);
+                free(o2);
+                step_free(&s);
+            }
+    fprintf(stderr, "  %d windowed decode cases: worst rel L2 vs fp64 %.2e\n", cases, worst);
+}
+
 /* head_dim 256 is the split kernel's only: the tiled launcher refuses it, the step falls back. */
 static void test_head_dim_256(void)
 {
@@ -411,9 +524,9 @@ static void test_head_dim_256(void)
 
 static float time_path(step *s, int path, int reps)
 {
-    sd_cu_attn_test a = {s->dq,  s->dk,   s->dv,      s->dpos,   s->dseq, s->dbt,      s->max_bt,
-                         BS,     s->T,    s->n_heads, s->n_kv,   s->hd,   s->n_splits, s->dacc,
-                         s->dml, s->dout, s->len,     s->n_seqs, 0,       s->dcnt,     s->min_chunk};
+    sd_cu_attn_test a = {s->dq,  s->dk,      s->dv,   s->dpos, s->dseq,      s->dbt,   s->max_bt, BS,
+                         s->T,   s->n_heads, s->n_kv, s->hd,   s->n_splits,  s->dacc,  s->dml,    s->dout,
+                         s->len, s->n_seqs,  0,       s->dcnt, s->min_chunk, s->window};
     cudaEvent_t e0, e1;
     float ms = -1;
     cudaEventCreate(&e0);
@@ -472,6 +585,8 @@ int main(void)
     RUN(test_mixed_step);
     RUN(test_head_dim_256);
     RUN(test_decode_vs_reference);
+    RUN(test_tiled_window);
+    RUN(test_decode_window);
     RUN(test_time_2048);
     return sd_test_done();
 }

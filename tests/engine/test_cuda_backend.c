@@ -1,8 +1,10 @@
 /* test_cuda_backend: the CUDA backend against the CPU backend (its fp32 twin) on the bundled
- * models, dense and 2:4-pruned; batched vs single sequences; CUDA-graph replay vs eager;
- * synthetic weights. GPU tests skip without a device. */
+ * models, dense and 2:4-pruned, and the tiny model's weights under a Mistral config with a
+ * sliding window; batched vs single sequences; CUDA-graph replay vs eager; synthetic weights.
+ * GPU tests skip without a device. */
 #include "tests/harness.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -354,6 +356,113 @@ static void test_pruned_2of4_tiny(void)
     rmdir(dir);
 }
 
+/* ---- a sliding window: the tiny model's weights under a Mistral config with window 20 ---- */
+
+#define WINDOW 20 /* < PROMPT: the prefill's later rows and every decode step drop keys */
+
+/* dir/config.json = the tiny model's as MistralForCausalLM with sliding_window WINDOW (0: none);
+ * dir/model.safetensors links to the tiny model's. */
+static int make_windowed(const char *dir, int window)
+{
+    char p[512], src[PATH_MAX], *cfg = NULL;
+    size_t n = 0;
+    FILE *f = fopen(TINY "/config.json", "rb");
+    if (!f)
+        return -1;
+    if (!realpath(TINY "/model.safetensors", src)) {
+        fclose(f);
+        return -1;
+    }
+    cfg = calloc(1, 1 << 16);
+    n = cfg ? fread(cfg, 1, (1 << 16) - 1, f) : 0;
+    fclose(f);
+    char *arch = cfg ? strstr(cfg, "\"LlamaForCausalLM\"") : NULL,
+         *mt = cfg ? strstr(cfg, "\"llama\"") : NULL;
+    if (!n || !arch || !mt || mt < arch || cfg[0] != '{') {
+        free(cfg);
+        return -1;
+    }
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    f = fopen(p, "wb");
+    int ok = f != NULL;
+    if (ok) { /* {"sliding_window": W, ... "MistralForCausalLM" ... "mistral" ... */
+        ok = fprintf(f, "{\"sliding_window\": %d, %.*s\"MistralForCausalLM\"%.*s\"mistral\"%s", window,
+                     (int)(arch - cfg - 1), cfg + 1, (int)(mt - arch - 18), arch + 18, mt + 7) > 0;
+        ok &= fclose(f) == 0;
+    }
+    free(cfg);
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    return ok && symlink(src, p) == 0 ? 0 : -1;
+}
+
+static void rm_windowed(const char *dir)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
+/* Last-position prefill logits of PROMPT tokens on the CPU backend; 0 on success. */
+static int cpu_prefill_last(const char *dir, float *out, int32_t V)
+{
+    sd_diag d = {0};
+    sd_model *m = NULL;
+    sd_backend *cpu = NULL;
+    sd_backend_opts o;
+    backend_opts(&o);
+    float *l = malloc((size_t)PROMPT * V * 4);
+    int32_t toks[PROMPT];
+    rand_tokens(toks, PROMPT, V, 1234);
+    int rc = !l ? -1 : sd_model_open(&m, dir, &d);
+    if (!rc && sd_model_cfg(m)->vocab != V)
+        rc = -1;
+    if (!rc)
+        rc = sd_backend_cpu_init(&cpu, m, &o, &d);
+    if (!rc)
+        rc = fwd1(cpu, 0, toks, PROMPT, 0, 1, l);
+    if (!rc)
+        memcpy(out, l + (size_t)(PROMPT - 1) * V, (size_t)V * 4);
+    else
+        fprintf(stderr, "  %s: %s\n", dir, sd_diag_str(&d, rc));
+    free(l);
+    sd_backend_free(cpu);
+    sd_model_free(m);
+    return rc;
+}
+
+/* The CUDA backend (tiled prefill, fused decode) applies the config's window as the CPU backend
+ * does (which test_sliding_window_hf.py checks against transformers); the window moves the
+ * CPU's logits, so a backend that ignored it would fail the comparison. */
+static void test_windowed_tiny(void)
+{
+    char dir[] = "/tmp/sd_cuda_swa_XXXXXX", full[] = "/tmp/sd_cuda_swa_full_XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL && mkdtemp(full) != NULL);
+    int rc = make_windowed(dir, WINDOW) || make_windowed(full, 0);
+    CHECK_MSG(rc == 0, "writing the windowed configs");
+    int32_t V = 8192;
+    float *a = malloc((size_t)V * 4), *b = malloc((size_t)V * 4);
+    if (!rc && a && b && !cpu_prefill_last(dir, a, V) && !cpu_prefill_last(full, b, V)) {
+        double e = rel_l2(a, b, (size_t)V);
+        CHECK_MSG(e > 1e-2, "window %d moves the CPU's logits by only %.3g", WINDOW, e);
+        fprintf(stderr, "  window %d vs none: CPU last-position logits rel L2 %.3g\n", WINDOW, e);
+        if (have_gpu()) {
+            size_t bytes = 0;
+            compare_with_cpu(dir, &bytes);
+        }
+    } else if (!rc) {
+        CHECK_MSG(0, "CPU prefill of the windowed model failed");
+    }
+    free(a);
+    free(b);
+    rm_windowed(dir);
+    rm_windowed(full);
+    if (!have_gpu())
+        SKIP("no CUDA device (the CPU part ran)");
+}
+
 /* ---- batching and graphs ---- */
 
 #define NB 3
@@ -567,6 +676,7 @@ int main(void)
     RUN(test_graph_vs_eager);
     RUN(test_graph_exact_bucket);
     RUN(test_synthetic);
+    RUN(test_windowed_tiny);
     return sd_test_done();
 }
 #endif

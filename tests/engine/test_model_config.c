@@ -227,6 +227,81 @@ static void test_refusals(void)
     CHECK(strstr(d.msg, "/nonexistent/config.json") != NULL);
 }
 
+/* The attention window as transformers 5 reads it (configuration_mistral.py, configuration_qwen2.py,
+ * configuration_qwen3.py): Mistral always (absent: its default 4096, null: none, use_sliding_window
+ * ignored); Qwen only with use_sliding_window, on layers >= max_window_layers (default 28) or as
+ * layer_types lists them; Llama never. The HF model tests are test_sliding_window_hf.py. */
+static void test_sliding_window(void)
+{
+#define QW(extra)                                                                                            \
+    "{\"architectures\":[\"Qwen2ForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":4,"                  \
+    "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":10,\"max_position_embeddings\":"     \
+    "64" extra "}"
+#define MI(extra)                                                                                            \
+    "{\"architectures\":[\"MistralForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":4,"                \
+    "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":10,\"max_position_embeddings\":"     \
+    "64" extra "}"
+    static const struct {
+        const char *json;
+        int32_t window, layer0;
+    } ok[] = {
+        {MI(""), 4096, 0},
+        {MI(",\"sliding_window\":null"), 0, 0},
+        {MI(",\"sliding_window\":8,\"use_sliding_window\":false"), 8, 0},
+        {MI(",\"sliding_window\":8,\"max_window_layers\":3"), 8, 0},
+        {QW(",\"sliding_window\":8,\"max_window_layers\":2"), 0, 0},
+        {QW(",\"use_sliding_window\":true,\"sliding_window\":8,\"max_window_layers\":2"), 8, 2},
+        {QW(",\"use_sliding_window\":true,\"max_window_layers\":0"), 4096, 0},
+        {QW(",\"use_sliding_window\":true,\"sliding_window\":8"), 0, 0}, /* default 28 >= 4 layers */
+        {QW(",\"use_sliding_window\":true,\"sliding_window\":null,\"max_window_layers\":0"), 0, 0},
+        {QW(",\"use_sliding_window\":true,\"sliding_window\":8,\"max_window_layers\":0,\"layer_types\":"
+            "[\"full_attention\",\"full_attention\",\"full_attention\",\"sliding_attention\"]"),
+         8, 3},
+        {QW(",\"use_sliding_window\":false,\"sliding_window\":8,\"layer_types\":"
+            "[\"sliding_attention\",\"sliding_attention\",\"sliding_attention\",\"sliding_attention\"]"),
+         0, 0},
+        {"{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":4,"
+         "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":10,\"max_position_embeddings\":"
+         "64,"
+         "\"use_sliding_window\":true,\"sliding_window\":8}",
+         0, 0},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        sd_model_config c;
+        sd_diag d;
+        int rc = parse(&c, ok[i].json, &d);
+        CHECK_MSG(rc == 0, "case %zu: %s", i, d.msg);
+        if (rc)
+            continue;
+        CHECK_MSG(c.sliding_window == ok[i].window && c.window_layer0 == ok[i].layer0, "case %zu: %d from %d",
+                  i, c.sliding_window, c.window_layer0);
+        for (int32_t l = 0; l < c.n_layers; l++)
+            CHECK(sd_model_config_window(&c, l) == (l >= ok[i].layer0 ? ok[i].window : 0));
+    }
+    static const struct {
+        const char *json;
+        int code;
+    } bad[] = {
+        {QW(",\"use_sliding_window\":true,\"layer_types\":[\"full_attention\"]"), SD_EFORMAT},
+        {QW(",\"use_sliding_window\":true,\"layer_types\":[\"sliding_attention\",\"full_attention\","
+            "\"full_attention\",\"full_attention\"]"),
+         SD_ENOTSUP},
+        {QW(",\"use_sliding_window\":true,\"layer_types\":[\"full_attention\",\"full_attention\","
+            "\"full_attention\",\"chunked_attention\"]"),
+         SD_ENOTSUP},
+        {QW(",\"use_sliding_window\":true,\"sliding_window\":-1"), SD_EFORMAT},
+        {QW(",\"use_sliding_window\":1"), SD_EFORMAT},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sd_model_config c;
+        sd_diag d;
+        int rc = parse(&c, bad[i].json, &d);
+        CHECK_MSG(rc == bad[i].code, "bad case %zu: rc %d (%s)", i, rc, d.msg);
+    }
+#undef QW
+#undef MI
+}
+
 int main(void)
 {
     RUN(test_tiny);
@@ -234,5 +309,6 @@ int main(void)
     RUN(test_families);
     RUN(test_model_type_and_bias);
     RUN(test_refusals);
+    RUN(test_sliding_window);
     return sd_test_done();
 }
