@@ -170,12 +170,14 @@ int sd_ckptw_reserve_bitmask(sd_ckptw *w, const char *base, int64_t rows, int64_
     return 0;
 }
 
-/* Writes all of buf to fd. */
-static int write_all(int fd, const void *buf, size_t n)
+/* Writes all of buf to fd, at offset off, or at the file position when off < 0 (large pieces:
+ * one call per GiB). */
+static int write_full(int fd, const void *buf, size_t n, int64_t off)
 {
     const char *p = buf;
     while (n > 0) {
-        ssize_t k = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
+        size_t piece = n > (1u << 30) ? (1u << 30) : n;
+        ssize_t k = off < 0 ? write(fd, p, piece) : pwrite(fd, p, piece, (off_t)off);
         if (k < 0) {
             if (errno == EINTR)
                 continue;
@@ -183,26 +185,20 @@ static int write_all(int fd, const void *buf, size_t n)
         }
         p += k;
         n -= (size_t)k;
+        if (off >= 0)
+            off += k;
     }
     return 0;
 }
 
-/* Writes all of buf to fd at offset off (large pieces: one call per GiB). */
+static int write_all(int fd, const void *buf, size_t n)
+{
+    return write_full(fd, buf, n, -1);
+}
+
 static int pwrite_all(int fd, const void *buf, size_t n, size_t off)
 {
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t k = pwrite(fd, p, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += k;
-        n -= (size_t)k;
-        off += (size_t)k;
-    }
-    return 0;
+    return write_full(fd, buf, n, (int64_t)off);
 }
 
 /* Creates dir/name with `n` bytes of `data` and fsyncs it. */
