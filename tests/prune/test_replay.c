@@ -11,6 +11,7 @@
 #include "engine/cpu_capture.h"
 #include "engine/model.h"
 #include "prune/calib.h"
+#include "prune/cancel.h"
 #include "prune/hess.h"
 #include "prune/prune.h"
 
@@ -211,7 +212,7 @@ static void cancel_progress(void *ud, const sd_prune_progress *p)
 {
     cancel_at *c = ud;
     if (p->phase == c->phase)
-        c->flag = 1;
+        sd_cancel_request(&c->flag); /* the checkpoint hash thread polls it */
 }
 
 /* No directory named like the output, and no temporary one beside it. */
