@@ -60,7 +60,7 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -c $< -o $@
+	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJS) $(CU_OBJS)
 	@mkdir -p $(dir $@)
@@ -154,7 +154,8 @@ format:
 clean:
 	rm -rf build $(ASAN_BUILD) $(TSAN_BUILD)
 
--include $(LIB_OBJS:.o=.d) $(BUILD)/server/main.d
+# header dependencies of every object and test binary (-MMD -MP)
+-include $(LIB_OBJS:.o=.d) $(CU_OBJS:.o=.d) $(TEST_BINS:=.d) $(BUILD)/server/main.d
 
 # ---- Installation (PREFIX and DESTDIR honoured) ----
 #   make install [PREFIX=/usr/local] [DESTDIR=/tmp/stage]   make uninstall
