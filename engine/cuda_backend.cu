@@ -210,8 +210,13 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         rc = sd__cu_mm_init(&b->mm, &b->w, b->st, d);
     if (!rc && b->tp.comm)
         b->mm.tp = &b->tp; /* first-use timing drains the stream under the group's deadline */
-    if (!rc)
+    if (!rc) {
         sd_kernels_ctx_set_pdl((sd_kernels_ctx *)b->mm.spmv, b->pdl);
+        /* SD_NM_TCX=1: the autotuner also times the 2:4 register-expanding kernel (not yet
+         * measured on a GPU, so off by default; kernels/NOTES.md v8) */
+        const char *tcx = getenv("SD_NM_TCX");
+        sd_kernels_ctx_set_tcx((sd_kernels_ctx *)b->mm.spmv, tcx && !strcmp(tcx, "1"));
+    }
     if (!rc)
         rc = alloc_activations(b, d);
     if (!rc)

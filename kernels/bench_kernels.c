@@ -45,7 +45,7 @@ typedef struct bk_res {
 } bk_res;
 
 typedef struct bk {
-    int quick, reps, pdl;
+    int quick, reps, pdl, tcx;
     cudaStream_t s;
     cublasHandle_t blas;
     void *blas_ws; /* a fixed cuBLAS workspace, so its calls can be captured in a graph */
@@ -349,6 +349,7 @@ static int bk_init(bk *b)
     if (sd_kernels_ctx_init(&b->ctx, &d))
         return fprintf(stderr, "bench kernels: %s\n", d.msg), -1;
     sd_kernels_ctx_set_pdl(b->ctx, b->pdl);
+    sd_kernels_ctx_set_tcx(b->ctx, b->tcx);
     for (int i = 0; i < 2 * BK_MAX_REPS; i++)
         BK_CU(cudaEventCreate(&b->ev[i]));
     return 0;
@@ -388,9 +389,11 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
                 "- ceilings: read-only stream %.0f GB/s, device copy (read+write) %.0f GB/s\n"
                 "- %%rd = effective GB/s on the bytes the kernel must move (weights [+ masks] + x + y fp32) "
                 "over the read-only ceiling; per kernel: median of %d replays of a CUDA graph of 20 launches "
-                "/ 20, weights rotated over copies > 3× L2; programmatic dependent launch %s\n\n",
+                "/ 20, weights rotated over copies > 3× L2; programmatic dependent launch %s; the 2:4 "
+                "register-expanding tensor-core kernel (cfg 24) %s\n\n",
                 date, prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, cmdline, b->read_gbs,
-                b->copy_gbs, b->reps, b->pdl ? "on (the default)" : "off (--no-pdl)");
+                b->copy_gbs, b->reps, b->pdl ? "on (the default)" : "off (--no-pdl)",
+                b->tcx ? "among the candidates (--tcx)" : "not tried (the default)");
     bk_shape shapes[64];
     int ns = bk_shapes(shapes, b->quick);
     const int Bs_full[] = {1, 2, 4, 8, 16}, Bs_quick[] = {1, 8};
@@ -455,6 +458,8 @@ int sd_bench_kernels(int argc, char **argv)
             b.reps = 20;
         } else if (!strcmp(argv[i], "--no-pdl")) {
             b.pdl = 0;
+        } else if (!strcmp(argv[i], "--tcx")) {
+            b.tcx = 1;
         } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
             out = argv[++i];
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
@@ -462,7 +467,8 @@ int sd_bench_kernels(int argc, char **argv)
             if (b.reps < 1 || b.reps > BK_MAX_REPS)
                 return fprintf(stderr, "bench kernels: --reps must be 1..%d\n", BK_MAX_REPS), 2;
         } else {
-            fprintf(stderr, "usage: sparsed bench kernels [--quick] [--no-pdl] [--out FILE] [--reps N]\n");
+            fprintf(stderr,
+                    "usage: sparsed bench kernels [--quick] [--no-pdl] [--tcx] [--out FILE] [--reps N]\n");
             return 2;
         }
     }

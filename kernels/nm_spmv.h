@@ -29,6 +29,10 @@ void sd_kernels_ctx_free(sd_kernels_ctx *ctx);
 /* Programmatic dependent launch of the gather SpMV / GEMV kernels (kernels/pdl.cuh): on by
  * default (and when ctx is NULL); off only to measure what it brings. */
 void sd_kernels_ctx_set_pdl(sd_kernels_ctx *ctx, int on);
+/* Whether the autotuner also times the 2:4 kernel that expands bitmask weights into tensor-core
+ * fragments in registers (kernels/nm_tcx.h). Off by default until it has been measured on a GPU;
+ * an explicit rows_per_warp of 24 launches it either way. */
+void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on);
 
 typedef struct sd_nm_spmv_args {
     const sd_kernels_ctx *ctx; /* may be NULL: then the default heuristic picks the config */
@@ -44,7 +48,10 @@ typedef struct sd_nm_spmv_args {
     int64_t ldy;
     int y_bf16;        /* output dtype: 0 fp32, 1 bf16 */
     int accumulate;    /* 1: y += W x (residual add); 0: y = W x */
-    int rows_per_warp; /* 1, 2 or 4; 0: from the ctx cache / heuristic */
+    int rows_per_warp; /* kernel choice: 1, 2 or 4 (gather), 16 (tensor cores), 24 (2:4 tensor cores,
+                          fragments expanded in registers), 32/48/64/96 (row per lane, B <= 4);
+                          0: from the ctx cache / heuristic. A kernel that does not take the
+                          problem falls back to one that does. */
     int split;         /* split-K factor (fp32 output only, atomics); 0: from the cache / heuristic */
 } sd_nm_spmv_args;
 

@@ -25,6 +25,7 @@ struct sd_kernels_ctx {
     int device;
     int n_sm;
     int pdl;                              /* launch with programmatic serialization (pdl.cuh) */
+    int tcx;                              /* the autotuner also times SD_NM_RW_TCX */
     int n_entries, next_slot;             /* next_slot: round-robin replacement when full */
     sd_nm_entry entries[SD_NM_CACHE_MAX]; /* the autotune cache */
 };
@@ -36,6 +37,12 @@ int sd__nm_cache_lookup(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
 #define SD_NM_RW_TC 16
 int sd__nm_tc_supported(const sd_nm_spmv_args *a, int dense);
 int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_t s);
+/* The 2:4 tensor-core kernel that expands the A fragments in registers (nm_tcx.h), chosen by
+ * rows_per_warp == SD_NM_RW_TCX: 2:4 only, cols % 64 == 0, x 16-byte aligned rows. A candidate
+ * of the autotuner only when the context says so (sd_kernels_ctx_set_tcx) until it is measured. */
+#define SD_NM_RW_TCX 24
+int sd__nm_tcx_supported(const sd_nm_spmv_args *a);
+int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int split, cudaStream_t s);
 
 /* The row-per-lane N:M kernels for B <= 4 (nm_spmv_rows.cu), chosen by rows_per_warp ==
  * SD_NM_RW_ROWS (2-stage copy pipeline) or SD_NM_RW_ROWS3 (3 stages), or their stream-K twins

@@ -3,7 +3,9 @@
 // zeroed shared-memory tile (the same fixed 16-step bit scan as the B=1 kernel, but scattering
 // values instead of gathering x), then multiplies it by x with mma.m16n8k16 (bf16 in, fp32
 // accumulate); the cost per kept weight no longer grows with B. Dense: the weights go straight
-// from global memory into the A fragments. The 8 warps' partial tiles are summed in shared memory.
+// from global memory into the A fragments. 2:4 can skip the shared tile: tcx_spmv_kernel expands
+// the bitmask weights into the A fragments in registers (kernels/nm_tcx.h). The 8 warps' partial
+// tiles are summed in shared memory.
 //
 // K permutation: within a 64-column piece, lane (g = lane/4, t = lane%4) holds columns
 // [16t, 16t+16) of rows g and g+8, and mma j (0..3) takes columns 16t + 4j + {0,1} as its k-slots
@@ -11,6 +13,7 @@
 // unchanged while every lane reads 32 contiguous bytes (two 16-byte loads) of A and of x.
 #include "kernels/nm_spmv_impl.h"
 #include "kernels/nm_device.cuh"
+#include "kernels/nm_tcx.h"
 #include "kernels/pdl.cuh"
 
 #include <stdint.h>
@@ -197,6 +200,78 @@ template <int NT> __global__ void __launch_bounds__(kThreads) tc_spmv_kernel(TcP
     reduce_store<NT>(p, reinterpret_cast<float *>(smem_tc), c, row0);
 }
 
+// 2:4 with the A fragments expanded in registers (kernels/nm_tcx.h): the same block shape, K
+// split and x loads as the dense kernel, but each lane loads 16 bytes of values and 16 mask bits
+// per row and piece, and byte-permutes them into its fragments. The next step's weights are
+// loaded while this one multiplies, the first step's before the PDL wait.
+struct TcxRegs {
+    uint4 v[2][2]; // [piece][row g, g+8]
+    uint32_t m[2][2];
+};
+
+__device__ __forceinline__ void tcx_load(TcxRegs &r, const uint4 *vg, const uint4 *vg8, const uint32_t *mg,
+                                         const uint32_t *mg8, int64_t cw, int64_t w_begin, int64_t w_end,
+                                         int t)
+{
+#pragma unroll
+    for (int s = 0; s < 2; s++) {
+        const bool ok = cw + 2 * s < w_end; // words_per_split and cols are multiples of 64 columns
+        const int64_t c = ok ? cw : w_begin;
+        const int ss = ok ? s : 0;
+        r.v[s][0] = __ldg(vg + sd_tcx_value_unit(c, ss, t));
+        r.v[s][1] = __ldg(vg8 + sd_tcx_value_unit(c, ss, t));
+        r.m[s][0] = ok ? ld_stream_u32(mg + sd_tcx_mask_word(c, ss, t)) : 0u; // empty: all zeros
+        r.m[s][1] = ok ? ld_stream_u32(mg8 + sd_tcx_mask_word(c, ss, t)) : 0u;
+    }
+}
+
+template <int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_kernel(TcParams p)
+{
+    extern __shared__ uint4 smem_tc[];
+    __shared__ uint32_t sel[16];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    if (threadIdx.x < 16)
+        sel[threadIdx.x] = sd_tcx_sel(threadIdx.x);
+    const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16;
+    const int64_t w_begin = blockIdx.y * p.words_per_split;
+    const int64_t w_end = min(words, w_begin + p.words_per_split);
+    const int64_t rg = min(row0 + g, p.rows - 1), rg8 = min(row0 + g + 8, p.rows - 1);
+    const uint4 *vg = reinterpret_cast<const uint4 *>(p.values + rg * (p.cols >> 1));
+    const uint4 *vg8 = reinterpret_cast<const uint4 *>(p.values + rg8 * (p.cols >> 1));
+    const uint32_t *mg = p.mask + rg * words, *mg8 = p.mask + rg8 * words;
+    const int shift = sd_tcx_mask_shift(t);
+    const int64_t step = 4 * kWarps;
+    int64_t cw = w_begin + 4 * warp;
+    TcxRegs cur;
+    if (cw < w_end)
+        tcx_load(cur, vg, vg8, mg, mg8, cw, w_begin, w_end, t);
+    float c[NT][4] = {};
+    __syncthreads(); // sel
+    pdl_wait();
+    pdl_trigger();
+    for (; cw < w_end; cw += step) {
+        TcxRegs nxt;
+        nxt.m[0][0] = nxt.m[0][1] = nxt.m[1][0] = nxt.m[1][1] = 0u;
+        if (cw + step < w_end)
+            tcx_load(nxt, vg, vg8, mg, mg8, cw + step, w_begin, w_end, t);
+#pragma unroll
+        for (int s = 0; s < 2; s++) {
+            uint32_t xr[NT][8];
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+                load_x16(p, 8 * n + g, cw * 32 + 64 * s + 16 * t, xr[n]);
+            const uint32_t v0[4] = {cur.v[s][0].x, cur.v[s][0].y, cur.v[s][0].z, cur.v[s][0].w};
+            const uint32_t v8[4] = {cur.v[s][1].x, cur.v[s][1].y, cur.v[s][1].z, cur.v[s][1].w};
+            uint32_t ag[8], ag8[8];
+            sd_tcx_expand(v0, (cur.m[s][0] >> shift) & 0xffffu, sel, ag);
+            sd_tcx_expand(v8, (cur.m[s][1] >> shift) & 0xffffu, sel, ag8);
+            mma_piece<NT>(c, ag, ag8, xr);
+        }
+        cur = nxt;
+    }
+    reduce_store<NT>(p, reinterpret_cast<float *>(smem_tc), c, row0);
+}
+
 // Dense: lane (g, t) loads rows g and g+8, columns [16t, 16t+16) of each 64-column piece.
 template <int NT> __global__ void __launch_bounds__(kThreads) tc_gemv_kernel(TcParams p)
 {
@@ -247,10 +322,17 @@ extern "C" int sd__nm_tc_supported(const sd_nm_spmv_args *a, int dense)
     return !(a->n == 0 && a->m == 0) && a->ldx % 8 == 0 && ((uintptr_t)a->x & 15) == 0;
 }
 
-extern "C" int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_t s)
+extern "C" int sd__nm_tcx_supported(const sd_nm_spmv_args *a)
 {
-    if (!sd__nm_tc_supported(a, dense))
-        return SD_EINVAL;
+    return a->n == 2 && a->m == 4 && a->cols % 64 == 0 && a->ldx % 8 == 0 && ((uintptr_t)a->x & 15) == 0;
+}
+
+namespace
+{
+enum TcKind { kTcSparse, kTcDense, kTcExpand };
+
+int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s)
+{
     const int64_t words = a->cols / 32;
     int64_t wps = (words + split - 1) / split;
     wps = (wps + 3) / 4 * 4;
@@ -265,13 +347,30 @@ extern "C" int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, 
         return SD_ECUDA;
     const int NT = a->B > 8 ? 2 : 1;
     size_t red = (size_t)kWarps * 16 * 8 * NT * 4;
-    size_t tiles = dense ? 0 : (size_t)kWarps * 16 * kAStride * 2;
+    size_t tiles = kind == kTcSparse ? (size_t)kWarps * 16 * kAStride * 2 : 0;
     size_t smem = red > tiles ? red : tiles;
     dim3 grid((unsigned)((a->rows + 15) / 16), (unsigned)nsplit);
-    void (*k)(TcParams) = dense ? (NT == 1 ? tc_gemv_kernel<1> : tc_gemv_kernel<2>)
-                                : (NT == 1 ? tc_spmv_kernel<1> : tc_spmv_kernel<2>);
-    // Not after a memset (pdl.cuh), and not for the sparse kernel: its early blocks hold shared
-    // memory the running grid's later waves need (B=16 decode 6% slower with it, NOTES.md v5).
-    const int pdl = (a->ctx ? a->ctx->pdl : 1) && !(p.atomic && !a->accumulate) && dense;
+    void (*k)(TcParams) = kind == kTcDense    ? (NT == 1 ? tc_gemv_kernel<1> : tc_gemv_kernel<2>)
+                          : kind == kTcExpand ? (NT == 1 ? tcx_spmv_kernel<1> : tcx_spmv_kernel<2>)
+                                              : (NT == 1 ? tc_spmv_kernel<1> : tc_spmv_kernel<2>);
+    // Not after a memset (pdl.cuh), and not for the shared-tile sparse kernel: its early blocks
+    // hold shared memory the running grid's later waves need (B=16 decode 6% slower with it,
+    // NOTES.md v5). The expanding kernel holds no more shared memory than the dense one.
+    const int pdl = (a->ctx ? a->ctx->pdl : 1) && !(p.atomic && !a->accumulate) && kind != kTcSparse;
     return sd_launch(k, grid, dim3(kThreads), smem, s, pdl, p) == cudaSuccess ? 0 : SD_ECUDA;
+}
+} // namespace
+
+extern "C" int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_t s)
+{
+    if (!sd__nm_tc_supported(a, dense))
+        return SD_EINVAL;
+    return tc_launch(a, dense ? kTcDense : kTcSparse, split, s);
+}
+
+extern "C" int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int split, cudaStream_t s)
+{
+    if (!sd__nm_tcx_supported(a))
+        return SD_EINVAL;
+    return tc_launch(a, kTcExpand, split, s);
 }

@@ -305,6 +305,61 @@ static void test_gpu_rows_corrupt_mask(void)
     prob_free(&p);
 }
 
+/* The 2:4 kernel that expands the fragments in registers (rows_per_warp 24, kernels/nm_tcx.h):
+ * rows not a multiple of 16, cols an odd number of 64-column pieces, fewer steps than warps,
+ * uneven split-K shares, every B on one shape, fp32/bf16 output, accumulate. Where it does not
+ * apply (another pattern, cols % 64 != 0) the launch falls back with the same result; corrupt
+ * masks give wrong numbers, never a fault. */
+#define RW_TCX 24
+static void test_gpu_tcx(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
+    static const shp shapes[] = {{1, 64},      {17, 128},   {37, 320},   {257, 1088},
+                                 {1000, 4096}, {61, 14336}, {130, 24640}};
+    const int cfg[][4] = {{RW_TCX, 1, 0, 0}, {RW_TCX, 2, 0, 1}, {RW_TCX, 3, 0, 0},
+                          {RW_TCX, 1, 1, 0}, {RW_TCX, 1, 1, 1}, {RW_TCX, 5, 0, 1}};
+    double worst = 0;
+    for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
+        for (int B = 1; B <= SD_NM_MAX_B; B++) {
+            if (si != 3 && B != 1 && B != 2 && B != 5 && B != 8 && B != 9 && B != 16)
+                continue;
+            prob p;
+            REQUIRE(prob_init(&p, 0, 2, 4, shapes[si].rows, shapes[si].cols, B, 500 + 100 * si + B) == 0);
+            for (int c = 0; c < 6; c++) {
+                sd_nm_spmv_args a = prob_args(&p, cfg[c][2], cfg[c][3], cfg[c][0], cfg[c][1]);
+                double e = run_check(&p, &a, 40 + c);
+                CHECK_MSG(e >= 0 && e < 1e-3, "tcx %lldx%lld B=%d split=%d bf16=%d acc=%d: rel L2 %g (%s)",
+                          (long long)shapes[si].rows, (long long)shapes[si].cols, B, cfg[c][1], cfg[c][2],
+                          cfg[c][3], e, cudaGetErrorString(rc_cu));
+                worst = e > worst ? e : worst;
+            }
+            prob_free(&p);
+        }
+    fprintf(stderr, "  tcx 2:4 worst rel L2 %.3g\n", worst);
+    /* fallbacks: 4:8 and 16:32, and 2:4 with cols % 64 != 0 */
+    const int fb[][4] = {{4, 8, 70, 1024}, {16, 32, 70, 1024}, {2, 4, 70, 544}};
+    for (int i = 0; i < 3; i++) {
+        prob p;
+        REQUIRE(prob_init(&p, 0, fb[i][0], fb[i][1], fb[i][2], fb[i][3], 8, 600 + i) == 0);
+        sd_nm_spmv_args a = prob_args(&p, 0, 0, RW_TCX, 1);
+        double e = run_check(&p, &a, 50 + i);
+        CHECK_MSG(e >= 0 && e < 1e-3, "tcx fallback %d:%d cols %d: rel L2 %g", fb[i][0], fb[i][1], fb[i][3],
+                  e);
+        prob_free(&p);
+    }
+    /* corrupt masks: all bits set, none set */
+    prob p;
+    REQUIRE(prob_init(&p, 0, 2, 4, 64, 1024, 8, 610) == 0);
+    for (int fill = 0; fill < 2; fill++) {
+        REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(64 * 1024 / 32) * 4)));
+        sd_nm_spmv_args a = prob_args(&p, 0, 0, RW_TCX, 1);
+        CHECK(sd_nm_spmv_launch(&a, 0) == 0);
+        CHECK_MSG(CU(cudaDeviceSynchronize()), "tcx mask fill %d: %s", fill, cudaGetErrorString(rc_cu));
+    }
+    prob_free(&p);
+}
+
 /* Bad arguments are refused before any launch. */
 static void test_gpu_bad_args(void)
 {
@@ -356,6 +411,33 @@ static void test_gpu_autotune(void)
     }
     sd_kernels_ctx_free(ctx);
 }
+
+/* With the register-expanding kernel among the candidates (sd_kernels_ctx_set_tcx), the tuned
+ * 2:4 launches stay correct whichever kernel wins. */
+static void test_gpu_autotune_tcx(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
+    sd_kernels_ctx *ctx = NULL;
+    sd_diag d = {0};
+    REQUIRE(sd_kernels_ctx_init(&ctx, &d) == 0);
+    sd_kernels_ctx_set_tcx(ctx, 1);
+    const int Bs[] = {1, 8, 16};
+    for (int i = 0; i < 3; i++) {
+        prob p;
+        REQUIRE(prob_init(&p, 0, 2, 4, 1024, 4096, Bs[i], 700 + i) == 0);
+        sd_nm_spmv_args a = prob_args(&p, 0, 0, 0, 0);
+        a.ctx = ctx;
+        CHECK_MSG(sd_nm_autotune(ctx, &a, 1, 0, 0, &d) == 0, "autotune: %s", d.msg);
+        int rw = 0, split = 0;
+        sd_nm_config(&a, 0, &rw, &split);
+        double e = run_check(&p, &a, 60 + i);
+        CHECK_MSG(e >= 0 && e < 1e-3, "B=%d after autotune (rw=%d split=%d): rel L2 %g", Bs[i], rw, split, e);
+        fprintf(stderr, "  2:4 1024x4096 B=%d: autotune picked rw=%d split=%d\n", Bs[i], rw, split);
+        prob_free(&p);
+    }
+    sd_kernels_ctx_free(ctx);
+}
 #else
 static void test_gpu_unavailable(void)
 {
@@ -377,8 +459,10 @@ int main(void)
     RUN(test_gpu_rows_4_8_8_16);
     RUN(test_gpu_rows_fallback);
     RUN(test_gpu_rows_corrupt_mask);
+    RUN(test_gpu_tcx);
     RUN(test_gpu_bad_args);
     RUN(test_gpu_autotune);
+    RUN(test_gpu_autotune_tcx);
 #else
     RUN(test_gpu_unavailable);
 #endif

@@ -1,0 +1,97 @@
+/* nm_tcx: how the register-expanded tensor-core SpMV (tcx_spmv_kernel in nm_spmv_tc.cu) turns
+ * 2:4 bitmask weights into mma.m16n8k16 A fragments without a shared-memory tile. Host and
+ * device code: the kernel calls these functions, and tests/kernels/test_nm_tcx.c runs the same
+ * functions on the CPU and multiplies the fragments the way the PTX fragment layout says, so
+ * the index arithmetic is checked without a GPU.
+ *
+ * Layout. A block owns 16 rows; a warp step covers 128 columns (4 mask words) as two 64-column
+ * pieces. Lane (g = lane / 4, t = lane % 4) holds, of each piece, columns [16t, 16t + 16) of
+ * rows g and g + 8 (the K permutation of nm_spmv_tc.cu: mma j takes columns 16t + 4j + {0,1} as
+ * its k-slots {2t, 2t+1} and 16t + 4j + {2,3} as {2t+8, 2t+9}). Under 2:4 those 16 columns hold
+ * exactly 8 values, stored contiguously: one aligned 16-byte load per row and piece. Their 16
+ * mask bits are one half of a mask word.
+ *
+ * Expansion. Each 4-column group (one mask nibble) has its 2 values in one u32; a byte permute
+ * (prmt, __byte_perm) with the value u32 and zero as sources places them in the two dense u32
+ * (columns 0,1 and 2,3) with zeros where the mask is clear. The two selectors of a nibble come
+ * from a 16-entry table (one u32 per nibble: low half columns 0,1, high half columns 2,3), built
+ * once per block in shared memory: the 6 valid nibbles sit in 6 distinct banks, so a warp's
+ * lookups never conflict. Cost per 4 dense columns: nibble extract, one LDS, two PRMT, one
+ * shift; no bit scan, no shared tile, no __syncwarp. A corrupt nibble (not 2 bits) yields wrong
+ * numbers, never an out-of-range access. */
+#ifndef SD_NM_TCX_H
+#define SD_NM_TCX_H
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define SD_TCX_FN __host__ __device__ __forceinline__
+#else
+#define SD_TCX_FN static inline
+#endif
+
+/* Byte n of the result is byte ((s >> 4n) & 7) of the 8 bytes y:x (x = bytes 0..3). */
+SD_TCX_FN uint32_t sd_tcx_perm(uint32_t x, uint32_t y, uint32_t s)
+{
+#ifdef __CUDA_ARCH__
+    return __byte_perm(x, y, s);
+#else
+    uint64_t b = (uint64_t)y << 32 | x;
+    uint32_t r = 0;
+    for (int n = 0; n < 4; n++)
+        r |= (uint32_t)((b >> (8 * ((s >> (4 * n)) & 7))) & 0xff) << (8 * n);
+    return r;
+#endif
+}
+
+/* The selector pair of one nibble: value i of the group is bytes 2i, 2i+1 of its u32 (first
+ * kept column first); byte 4 is a zero of the second source. Column c's two bytes take bits
+ * [8c, 8c + 8): columns 0,1 the low half (the first dense u32), 2,3 the high half. */
+SD_TCX_FN uint32_t sd_tcx_sel(uint32_t nib)
+{
+    uint32_t r = 0;
+    int i = 0;
+    for (int c = 0; c < 4; c++) {
+        uint32_t s = 0x44;
+        if ((nib >> c) & 1) {
+            const int v = i < 1 ? i : 1; /* a corrupt nibble's third value: reuse value 1 */
+            s = (uint32_t)(2 * v) | (uint32_t)(2 * v + 1) << 4;
+            i++;
+        }
+        r |= s << (8 * c);
+    }
+    return r;
+}
+
+/* Lane t's 16 columns of one row and piece: v = its 8 values (4 u32, column order), m16 = their
+ * mask bits (bit c = column 16t + c). a[k] = dense columns 2k, 2k+1 (bf16 pairs), the order the
+ * tensor-core kernels' mma_piece takes. */
+SD_TCX_FN void sd_tcx_expand(const uint32_t v[4], uint32_t m16, const uint32_t *sel, uint32_t a[8])
+{
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+    for (int j = 0; j < 4; j++) {
+        const uint32_t e = sel[(m16 >> (4 * j)) & 15];
+        a[2 * j] = sd_tcx_perm(v[j], 0, e);
+        a[2 * j + 1] = sd_tcx_perm(v[j], 0, e >> 16);
+    }
+}
+
+/* Where lane t finds its data for piece s (0, 1) of the warp step starting at mask word cw:
+ * the index of its 16-byte value load in the row's values (8 bf16 per unit), the mask word, and
+ * the shift of its 16 bits in that word. */
+SD_TCX_FN int64_t sd_tcx_value_unit(int64_t cw, int s, int t)
+{
+    return 2 * cw + 4 * s + t;
+}
+SD_TCX_FN int64_t sd_tcx_mask_word(int64_t cw, int s, int t)
+{
+    return cw + 2 * s + (t >> 1);
+}
+SD_TCX_FN int sd_tcx_mask_shift(int t)
+{
+    return 16 * (t & 1);
+}
+
+#endif

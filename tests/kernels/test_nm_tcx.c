@@ -1,0 +1,204 @@
+/* CPU tests for kernels/nm_tcx.h, the 2:4 fragment expansion of the register-expanded
+ * tensor-core SpMV (tcx_spmv_kernel in kernels/nm_spmv_tc.cu). The kernel's own functions run
+ * here on the host; the warp is emulated lane by lane with the kernel's loop (splits, warps,
+ * steps, pieces) and its mma.m16n8k16 calls are multiplied the way the PTX ISA lays out the A, B
+ * and C fragments, so a wrong index, selector or K permutation shows up as a wrong y without a
+ * GPU. The GPU test (test_spmv_gpu) runs the kernel itself. */
+#include "kernels/nm_tcx.h"
+
+#include "kernels/nm_spmv_cpu.h"
+#include "tests/harness.h"
+#include "tests/kernels/nm_test_util.h"
+
+static float lo(uint32_t u)
+{
+    return sd_bf16_to_f32((uint16_t)(u & 0xffff));
+}
+static float hi(uint32_t u)
+{
+    return sd_bf16_to_f32((uint16_t)(u >> 16));
+}
+
+/* The byte permute as the PTX ISA defines prmt (default mode): spot checks. */
+static void test_perm(void)
+{
+    CHECK(sd_tcx_perm(0x33221100u, 0x77665544u, 0x3210) == 0x33221100u);
+    CHECK(sd_tcx_perm(0x33221100u, 0x77665544u, 0x7654) == 0x77665544u);
+    CHECK(sd_tcx_perm(0x33221100u, 0x77665544u, 0x4051) == 0x44005511u);
+    CHECK(sd_tcx_perm(0x33221100u, 0, 0x4444) == 0);
+    CHECK(sd_tcx_perm(0x33221100u, 0, 0x12345610) ==
+          sd_tcx_perm(0x33221100u, 0, 0x5610)); /* high half unused */
+}
+
+/* Every valid 2:4 nibble places its two values in their columns and zeros elsewhere; a corrupt
+ * nibble (0, 1, 3 or 4 bits) stays inside the group's two values and zeros. */
+static void test_expand_every_nibble(void)
+{
+    uint32_t sel[16];
+    for (uint32_t n = 0; n < 16; n++)
+        sel[n] = sd_tcx_sel(n);
+    const uint32_t vals = 0xbeef3f80u; /* value 0 = 1.0 (0x3f80), value 1 = 0xbeef */
+    for (uint32_t n = 0; n < 16; n++) {
+        /* the nibble repeated in all 4 groups, the same value u32 in each */
+        uint32_t v[4] = {vals, vals, vals, vals}, a[8];
+        sd_tcx_expand(v, n * 0x1111u, sel, a);
+        for (int j = 0; j < 4; j++) {
+            uint16_t col[4] = {(uint16_t)a[2 * j], (uint16_t)(a[2 * j] >> 16), (uint16_t)a[2 * j + 1],
+                               (uint16_t)(a[2 * j + 1] >> 16)};
+            int i = 0;
+            for (int c = 0; c < 4; c++) {
+                if (!((n >> c) & 1)) {
+                    CHECK_MSG(col[c] == 0, "nibble %x col %d: %04x, want 0", n, c, col[c]);
+                    continue;
+                }
+                const uint16_t want = i == 0 ? 0x3f80 : 0xbeef;
+                if (__builtin_popcount(n) == 2)
+                    CHECK_MSG(col[c] == want, "nibble %x col %d: %04x, want %04x", n, c, col[c], want);
+                else
+                    CHECK_MSG(col[c] == 0x3f80 || col[c] == 0xbeef, "corrupt nibble %x col %d: %04x", n, c,
+                              col[c]);
+                i++;
+            }
+        }
+    }
+}
+
+/* One mma.m16n8k16.row.col bf16 -> f32 (D = A B + C) from the 32 lanes' registers, as the PTX
+ * ISA lays them out: A reg 0 = (row g, k 2t..2t+1), 1 = (g+8, 2t..), 2 = (g, 2t+8..), 3 = (g+8,
+ * 2t+8..); B reg 0 = (k 2t..2t+1, n g), 1 = (k 2t+8.., n g); C c0,c1 = (g, n 2t..2t+1), c2,c3 =
+ * (g+8, n 2t..2t+1). Accumulates in double (the layout is under test, not the rounding). */
+static void mma_emul(double D[16][8], const uint32_t A[32][4], const uint32_t Bf[32][2])
+{
+    float a[16][16], b[16][8];
+    for (int lane = 0; lane < 32; lane++) {
+        const int g = lane >> 2, t = lane & 3;
+        for (int h = 0; h < 2; h++) { /* h: low / high element of a register */
+            const int k0 = 2 * t + h, k1 = 2 * t + 8 + h;
+            a[g][k0] = h ? hi(A[lane][0]) : lo(A[lane][0]);
+            a[g + 8][k0] = h ? hi(A[lane][1]) : lo(A[lane][1]);
+            a[g][k1] = h ? hi(A[lane][2]) : lo(A[lane][2]);
+            a[g + 8][k1] = h ? hi(A[lane][3]) : lo(A[lane][3]);
+            b[k0][g] = h ? hi(Bf[lane][0]) : lo(Bf[lane][0]);
+            b[k1][g] = h ? hi(Bf[lane][1]) : lo(Bf[lane][1]);
+        }
+    }
+    for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 8; n++)
+            for (int k = 0; k < 16; k++)
+                D[r][n] += (double)a[r][k] * b[k][n];
+}
+
+/* The kernel for one block of 16 rows, emulated: splits (words_per_split rounded up to 4 words),
+ * 8 warps striding 4 words, 2 pieces a step (a piece past the split's end loads an empty mask),
+ * each lane's loads and expansion through nm_tcx.h, x as load_x16 reads it, mma_piece's calls. */
+static void emulate_block(const uint16_t *vals, const uint32_t *mask, int64_t rows, int64_t cols,
+                          const uint16_t *x, int64_t ldx, int B, int split, int64_t row0,
+                          double *y /* [B, rows] */)
+{
+    uint32_t sel[16];
+    for (uint32_t n = 0; n < 16; n++)
+        sel[n] = sd_tcx_sel(n);
+    const int64_t words = cols / 32;
+    int64_t wps = (words + split - 1) / split;
+    wps = (wps + 3) / 4 * 4;
+    const int NT = B > 8 ? 2 : 1;
+    double D[2][16][8];
+    memset(D, 0, sizeof D);
+    for (int64_t w_begin = 0; w_begin < words; w_begin += wps) {
+        const int64_t w_end = w_begin + wps < words ? w_begin + wps : words;
+        for (int warp = 0; warp < 8; warp++)
+            for (int64_t cw = w_begin + 4 * warp; cw < w_end; cw += 32)
+                for (int s = 0; s < 2; s++) {
+                    uint32_t ag[32][8], ag8[32][8], xr[32][2][8];
+                    for (int lane = 0; lane < 32; lane++) {
+                        const int g = lane >> 2, t = lane & 3;
+                        const int ok = cw + 2 * s < w_end;
+                        const int64_t c = ok ? cw : w_begin;
+                        const int ss = ok ? s : 0;
+                        for (int h = 0; h < 2; h++) {
+                            int64_t r = row0 + g + 8 * h;
+                            r = r < rows ? r : rows - 1;
+                            const uint32_t *vu =
+                                (const uint32_t *)(vals + r * (cols / 2)) + 4 * sd_tcx_value_unit(c, ss, t);
+                            const uint32_t v[4] = {vu[0], vu[1], vu[2], vu[3]};
+                            const uint32_t m = ok ? mask[r * words + sd_tcx_mask_word(c, ss, t)] : 0u;
+                            sd_tcx_expand(v, (m >> sd_tcx_mask_shift(t)) & 0xffffu, sel,
+                                          h ? ag8[lane] : ag[lane]);
+                        }
+                        for (int n = 0; n < NT; n++) {
+                            const int vec = 8 * n + g;
+                            const int64_t col = cw * 32 + 64 * s + 16 * t;
+                            for (int q = 0; q < 8; q++) {
+                                uint32_t u = 0;
+                                if (vec < B && col < cols)
+                                    u = (uint32_t)x[vec * ldx + col + 2 * q] |
+                                        (uint32_t)x[vec * ldx + col + 2 * q + 1] << 16;
+                                xr[lane][n][q] = u;
+                            }
+                        }
+                    }
+                    for (int j = 0; j < 4; j++)
+                        for (int n = 0; n < NT; n++) {
+                            uint32_t A[32][4], Bf[32][2];
+                            for (int lane = 0; lane < 32; lane++) {
+                                A[lane][0] = ag[lane][2 * j], A[lane][1] = ag8[lane][2 * j];
+                                A[lane][2] = ag[lane][2 * j + 1], A[lane][3] = ag8[lane][2 * j + 1];
+                                Bf[lane][0] = xr[lane][n][2 * j], Bf[lane][1] = xr[lane][n][2 * j + 1];
+                            }
+                            mma_emul(D[n], A, Bf);
+                        }
+                }
+    }
+    for (int r = 0; r < 16 && row0 + r < rows; r++)
+        for (int b = 0; b < B; b++)
+            y[b * rows + row0 + r] = D[b / 8][r][b % 8];
+}
+
+/* y from the emulated kernel against the fp64 CPU twin: shapes with rows not a multiple of 16,
+ * cols an odd number of 64-column pieces, more steps than warps; B = 1..16; split 1..3. */
+static void test_emulated_kernel(void)
+{
+    static const int64_t shapes[][2] = {{16, 64}, {5, 128}, {37, 320}, {16, 1088}, {20, 4224}};
+    uint64_t s = 7;
+    for (int si = 0; si < 5; si++) {
+        const int64_t rows = shapes[si][0], cols = shapes[si][1], ldx = cols + 8;
+        uint16_t *w = malloc((size_t)(rows * cols) * 2), *vals = malloc((size_t)(rows * cols / 2) * 2);
+        uint32_t *mask = malloc((size_t)(rows * cols / 32) * 4);
+        uint16_t *x = malloc((size_t)(16 * ldx) * 2);
+        float *xf = malloc((size_t)(16 * ldx) * 4);
+        double *ref = malloc((size_t)(16 * rows) * 8), *y = malloc((size_t)(16 * rows) * 8);
+        REQUIRE(w && vals && mask && x && xf && ref && y);
+        nmt_fill_bf16(w, rows * cols, &s);
+        nmt_fill_bf16(x, 16 * ldx, &s);
+        for (int64_t i = 0; i < 16 * ldx; i++)
+            xf[i] = sd_bf16_to_f32(x[i]);
+        REQUIRE(nmt_random_mask(mask, rows, cols, 2, 4, &s) == 0);
+        REQUIRE(sd_nm_pack(w, mask, rows, cols, vals, mask, NULL) == 0);
+        const int Bs[] = {1, 3, 8, 9, 16};
+        for (int bi = 0; bi < 5; bi++) {
+            const int B = Bs[bi];
+            sd_nm_spmv_cpu_f64(vals, mask, rows, cols, xf, ldx, B, ref, rows);
+            for (int split = 1; split <= 3; split++) {
+                for (int64_t i = 0; i < B * rows; i++)
+                    y[i] = NAN;
+                for (int64_t row0 = 0; row0 < rows; row0 += 16)
+                    emulate_block(vals, mask, rows, cols, x, ldx, B, split, row0, y);
+                double num = 0, den = 0;
+                for (int64_t i = 0; i < B * rows; i++)
+                    num += (y[i] - ref[i]) * (y[i] - ref[i]), den += ref[i] * ref[i];
+                const double e = sqrt(num / (den > 0 ? den : 1));
+                CHECK_MSG(e < 1e-9, "%lldx%lld B=%d split=%d: rel L2 %g", (long long)rows, (long long)cols, B,
+                          split, e);
+            }
+        }
+        free(w), free(vals), free(mask), free(x), free(xf), free(ref), free(y);
+    }
+}
+
+int main(void)
+{
+    RUN(test_perm);
+    RUN(test_expand_every_nibble);
+    RUN(test_emulated_kernel);
+    return sd_test_done();
+}
