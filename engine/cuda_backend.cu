@@ -130,7 +130,9 @@ static int alloc_kv(sd_cuda_backend *b, const sd_backend_opts *o, sd_diag *d)
 /* SD_BENCH_SKIP: a comma-separated list of step parts to drop from every layer, so that `bench
  * decode` can show what each costs in the real graph (kernels/NOTES.md); the logits are wrong.
  * linears, norm (both residual-add + RMSNorms), qkvpost, attn, swiglu; small = the last four. */
-static int parse_skip(const char *s)
+/* SD_BENCH_SKIP's comma list as SD_SKIP_* bits; a name it does not know is an error, not a
+ * silent no-op (a measurement that skipped nothing would be misread). */
+static int parse_skip(const char *s, int *ret, sd_diag *d)
 {
     static const struct {
         const char *name;
@@ -139,13 +141,20 @@ static int parse_skip(const char *s)
                  {"attn", SD_SKIP_ATTN},       {"swiglu", SD_SKIP_SWIGLU}, {"small", SD_SKIP_SMALL}};
     int bits = 0;
     while (s && *s) {
-        size_t n = strcspn(s, ",");
-        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-            if (strlen(parts[i].name) == n && !strncmp(s, parts[i].name, n))
-                bits |= parts[i].bits;
+        size_t n = strcspn(s, ","), i = 0;
+        while (i < sizeof parts / sizeof parts[0] &&
+               !(strlen(parts[i].name) == n && !strncmp(s, parts[i].name, n)))
+            i++;
+        if (i == sizeof parts / sizeof parts[0])
+            return sd_diag_set(
+                d, SD_EINVAL,
+                "SD_BENCH_SKIP: unknown part '%.*s' (linears, norm, qkvpost, attn, swiglu, small)", (int)n,
+                s);
+        bits |= parts[i].bits;
         s += n + (s[n] == ',');
     }
-    return bits;
+    *ret = bits;
+    return 0;
 }
 
 static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_backend_opts *opts,
@@ -163,6 +172,8 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     if (cfg->n_kv_heads <= 0 || cfg->n_heads % cfg->n_kv_heads)
         return sd_diag_set(d, SD_EINVAL, "cuda backend: %d heads over %d KV heads", cfg->n_heads,
                            cfg->n_kv_heads);
+    int skip = 0;
+    SD_TRY(parse_skip(getenv("SD_BENCH_SKIP"), &skip, d));
     int ndev = sd_cuda_device_count();
     if (o.device < 0 || o.device >= ndev)
         return sd_diag_set(d, SD_ENODEV, "cuda backend: device %d requested, %d present", o.device, ndev);
@@ -170,6 +181,7 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     if (!b)
         return sd_diag_set(d, SD_ENOMEM, "cuda backend");
     b->base.vt = &cuda_vtbl;
+    b->skip = skip;
     b->base.vocab = tp ? tp->plan.vocab_total : cfg->vocab; /* cfg is the rank's share under TP */
     if (tp)
         b->tp = *tp;
@@ -182,7 +194,6 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     b->use_graphs = 1;
     const char *pdl_env = getenv("SD_PDL");
     b->pdl = !(pdl_env && !strcmp(pdl_env, "0"));
-    b->skip = parse_skip(getenv("SD_BENCH_SKIP"));
     /* The o and down projections add into the residual stream (no separate add, no split-K
      * zeroing); under TP the partial sums go through the all-reduce first. SD_RESID_ACC=0: off. */
     const char *racc = getenv("SD_RESID_ACC");
