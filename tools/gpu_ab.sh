@@ -1,0 +1,74 @@
+# Sourced by the run scripts under results/<date>/ on the GPU machine: the part every one of
+# them repeated (device env, output folder, timer, building the new and the old tree side by
+# side, one line per step in summary.txt, the tarball the device hands back). A script then says
+# only what it measures, e.g.
+#
+#   source tools/gpu_ab.sh            # repo root of the new tree; OLD=../.snapold (optional)
+#   ab_build                          # new (and old) build/gpu/sparsed + test binaries
+#   ab_test new build/gpu/tests/kernels/test_spmv_gpu
+#   for k in 1 2; do                  # alternate, so drift hits both sides
+#       ab_decode old$k "$OLD_BIN" llama-3.1-8b dense,2:4 1,16
+#       ab_decode new$k "$NEW_BIN" llama-3.1-8b dense,2:4 1,16
+#   done
+#   ab_kernels tcx "$NEW_BIN" --quick --tcx
+#   ab_pack
+#
+# Environment switches go in front of a call: SD_NM_TCX=1 ab_decode ... (docs/architecture.md).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+R=$OUT/r
+mkdir -p "$R"
+source tools/device_env.sh
+NEW_BIN=build/gpu/sparsed
+OLD=${OLD:-}
+OLD_BIN=${OLD:+$OLD/build/gpu/sparsed}
+AB_START=$(date +%s)
+
+ab_el() {
+    echo $(($(date +%s) - AB_START))
+}
+
+# One line to summary.txt (and stdout).
+ab_note() {
+    echo "$*" | tee -a "$R/summary.txt"
+}
+
+# Builds the new tree (everything: daemon, tests) and, with OLD set, the old tree's daemon, in
+# parallel; logs in build.log / build-old.log.
+ab_build() {
+    make -j16 BUILD=build/gpu all >"$R/build.log" 2>&1 &
+    if [ -n "$OLD" ]; then
+        (cd "$OLD" && make -j16 BUILD=build/gpu build/gpu/sparsed >"$R/build-old.log" 2>&1) &
+    fi
+    wait
+    ab_note "build $(ab_el) s: new $(test -x "$NEW_BIN" && echo ok || echo FAILED)" \
+        "${OLD:+old $(test -x "$OLD_BIN" && echo ok || echo FAILED)}"
+}
+
+# ab_test NAME BINARY [TIMEOUT]: runs one test binary, its output in test-NAME.log.
+ab_test() {
+    timeout "${3:-300}" "$2" >"$R/test-$1.log" 2>&1
+    ab_note "test $1 rc=$? $(ab_el) s: $(tail -1 "$R/test-$1.log")"
+}
+
+# ab_decode NAME BINARY PRESET PATTERNS BATCHES [CTX] [TIMEOUT]: sparsed bench decode on a
+# config/presets preset; the table in decode-NAME.md, its rows copied into summary.txt.
+ab_decode() {
+    timeout "${7:-200}" "$2" bench decode --preset "config/presets/$3.json" --pattern "$4" --batch "$5" \
+        --ctx "${6:-512}" --out "$R/decode-$1.md" >>"$R/decode.log" 2>&1
+    ab_note "decode $1 rc=$? $(ab_el) s"
+    grep -E '^\| [a-z0-9:]+ ' "$R/decode-$1.md" 2>/dev/null | grep -v pattern | sed "s/^/$1 /" >>"$R/summary.txt"
+}
+
+# ab_kernels NAME BINARY [ARGS...]: sparsed bench kernels ARGS; the table in kern-NAME.md.
+ab_kernels() {
+    local name=$1 bin=$2
+    shift 2
+    timeout 200 "$bin" bench kernels "$@" --out "$R/kern-$name.md" >/dev/null 2>"$R/kern-$name.err"
+    ab_note "kernels $name rc=$? $(ab_el) s"
+}
+
+# The folder the device machine hands back ($OUT/r.tgz).
+ab_pack() {
+    tar czf "$OUT/r.tgz" -C "$OUT" r
+}
