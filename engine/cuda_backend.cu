@@ -226,7 +226,8 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         /* SD_NM_TCX=1: the autotuner also times the 2:4 register-expanding kernel (not yet
          * measured on a GPU, so off by default; kernels/NOTES.md v8) */
         const char *tcx = getenv("SD_NM_TCX");
-        sd_kernels_ctx_set_tcx((sd_kernels_ctx *)b->mm.spmv, tcx && !strcmp(tcx, "1"));
+        b->mm.tcx = tcx && !strcmp(tcx, "1");
+        sd_kernels_ctx_set_tcx((sd_kernels_ctx *)b->mm.spmv, b->mm.tcx);
     }
     if (!rc)
         rc = alloc_activations(b, d);

@@ -439,7 +439,8 @@ int kt_max(int dense, int BT)
 
 int check_args(const sd_nm_spmv_args *a, int dense)
 {
-    if (!a || !a->values || !a->x || !a->y || a->rows <= 0 || a->cols <= 0 || a->B < 1 || a->B > SD_NM_MAX_B)
+    if (!a || !a->values || !a->x || !a->y || a->rows <= 0 || a->cols <= 0 || a->B < 1 ||
+        a->B > SD_NM_MAX_B_WIDE) // more than SD_NM_MAX_B: the wide 2:4 kernel only (launch_cfg)
         return SD_EINVAL;
     if (a->cols % (dense ? 8 : 32) != 0 || a->ldx < a->cols || a->ldx % 2 != 0 || a->ldy < a->rows)
         return SD_EINVAL;
@@ -465,14 +466,18 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         rw = 1, split = 1; // the running value offset starts at column 0
     const int rows_kernel =
         rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
-    if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_TC && rw != SD_NM_RW_TCX && !rows_kernel)
+    if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_TC && rw != SD_NM_RW_TCX && rw != SD_NM_RW_TCXW &&
+        !rows_kernel)
         return SD_EINVAL;
     if (split < 1 || (split > 1 && a->y_bf16))
         return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
-    if (rw == SD_NM_RW_TCX) {
+    if (rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW || a->B > SD_NM_MAX_B) {
+        const int wide = rw != SD_NM_RW_TCX || a->B > SD_NM_MAX_B;
         if (!dense && sd__nm_tcx_supported(a))
-            return sd__nm_tcx_launch(a, split, s);
-        rw = SD_NM_RW_TC; // a hint: the shared-tile tensor-core kernel takes every N:M pattern
+            return sd__nm_tcx_launch(a, wide, split, s);
+        if (a->B > SD_NM_MAX_B)
+            return SD_EINVAL; // no other kernel takes more than SD_NM_MAX_B vectors
+        rw = SD_NM_RW_TC;     // a hint: the shared-tile tensor-core kernel takes every N:M pattern
     }
     if (rw == SD_NM_RW_TC) {
         if (sd__nm_tc_supported(a, dense))
@@ -533,12 +538,16 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
         rw = SD_NM_RW_ROWS;
         split = split > 0 ? split : 1; // one block per 32 rows already fills the GPU
     }
+    if (rw <= 0 && a->B > SD_NM_MAX_B)
+        rw = SD_NM_RW_TCXW; // the only kernel for that many vectors (2:4)
     if (rw <= 0)
         rw = a->B >= 2 && sd__nm_tc_supported(a, dense) ? SD_NM_RW_TC : 2;
     if (split <= 0) {
         // Fill the GPU: at least ~2 blocks per SM, else split K (fp32 output only).
         int n_sm = a->ctx ? a->ctx->n_sm : 132;
-        int64_t rows_per_block = rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX ? 16 : kWarps * rw;
+        int64_t rows_per_block = rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX ? 16
+                                 : rw == SD_NM_RW_TCXW                   ? 16 * kWarps
+                                                                         : kWarps * rw;
         int64_t blocks = (a->rows + rows_per_block - 1) / rows_per_block;
         int64_t units = dense ? a->cols / 8 : a->cols / 32;
         split = 1;

@@ -72,6 +72,20 @@ __device__ __forceinline__ void mma_piece(float (&c)[NT][4], const uint32_t (&ag
                      xr[n][2 * j + 1]);
 }
 
+// y[o] = v, or += v (accumulate), or atomically += v (split-K partial sums), in y's dtype.
+__device__ __forceinline__ void store_y(const TcParams &p, int64_t o, float v)
+{
+    if (p.atomic) {
+        atomicAdd(static_cast<float *>(p.y) + o, v);
+    } else if (p.y_bf16) {
+        uint16_t *y = static_cast<uint16_t *>(p.y);
+        y[o] = f32_to_bf16(p.accumulate ? v + __uint_as_float((uint32_t)y[o] << 16) : v);
+    } else {
+        float *y = static_cast<float *>(p.y);
+        y[o] = p.accumulate ? y[o] + v : v;
+    }
+}
+
 // Sums the 8 warps' 16 x (8*NT) tiles and writes y for the block's rows.
 template <int NT>
 __device__ void reduce_store(const TcParams &p, float *red, const float (&c)[NT][4], int64_t row0)
@@ -97,16 +111,7 @@ __device__ void reduce_store(const TcParams &p, float *red, const float (&c)[NT]
 #pragma unroll
         for (int w = 0; w < kWarps; w++)
             v += red[w * 16 * 8 * NT + i];
-        const int64_t o = (int64_t)b * p.ldy + row;
-        if (p.atomic) {
-            atomicAdd(static_cast<float *>(p.y) + o, v);
-        } else if (p.y_bf16) {
-            uint16_t *y = static_cast<uint16_t *>(p.y);
-            y[o] = f32_to_bf16(p.accumulate ? v + __uint_as_float((uint32_t)y[o] << 16) : v);
-        } else {
-            float *y = static_cast<float *>(p.y);
-            y[o] = p.accumulate ? y[o] + v : v;
-        }
+        store_y(p, (int64_t)b * p.ldy + row, v);
     }
 }
 
@@ -272,6 +277,79 @@ template <int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_kernel(Tc
     reduce_store<NT>(p, reinterpret_cast<float *>(smem_tc), c, row0);
 }
 
+// 2:4, wide (batches up to 64): a block of 8 warps owns 128 rows, 16 per warp, and every warp
+// walks the block's whole K share. The 8 warps read the same x slices close together in time, so
+// x comes from L2 once per 128 rows (through L1) instead of once per 16, which is what 64
+// vectors need (8 KB of x per 1 KB of a warp's 16-row weights at B = 64). Each warp owns its
+// rows: no cross-warp reduction, the fragments are stored directly (store_frags).
+template <int NT>
+__device__ __forceinline__ void store_frags(const TcParams &p, const float (&c)[NT][4], int64_t row0)
+{
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) // C fragment: c0,c1 = row g; c2,c3 = row g+8; vectors 2t, 2t+1
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int b = 8 * n + 2 * t + e;
+                const int64_t row = row0 + g + 8 * h;
+                if (b < p.B && row < p.rows)
+                    store_y(p, (int64_t)b * p.ldy + row, c[n][2 * h + e]);
+            }
+}
+
+template <int NT> __global__ void __launch_bounds__(kThreads) tcxw_spmv_kernel(TcParams p)
+{
+    __shared__ uint32_t sel[16];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    if (threadIdx.x < 16)
+        sel[threadIdx.x] = sd_tcx_sel(threadIdx.x);
+    const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16 * kWarps + 16 * warp;
+    const int64_t w_begin = blockIdx.y * p.words_per_split;
+    const int64_t w_end = min(words, w_begin + p.words_per_split);
+    const int64_t rg = min(row0 + g, p.rows - 1), rg8 = min(row0 + g + 8, p.rows - 1);
+    const uint4 *vg = reinterpret_cast<const uint4 *>(p.values + rg * (p.cols >> 1));
+    const uint4 *vg8 = reinterpret_cast<const uint4 *>(p.values + rg8 * (p.cols >> 1));
+    const uint32_t *mg = p.mask + rg * words, *mg8 = p.mask + rg8 * words;
+    const int shift = sd_tcx_mask_shift(t);
+    int64_t cw = w_begin;
+    TcxRegs cur;
+    if (cw < w_end)
+        tcx_load(cur, vg, vg8, mg, mg8, cw, w_begin, w_end, t);
+    float c[NT][4] = {};
+    __syncthreads(); // sel
+    pdl_wait();
+    pdl_trigger();
+    if (row0 >= p.rows)
+        return; // the last block's warps past the end
+    for (; cw < w_end; cw += 4) {
+        TcxRegs nxt;
+        nxt.m[0][0] = nxt.m[0][1] = nxt.m[1][0] = nxt.m[1][1] = 0u;
+        if (cw + 4 < w_end)
+            tcx_load(nxt, vg, vg8, mg, mg8, cw + 4, w_begin, w_end, t);
+#pragma unroll
+        for (int s = 0; s < 2; s++) {
+            const uint32_t v0[4] = {cur.v[s][0].x, cur.v[s][0].y, cur.v[s][0].z, cur.v[s][0].w};
+            const uint32_t v8[4] = {cur.v[s][1].x, cur.v[s][1].y, cur.v[s][1].z, cur.v[s][1].w};
+            uint32_t ag[8], ag8[8];
+            sd_tcx_expand(v0, (cur.m[s][0] >> shift) & 0xffffu, sel, ag);
+            sd_tcx_expand(v8, (cur.m[s][1] >> shift) & 0xffffu, sel, ag8);
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+                uint32_t xr[8];
+                load_x16(p, 8 * n + g, cw * 32 + 64 * s + 16 * t, xr);
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    mma_bf16(c[n], ag[2 * j], ag8[2 * j], ag[2 * j + 1], ag8[2 * j + 1], xr[2 * j],
+                             xr[2 * j + 1]);
+            }
+        }
+        cur = nxt;
+    }
+    store_frags<NT>(p, c, row0);
+}
+
 // Dense: lane (g, t) loads rows g and g+8, columns [16t, 16t+16) of each 64-column piece.
 template <int NT> __global__ void __launch_bounds__(kThreads) tc_gemv_kernel(TcParams p)
 {
@@ -329,7 +407,23 @@ extern "C" int sd__nm_tcx_supported(const sd_nm_spmv_args *a)
 
 namespace
 {
-enum TcKind { kTcSparse, kTcDense, kTcExpand };
+enum TcKind { kTcSparse, kTcDense, kTcExpand, kTcExpandWide };
+
+// The kernel of a kind for B vectors: NT n-tiles of 8 (the 16-row kernels take B <= 16).
+void (*tc_kernel(TcKind kind, int B))(TcParams)
+{
+    if (kind == kTcExpandWide)
+        return B <= 8    ? tcxw_spmv_kernel<1>
+               : B <= 16 ? tcxw_spmv_kernel<2>
+               : B <= 32 ? tcxw_spmv_kernel<4>
+                         : tcxw_spmv_kernel<8>;
+    const bool one = B <= 8;
+    if (kind == kTcDense)
+        return one ? tc_gemv_kernel<1> : tc_gemv_kernel<2>;
+    if (kind == kTcExpand)
+        return one ? tcx_spmv_kernel<1> : tcx_spmv_kernel<2>;
+    return one ? tc_spmv_kernel<1> : tc_spmv_kernel<2>;
+}
 
 int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s)
 {
@@ -346,13 +440,12 @@ int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s)
         cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
         return SD_ECUDA;
     const int NT = a->B > 8 ? 2 : 1;
-    size_t red = (size_t)kWarps * 16 * 8 * NT * 4;
+    size_t red = kind == kTcExpandWide ? 0 : (size_t)kWarps * 16 * 8 * NT * 4;
     size_t tiles = kind == kTcSparse ? (size_t)kWarps * 16 * kAStride * 2 : 0;
     size_t smem = red > tiles ? red : tiles;
-    dim3 grid((unsigned)((a->rows + 15) / 16), (unsigned)nsplit);
-    void (*k)(TcParams) = kind == kTcDense    ? (NT == 1 ? tc_gemv_kernel<1> : tc_gemv_kernel<2>)
-                          : kind == kTcExpand ? (NT == 1 ? tcx_spmv_kernel<1> : tcx_spmv_kernel<2>)
-                                              : (NT == 1 ? tc_spmv_kernel<1> : tc_spmv_kernel<2>);
+    const int64_t rows_per_block = kind == kTcExpandWide ? 16 * kWarps : 16;
+    dim3 grid((unsigned)((a->rows + rows_per_block - 1) / rows_per_block), (unsigned)nsplit);
+    void (*k)(TcParams) = tc_kernel(kind, a->B);
     // Not after a memset (pdl.cuh), and not for the shared-tile sparse kernel: its early blocks
     // hold shared memory the running grid's later waves need (B=16 decode 6% slower with it,
     // NOTES.md v5). The expanding kernel holds no more shared memory than the dense one.
@@ -368,9 +461,9 @@ extern "C" int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, 
     return tc_launch(a, dense ? kTcDense : kTcSparse, split, s);
 }
 
-extern "C" int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int split, cudaStream_t s)
+extern "C" int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_t s)
 {
-    if (!sd__nm_tcx_supported(a))
+    if (!sd__nm_tcx_supported(a) || (!wide && a->B > SD_NM_MAX_B))
         return SD_EINVAL;
-    return tc_launch(a, kTcExpand, split, s);
+    return tc_launch(a, wide ? kTcExpandWide : kTcExpand, split, s);
 }

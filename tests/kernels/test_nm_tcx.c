@@ -88,70 +88,89 @@ static void mma_emul(double D[16][8], const uint32_t A[32][4], const uint32_t Bf
                 D[r][n] += (double)a[r][k] * b[k][n];
 }
 
-/* The kernel for one block of 16 rows, emulated: splits (words_per_split rounded up to 4 words),
- * 8 warps striding 4 words, 2 pieces a step (a piece past the split's end loads an empty mask),
- * each lane's loads and expansion through nm_tcx.h, x as load_x16 reads it, mma_piece's calls. */
-static void emulate_block(const uint16_t *vals, const uint32_t *mask, int64_t rows, int64_t cols,
-                          const uint16_t *x, int64_t ldx, int B, int split, int64_t row0,
-                          double *y /* [B, rows] */)
+/* One warp of the kernel, emulated: rows r0..r0+15, the mask words from `start` by `stride`
+ * within its split [w_begin, w_end), 2 pieces a step (a piece past the split's end loads an empty
+ * mask), each lane's loads and expansion through nm_tcx.h, x as load_x16 reads it, and the mma
+ * calls of mma_piece (the 16-row kernel) and of tcxw_spmv_kernel's loop: NT n-tiles of 8
+ * vectors. Adds the 16 x 8·NT tile to D. */
+static void emulate_warp(const uint16_t *vals, const uint32_t *mask, int64_t rows, int64_t cols,
+                         const uint16_t *x, int64_t ldx, int B, int64_t r0, int64_t start, int64_t stride,
+                         int64_t w_begin, int64_t w_end, double D[8][16][8])
 {
     uint32_t sel[16];
     for (uint32_t n = 0; n < 16; n++)
         sel[n] = sd_tcx_sel(n);
     const int64_t words = cols / 32;
+    const int NT = (B + 7) / 8;
+    for (int64_t cw = start; cw < w_end; cw += stride)
+        for (int s = 0; s < 2; s++) {
+            static uint32_t ag[32][8], ag8[32][8], xr[32][8][8];
+            for (int lane = 0; lane < 32; lane++) {
+                const int g = lane >> 2, t = lane & 3;
+                const int ok = cw + 2 * s < w_end;
+                const int64_t c = ok ? cw : w_begin;
+                const int ss = ok ? s : 0;
+                for (int h = 0; h < 2; h++) {
+                    int64_t r = r0 + g + 8 * h;
+                    r = r < rows ? r : rows - 1;
+                    const uint32_t *vu =
+                        (const uint32_t *)(vals + r * (cols / 2)) + 4 * sd_tcx_value_unit(c, ss, t);
+                    const uint32_t v[4] = {vu[0], vu[1], vu[2], vu[3]};
+                    const uint32_t m = ok ? mask[r * words + sd_tcx_mask_word(c, ss, t)] : 0u;
+                    sd_tcx_expand(v, (m >> sd_tcx_mask_shift(t)) & 0xffffu, sel, h ? ag8[lane] : ag[lane]);
+                }
+                for (int n = 0; n < NT; n++) {
+                    const int vec = 8 * n + g;
+                    const int64_t col = cw * 32 + 64 * s + 16 * t;
+                    for (int q = 0; q < 8; q++) {
+                        uint32_t u = 0;
+                        if (vec < B && col < cols)
+                            u = (uint32_t)x[vec * ldx + col + 2 * q] |
+                                (uint32_t)x[vec * ldx + col + 2 * q + 1] << 16;
+                        xr[lane][n][q] = u;
+                    }
+                }
+            }
+            for (int j = 0; j < 4; j++)
+                for (int n = 0; n < NT; n++) {
+                    uint32_t A[32][4], Bf[32][2];
+                    for (int lane = 0; lane < 32; lane++) {
+                        A[lane][0] = ag[lane][2 * j], A[lane][1] = ag8[lane][2 * j];
+                        A[lane][2] = ag[lane][2 * j + 1], A[lane][3] = ag8[lane][2 * j + 1];
+                        Bf[lane][0] = xr[lane][n][2 * j], Bf[lane][1] = xr[lane][n][2 * j + 1];
+                    }
+                    mma_emul(D[n], A, Bf);
+                }
+        }
+}
+
+/* The whole launch, emulated: splits of words_per_split (rounded up to 4 words). The 16-row
+ * kernel (wide = 0): a block per 16 rows, its 8 warps striding 4 words from 4·warp, partial tiles
+ * summed. The wide kernel: a block per 128 rows, warp w owns rows 16w.., every warp over the
+ * split's words 4 at a time. C fragments mapped back as store_frags / reduce_store do. */
+static void emulate_launch(const uint16_t *vals, const uint32_t *mask, int64_t rows, int64_t cols,
+                           const uint16_t *x, int64_t ldx, int B, int split, int wide,
+                           double *y /* [B, rows] */)
+{
+    const int64_t words = cols / 32;
     int64_t wps = (words + split - 1) / split;
     wps = (wps + 3) / 4 * 4;
-    const int NT = B > 8 ? 2 : 1;
-    double D[2][16][8];
-    memset(D, 0, sizeof D);
-    for (int64_t w_begin = 0; w_begin < words; w_begin += wps) {
-        const int64_t w_end = w_begin + wps < words ? w_begin + wps : words;
-        for (int warp = 0; warp < 8; warp++)
-            for (int64_t cw = w_begin + 4 * warp; cw < w_end; cw += 32)
-                for (int s = 0; s < 2; s++) {
-                    uint32_t ag[32][8], ag8[32][8], xr[32][2][8];
-                    for (int lane = 0; lane < 32; lane++) {
-                        const int g = lane >> 2, t = lane & 3;
-                        const int ok = cw + 2 * s < w_end;
-                        const int64_t c = ok ? cw : w_begin;
-                        const int ss = ok ? s : 0;
-                        for (int h = 0; h < 2; h++) {
-                            int64_t r = row0 + g + 8 * h;
-                            r = r < rows ? r : rows - 1;
-                            const uint32_t *vu =
-                                (const uint32_t *)(vals + r * (cols / 2)) + 4 * sd_tcx_value_unit(c, ss, t);
-                            const uint32_t v[4] = {vu[0], vu[1], vu[2], vu[3]};
-                            const uint32_t m = ok ? mask[r * words + sd_tcx_mask_word(c, ss, t)] : 0u;
-                            sd_tcx_expand(v, (m >> sd_tcx_mask_shift(t)) & 0xffffu, sel,
-                                          h ? ag8[lane] : ag[lane]);
-                        }
-                        for (int n = 0; n < NT; n++) {
-                            const int vec = 8 * n + g;
-                            const int64_t col = cw * 32 + 64 * s + 16 * t;
-                            for (int q = 0; q < 8; q++) {
-                                uint32_t u = 0;
-                                if (vec < B && col < cols)
-                                    u = (uint32_t)x[vec * ldx + col + 2 * q] |
-                                        (uint32_t)x[vec * ldx + col + 2 * q + 1] << 16;
-                                xr[lane][n][q] = u;
-                            }
-                        }
-                    }
-                    for (int j = 0; j < 4; j++)
-                        for (int n = 0; n < NT; n++) {
-                            uint32_t A[32][4], Bf[32][2];
-                            for (int lane = 0; lane < 32; lane++) {
-                                A[lane][0] = ag[lane][2 * j], A[lane][1] = ag8[lane][2 * j];
-                                A[lane][2] = ag[lane][2 * j + 1], A[lane][3] = ag8[lane][2 * j + 1];
-                                Bf[lane][0] = xr[lane][n][2 * j], Bf[lane][1] = xr[lane][n][2 * j + 1];
-                            }
-                            mma_emul(D[n], A, Bf);
-                        }
-                }
+    static double D[8][16][8];
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+        memset(D, 0, sizeof D);
+        for (int64_t w_begin = 0; w_begin < words; w_begin += wps) {
+            const int64_t w_end = w_begin + wps < words ? w_begin + wps : words;
+            if (wide)
+                emulate_warp(vals, mask, rows, cols, x, ldx, B, r0, w_begin, 4, w_begin, w_end, D);
+            else
+                for (int warp = 0; warp < 8; warp++)
+                    emulate_warp(vals, mask, rows, cols, x, ldx, B, r0, w_begin + 4 * warp, 32, w_begin,
+                                 w_end, D);
+        }
+        for (int r = 0; r < 16 && r0 + r < rows; r++)
+            for (int b = 0; b < B; b++)
+                y[b * rows + r0 + r] = D[b / 8][r][b % 8];
     }
-    for (int r = 0; r < 16 && row0 + r < rows; r++)
-        for (int b = 0; b < B; b++)
-            y[b * rows + row0 + r] = D[b / 8][r][b % 8];
 }
 
 /* y from the emulated kernel against the fp64 CPU twin: shapes with rows not a multiple of 16,
@@ -164,32 +183,34 @@ static void test_emulated_kernel(void)
         const int64_t rows = shapes[si][0], cols = shapes[si][1], ldx = cols + 8;
         uint16_t *w = malloc((size_t)(rows * cols) * 2), *vals = malloc((size_t)(rows * cols / 2) * 2);
         uint32_t *mask = malloc((size_t)(rows * cols / 32) * 4);
-        uint16_t *x = malloc((size_t)(16 * ldx) * 2);
-        float *xf = malloc((size_t)(16 * ldx) * 4);
-        double *ref = malloc((size_t)(16 * rows) * 8), *y = malloc((size_t)(16 * rows) * 8);
+        uint16_t *x = malloc((size_t)(64 * ldx) * 2);
+        float *xf = malloc((size_t)(64 * ldx) * 4);
+        double *ref = malloc((size_t)(64 * rows) * 8), *y = malloc((size_t)(64 * rows) * 8);
         REQUIRE(w && vals && mask && x && xf && ref && y);
         nmt_fill_bf16(w, rows * cols, &s);
-        nmt_fill_bf16(x, 16 * ldx, &s);
-        for (int64_t i = 0; i < 16 * ldx; i++)
+        nmt_fill_bf16(x, 64 * ldx, &s);
+        for (int64_t i = 0; i < 64 * ldx; i++)
             xf[i] = sd_bf16_to_f32(x[i]);
         REQUIRE(nmt_random_mask(mask, rows, cols, 2, 4, &s) == 0);
         REQUIRE(sd_nm_pack(w, mask, rows, cols, vals, mask, NULL) == 0);
-        const int Bs[] = {1, 3, 8, 9, 16};
-        for (int bi = 0; bi < 5; bi++) {
+        const int Bs[] = {1, 3, 8, 9, 16, 17, 33, 64};
+        for (int bi = 0; bi < 8; bi++) {
             const int B = Bs[bi];
             sd_nm_spmv_cpu_f64(vals, mask, rows, cols, xf, ldx, B, ref, rows);
-            for (int split = 1; split <= 3; split++) {
-                for (int64_t i = 0; i < B * rows; i++)
-                    y[i] = NAN;
-                for (int64_t row0 = 0; row0 < rows; row0 += 16)
-                    emulate_block(vals, mask, rows, cols, x, ldx, B, split, row0, y);
-                double num = 0, den = 0;
-                for (int64_t i = 0; i < B * rows; i++)
-                    num += (y[i] - ref[i]) * (y[i] - ref[i]), den += ref[i] * ref[i];
-                const double e = sqrt(num / (den > 0 ? den : 1));
-                CHECK_MSG(e < 1e-9, "%lldx%lld B=%d split=%d: rel L2 %g", (long long)rows, (long long)cols, B,
-                          split, e);
-            }
+            for (int wide = 0; wide < 2; wide++)
+                for (int split = 1; split <= 3; split++) {
+                    if (!wide && B > 16)
+                        continue; /* the 16-row kernel takes B <= 16 */
+                    for (int64_t i = 0; i < B * rows; i++)
+                        y[i] = NAN;
+                    emulate_launch(vals, mask, rows, cols, x, ldx, B, split, wide, y);
+                    double num = 0, den = 0;
+                    for (int64_t i = 0; i < B * rows; i++)
+                        num += (y[i] - ref[i]) * (y[i] - ref[i]), den += ref[i] * ref[i];
+                    const double e = sqrt(num / (den > 0 ? den : 1));
+                    CHECK_MSG(e < 1e-9, "%lldx%lld B=%d split=%d wide=%d: rel L2 %g", (long long)rows,
+                              (long long)cols, B, split, wide, e);
+                }
         }
         free(w), free(vals), free(mask), free(x), free(xf), free(ref), free(y);
     }

@@ -305,33 +305,43 @@ static void test_gpu_rows_corrupt_mask(void)
     prob_free(&p);
 }
 
-/* The 2:4 kernel that expands the fragments in registers (rows_per_warp 24, kernels/nm_tcx.h):
- * rows not a multiple of 16, cols an odd number of 64-column pieces, fewer steps than warps,
- * uneven split-K shares, every B on one shape, fp32/bf16 output, accumulate. Where it does not
+/* The 2:4 kernels that expand the fragments in registers (rows_per_warp 24, and 128: the wide
+ * twin for B up to 64; kernels/nm_tcx.h): rows not a multiple of 16 (and of 128), cols an odd
+ * number of 64-column pieces, fewer steps than warps, uneven split-K shares, every B up to 16 on
+ * one shape and B = 17..64 for the wide kernel, fp32/bf16 output, accumulate. Where they do not
  * apply (another pattern, cols % 64 != 0) the launch falls back with the same result; corrupt
  * masks give wrong numbers, never a fault. */
 #define RW_TCX 24
+#define RW_TCXW 128
 static void test_gpu_tcx(void)
 {
     if (!have_gpu())
         SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
     static const shp shapes[] = {{1, 64},      {17, 128},   {37, 320},   {257, 1088},
                                  {1000, 4096}, {61, 14336}, {130, 24640}};
-    const int cfg[][4] = {{RW_TCX, 1, 0, 0}, {RW_TCX, 2, 0, 1}, {RW_TCX, 3, 0, 0},
-                          {RW_TCX, 1, 1, 0}, {RW_TCX, 1, 1, 1}, {RW_TCX, 5, 0, 1}};
+    const int cfg[][4] = {{RW_TCX, 1, 0, 0},  {RW_TCX, 2, 0, 1},  {RW_TCX, 3, 0, 0},  {RW_TCX, 1, 1, 0},
+                          {RW_TCX, 1, 1, 1},  {RW_TCX, 5, 0, 1},  {RW_TCXW, 1, 0, 0}, {RW_TCXW, 2, 0, 1},
+                          {RW_TCXW, 3, 1, 0}, {RW_TCXW, 1, 1, 1}, {0, 0, 0, 0}};
+    const int n_cfg = (int)(sizeof cfg / sizeof cfg[0]);
     double worst = 0;
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
-        for (int B = 1; B <= SD_NM_MAX_B; B++) {
-            if (si != 3 && B != 1 && B != 2 && B != 5 && B != 8 && B != 9 && B != 16)
+        for (int B = 1; B <= SD_NM_MAX_B_WIDE; B++) {
+            if (si != 3 && B != 1 && B != 2 && B != 5 && B != 8 && B != 9 && B != 16 && B != 17 && B != 40 &&
+                B != 64)
+                continue;
+            if (si == 3 && B > SD_NM_MAX_B && B != 17 && B != 24 && B != 33 && B != 64)
                 continue;
             prob p;
             REQUIRE(prob_init(&p, 0, 2, 4, shapes[si].rows, shapes[si].cols, B, 500 + 100 * si + B) == 0);
-            for (int c = 0; c < 6; c++) {
+            for (int c = 0; c < n_cfg; c++) {
+                if (B > SD_NM_MAX_B && cfg[c][0] == RW_TCX)
+                    continue; /* (it would fall back to the wide kernel: covered by 128) */
                 sd_nm_spmv_args a = prob_args(&p, cfg[c][2], cfg[c][3], cfg[c][0], cfg[c][1]);
                 double e = run_check(&p, &a, 40 + c);
-                CHECK_MSG(e >= 0 && e < 1e-3, "tcx %lldx%lld B=%d split=%d bf16=%d acc=%d: rel L2 %g (%s)",
-                          (long long)shapes[si].rows, (long long)shapes[si].cols, B, cfg[c][1], cfg[c][2],
-                          cfg[c][3], e, cudaGetErrorString(rc_cu));
+                CHECK_MSG(e >= 0 && e < 1e-3,
+                          "tcx %lldx%lld B=%d rw=%d split=%d bf16=%d acc=%d: rel L2 %g (%s)",
+                          (long long)shapes[si].rows, (long long)shapes[si].cols, B, cfg[c][0], cfg[c][1],
+                          cfg[c][2], cfg[c][3], e, cudaGetErrorString(rc_cu));
                 worst = e > worst ? e : worst;
             }
             prob_free(&p);
@@ -342,10 +352,12 @@ static void test_gpu_tcx(void)
     for (int i = 0; i < 3; i++) {
         prob p;
         REQUIRE(prob_init(&p, 0, fb[i][0], fb[i][1], fb[i][2], fb[i][3], 8, 600 + i) == 0);
-        sd_nm_spmv_args a = prob_args(&p, 0, 0, RW_TCX, 1);
-        double e = run_check(&p, &a, 50 + i);
-        CHECK_MSG(e >= 0 && e < 1e-3, "tcx fallback %d:%d cols %d: rel L2 %g", fb[i][0], fb[i][1], fb[i][3],
-                  e);
+        for (int w = 0; w < 2; w++) {
+            sd_nm_spmv_args a = prob_args(&p, 0, 0, w ? RW_TCXW : RW_TCX, 1);
+            double e = run_check(&p, &a, 50 + i);
+            CHECK_MSG(e >= 0 && e < 1e-3, "tcx fallback %d:%d cols %d wide %d: rel L2 %g", fb[i][0], fb[i][1],
+                      fb[i][3], w, e);
+        }
         prob_free(&p);
     }
     /* corrupt masks: all bits set, none set */
@@ -353,9 +365,12 @@ static void test_gpu_tcx(void)
     REQUIRE(prob_init(&p, 0, 2, 4, 64, 1024, 8, 610) == 0);
     for (int fill = 0; fill < 2; fill++) {
         REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(64 * 1024 / 32) * 4)));
-        sd_nm_spmv_args a = prob_args(&p, 0, 0, RW_TCX, 1);
-        CHECK(sd_nm_spmv_launch(&a, 0) == 0);
-        CHECK_MSG(CU(cudaDeviceSynchronize()), "tcx mask fill %d: %s", fill, cudaGetErrorString(rc_cu));
+        for (int w = 0; w < 2; w++) {
+            sd_nm_spmv_args a = prob_args(&p, 0, 0, w ? RW_TCXW : RW_TCX, 1);
+            CHECK(sd_nm_spmv_launch(&a, 0) == 0);
+            CHECK_MSG(CU(cudaDeviceSynchronize()), "tcx mask fill %d wide %d: %s", fill, w,
+                      cudaGetErrorString(rc_cu));
+        }
     }
     prob_free(&p);
 }
@@ -374,8 +389,14 @@ static void test_gpu_bad_args(void)
     a = prob_args(&p, 1, 0, 16, 2); /* split-K with bf16 output, tensor-core kernel */
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
     a = prob_args(&p, 0, 0, 0, 0);
-    a.B = 17;
+    a.B = SD_NM_MAX_B_WIDE + 1;
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
+    a = prob_args(&p, 0, 0, 0, 0); /* more than SD_NM_MAX_B vectors: 2:4 only */
+    a.B = SD_NM_MAX_B + 1, a.n = 4, a.m = 8;
+    CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
+    a = prob_args(&p, 1, 0, 0, 0);
+    a.B = SD_NM_MAX_B + 1;
+    CHECK(sd_gemv_bf16_launch(&a, 0) == SD_EINVAL);
     a = prob_args(&p, 0, 0, 0, 0);
     a.cols = 240;
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
@@ -422,8 +443,8 @@ static void test_gpu_autotune_tcx(void)
     sd_diag d = {0};
     REQUIRE(sd_kernels_ctx_init(&ctx, &d) == 0);
     sd_kernels_ctx_set_tcx(ctx, 1);
-    const int Bs[] = {1, 8, 16};
-    for (int i = 0; i < 3; i++) {
+    const int Bs[] = {1, 8, 16, 40};
+    for (int i = 0; i < 4; i++) {
         prob p;
         REQUIRE(prob_init(&p, 0, 2, 4, 1024, 4096, Bs[i], 700 + i) == 0);
         sd_nm_spmv_args a = prob_args(&p, 0, 0, 0, 0);
