@@ -223,7 +223,7 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         b->mm.tp = &b->tp; /* first-use timing drains the stream under the group's deadline */
     if (!rc) {
         sd_kernels_ctx_set_pdl((sd_kernels_ctx *)b->mm.spmv, b->pdl);
-        /* SD_NM_TCX=1: the autotuner also times the 2:4 register-expanding kernel (not yet
+        /* SD_NM_TCX=1: the autotuner also times the 2:4 / 4:8 register-expanding kernels (not yet
          * measured on a GPU, so off by default; kernels/NOTES.md v8) */
         const char *tcx = getenv("SD_NM_TCX");
         b->mm.tcx = tcx && !strcmp(tcx, "1");

@@ -191,9 +191,9 @@ typedef struct sd_cu_mm {
     __nv_bfloat16 *scratch; /* dense expansion of one bitmask linear: [max rows*cols] */
     size_t scratch_elems;
     float *tune_y; /* first-use timing writes here, not to the caller's output: [16, max rows], or
-                      [64, max 2:4 rows] where that is larger */
+                      [64, max 2:4 / 4:8 rows] where that is larger */
     void *spmv;    /* sd_kernels_ctx: the SpMV/GEMV autotune cache */
-    /* SD_NM_TCX=1: the 2:4 register-expanding kernels are autotune candidates, and 2:4 linears of
+    /* SD_NM_TCX=1: the 2:4 / 4:8 register-expanding kernels are autotune candidates, and such linears of
      * 17..64 rows try the wide one against cuBLAS (kernels/NOTES.md v8) */
     int tcx;
     sd_cu_tuned tuned[SD_CU_MAX_TUNED]; /* problems already autotuned */

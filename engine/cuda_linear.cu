@@ -1,4 +1,4 @@
-/* cuda_linear: y = x W^T for the CUDA backend's linears. Decode (up to SD_NM_MAX_B rows; 2:4
+/* cuda_linear: y = x W^T for the CUDA backend's linears. Decode (up to SD_NM_MAX_B rows; 2:4 and 4:8
  * with SD_NM_TCX=1: up to SD_NM_MAX_B_WIDE): the kernels' bitmask SpMV / dense GEMV, reading the
  * weights once for all rows. Prefill and larger batches: cuBLAS bf16 GEMM (bitmask weights
  * expanded into a dense scratch first). */
@@ -18,7 +18,7 @@ int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_dia
 {
     memset(mm, 0, sizeof *mm);
     size_t need = linear_elems(&w->lm_head);
-    int64_t max_rows = w->lm_head.rows, max_24_rows = 0;
+    int64_t max_rows = w->lm_head.rows, max_wide_rows = 0;
     for (int i = 0; i < w->n_layers; i++) {
         const sd_cu_layer *l = &w->layers[i];
         const sd_cu_linear *ls[4] = {&l->qkv, &l->o, &l->gate_up, &l->down};
@@ -27,8 +27,8 @@ int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_dia
                 need = linear_elems(ls[k]);
             if (ls[k]->rows > max_rows)
                 max_rows = ls[k]->rows;
-            if (ls[k]->bitmask && ls[k]->nm_n == 2 && ls[k]->nm_m == 4 && ls[k]->rows > max_24_rows)
-                max_24_rows = ls[k]->rows;
+            if (ls[k]->bitmask && (ls[k]->nm_m == 4 || ls[k]->nm_m == 8) && ls[k]->rows > max_wide_rows)
+                max_wide_rows = ls[k]->rows;
         }
     }
     if (need) {
@@ -36,8 +36,8 @@ int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_dia
         mm->scratch_elems = need;
     }
     size_t tune_elems = (size_t)max_rows * SD_NM_MAX_B;
-    if ((size_t)max_24_rows * SD_NM_MAX_B_WIDE > tune_elems)
-        tune_elems = (size_t)max_24_rows * SD_NM_MAX_B_WIDE;
+    if ((size_t)max_wide_rows * SD_NM_MAX_B_WIDE > tune_elems)
+        tune_elems = (size_t)max_wide_rows * SD_NM_MAX_B_WIDE;
     SD_CU(d, cudaMalloc((void **)&mm->tune_y, tune_elems * 4));
     SD_TRY(sd_kernels_ctx_init((sd_kernels_ctx **)&mm->spmv, d));
     SD_CU(d, cudaEventCreate(&mm->ev[0]));
@@ -86,7 +86,7 @@ static void spmv_args(sd_nm_spmv_args *a, const sd_cu_mm *mm, const sd_cu_linear
 }
 
 /* The bitmask SpMV / dense GEMV: weights read once for all T rows (T <= SD_NM_MAX_B, or up to
- * SD_NM_MAX_B_WIDE for 2:4: wide_ok). */
+ * SD_NM_MAX_B_WIDE for 2:4 and 4:8: wide_ok). */
 static int run_kernel(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
                       int acc, cudaStream_t st, sd_diag *d)
 {
@@ -177,12 +177,12 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, in
     return 0;
 }
 
-/* 17..64 rows of a 2:4 linear may take the wide register-expanding kernel (SD_NM_TCX=1; first
+/* 17..64 rows of a 2:4 or 4:8 linear may take the wide register-expanding kernel (SD_NM_TCX=1; first
  * use times it against cuBLAS like any other problem). */
 static int wide_ok(const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, int T)
 {
-    return mm->tcx && l->bitmask && l->nm_n == 2 && l->nm_m == 4 && l->cols % 64 == 0 &&
-           ((uintptr_t)in & 15) == 0 && T <= SD_NM_MAX_B_WIDE;
+    return mm->tcx && l->bitmask && ((l->nm_n == 2 && l->nm_m == 4) || (l->nm_n == 4 && l->nm_m == 8)) &&
+           l->cols % 64 == 0 && ((uintptr_t)in & 15) == 0 && T <= SD_NM_MAX_B_WIDE;
 }
 
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,

@@ -18,8 +18,8 @@ extern "C" {
 #endif
 
 #define SD_NM_MAX_B 16
-/* 2:4 weights take up to this many vectors (the wide register-expanding tensor-core kernel,
- * rows_per_warp 128); every other pattern and the dense GEMV up to SD_NM_MAX_B. */
+/* 2:4 and 4:8 weights take up to this many vectors (the wide register-expanding tensor-core
+ * kernel, rows_per_warp 128); the other patterns and the dense GEMV up to SD_NM_MAX_B. */
 #define SD_NM_MAX_B_WIDE 64
 
 /* Per-device tuning state: the autotune cache and device facts. One per device and thread
@@ -32,8 +32,8 @@ void sd_kernels_ctx_free(sd_kernels_ctx *ctx);
 /* Programmatic dependent launch of the gather SpMV / GEMV kernels (kernels/pdl.cuh): on by
  * default (and when ctx is NULL); off only to measure what it brings. */
 void sd_kernels_ctx_set_pdl(sd_kernels_ctx *ctx, int on);
-/* Whether the autotuner also times the 2:4 kernel that expands bitmask weights into tensor-core
- * fragments in registers (kernels/nm_tcx.h). Off by default until it has been measured on a GPU;
+/* Whether the autotuner also times the 2:4 / 4:8 kernels that expand bitmask weights into
+ * tensor-core fragments in registers (kernels/nm_tcx.h). Off by default until it has been measured on a GPU;
  * an explicit rows_per_warp of 24 launches it either way. */
 void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on);
 
@@ -41,7 +41,7 @@ typedef struct sd_nm_spmv_args {
     const sd_kernels_ctx *ctx; /* may be NULL: then the default heuristic picks the config */
     int n, m;                  /* N:M pattern, or 0,0 = unstructured (ignored by the dense GEMV) */
     int64_t rows, cols;        /* W is [rows, cols]; cols % 32 == 0 (dense: cols % 8 == 0) */
-    int B;                     /* number of vectors, 1..SD_NM_MAX_B (2:4: ..SD_NM_MAX_B_WIDE) */
+    int B;                     /* number of vectors, 1..SD_NM_MAX_B (2:4, 4:8: ..SD_NM_MAX_B_WIDE) */
     const uint16_t
         *values;          /* bf16 [rows, cols/2] (dense GEMV: the weights, bf16 [rows, cols]); 16-B aligned */
     const uint32_t *mask; /* u32 [rows, cols/32] (unused by the dense GEMV) */
@@ -52,7 +52,7 @@ typedef struct sd_nm_spmv_args {
     int y_bf16;        /* output dtype: 0 fp32, 1 bf16 */
     int accumulate;    /* 1: y += W x (residual add); 0: y = W x */
     int rows_per_warp; /* kernel choice: 1, 2 or 4 (gather), 16 (tensor cores), 24 (2:4 tensor cores,
-                          fragments expanded in registers), 128 (its wide twin, B <= 64),
+                          and 4:8, fragments expanded in registers), 128 (its wide twin, B <= 64),
                           32/48/64/96 (row per lane, B <= 4);
                           0: from the ctx cache / heuristic. A kernel that does not take the
                           problem falls back to one that does. */

@@ -3,7 +3,7 @@
 // zeroed shared-memory tile (the same fixed 16-step bit scan as the B=1 kernel, but scattering
 // values instead of gathering x), then multiplies it by x with mma.m16n8k16 (bf16 in, fp32
 // accumulate); the cost per kept weight no longer grows with B. Dense: the weights go straight
-// from global memory into the A fragments. 2:4 can skip the shared tile: tcx_spmv_kernel expands
+// from global memory into the A fragments. 2:4 and 4:8 can skip the shared tile: tcx_spmv_kernel expands
 // the bitmask weights into the A fragments in registers (kernels/nm_tcx.h). The 8 warps' partial
 // tiles are summed in shared memory.
 //
@@ -205,10 +205,32 @@ template <int NT> __global__ void __launch_bounds__(kThreads) tc_spmv_kernel(TcP
     reduce_store<NT>(p, reinterpret_cast<float *>(smem_tc), c, row0);
 }
 
-// 2:4 with the A fragments expanded in registers (kernels/nm_tcx.h): the same block shape, K
+// 2:4 / 4:8 with the A fragments expanded in registers (kernels/nm_tcx.h): the same block shape, K
 // split and x loads as the dense kernel, but each lane loads 16 bytes of values and 16 mask bits
 // per row and piece, and byte-permutes them into its fragments. The next step's weights are
 // loaded while this one multiplies, the first step's before the PDL wait.
+// The expansion of a pattern (nm_tcx.h): its 32-word shared table and its expand function.
+struct Tcx24 {
+    __device__ static uint32_t entry(int i)
+    {
+        return i < 16 ? sd_tcx_sel((uint32_t)i) : 0u;
+    }
+    __device__ static void expand(const uint32_t (&v)[4], uint32_t m16, const uint32_t *tab, uint32_t (&a)[8])
+    {
+        sd_tcx_expand(v, m16, tab, a);
+    }
+};
+struct Tcx48 {
+    __device__ static uint32_t entry(int i)
+    {
+        return sd_tcx48_entry((uint32_t)i >> 1, i & 1);
+    }
+    __device__ static void expand(const uint32_t (&v)[4], uint32_t m16, const uint32_t *tab, uint32_t (&a)[8])
+    {
+        sd_tcx48_expand(v, m16, tab, a);
+    }
+};
+
 struct TcxRegs {
     uint4 v[2][2]; // [piece][row g, g+8]
     uint32_t m[2][2];
@@ -230,13 +252,13 @@ __device__ __forceinline__ void tcx_load(TcxRegs &r, const uint4 *vg, const uint
     }
 }
 
-template <int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_kernel(TcParams p)
+template <class E, int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_kernel(TcParams p)
 {
     extern __shared__ uint4 smem_tc[];
-    __shared__ uint32_t sel[16];
+    __shared__ uint32_t tab[32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    if (threadIdx.x < 16)
-        sel[threadIdx.x] = sd_tcx_sel(threadIdx.x);
+    if (threadIdx.x < 32)
+        tab[threadIdx.x] = E::entry(threadIdx.x);
     const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16;
     const int64_t w_begin = blockIdx.y * p.words_per_split;
     const int64_t w_end = min(words, w_begin + p.words_per_split);
@@ -251,7 +273,7 @@ template <int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_kernel(Tc
     if (cw < w_end)
         tcx_load(cur, vg, vg8, mg, mg8, cw, w_begin, w_end, t);
     float c[NT][4] = {};
-    __syncthreads(); // sel
+    __syncthreads(); // tab
     pdl_wait();
     pdl_trigger();
     for (; cw < w_end; cw += step) {
@@ -268,8 +290,8 @@ template <int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_kernel(Tc
             const uint32_t v0[4] = {cur.v[s][0].x, cur.v[s][0].y, cur.v[s][0].z, cur.v[s][0].w};
             const uint32_t v8[4] = {cur.v[s][1].x, cur.v[s][1].y, cur.v[s][1].z, cur.v[s][1].w};
             uint32_t ag[8], ag8[8];
-            sd_tcx_expand(v0, (cur.m[s][0] >> shift) & 0xffffu, sel, ag);
-            sd_tcx_expand(v8, (cur.m[s][1] >> shift) & 0xffffu, sel, ag8);
+            E::expand(v0, (cur.m[s][0] >> shift) & 0xffffu, tab, ag);
+            E::expand(v8, (cur.m[s][1] >> shift) & 0xffffu, tab, ag8);
             mma_piece<NT>(c, ag, ag8, xr);
         }
         cur = nxt;
@@ -277,7 +299,7 @@ template <int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_kernel(Tc
     reduce_store<NT>(p, reinterpret_cast<float *>(smem_tc), c, row0);
 }
 
-// 2:4, wide (batches up to 64): a block of 8 warps owns 128 rows, 16 per warp, and every warp
+// 2:4 / 4:8, wide (batches up to 64): a block of 8 warps owns 128 rows, 16 per warp, and every warp
 // walks the block's whole K share. The 8 warps read the same x slices close together in time, so
 // x comes from L2 once per 128 rows (through L1) instead of once per 16, which is what 64
 // vectors need (8 KB of x per 1 KB of a warp's 16-row weights at B = 64). Each warp owns its
@@ -299,12 +321,12 @@ __device__ __forceinline__ void store_frags(const TcParams &p, const float (&c)[
             }
 }
 
-template <int NT> __global__ void __launch_bounds__(kThreads) tcxw_spmv_kernel(TcParams p)
+template <class E, int NT> __global__ void __launch_bounds__(kThreads) tcxw_spmv_kernel(TcParams p)
 {
-    __shared__ uint32_t sel[16];
+    __shared__ uint32_t tab[32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    if (threadIdx.x < 16)
-        sel[threadIdx.x] = sd_tcx_sel(threadIdx.x);
+    if (threadIdx.x < 32)
+        tab[threadIdx.x] = E::entry(threadIdx.x);
     const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16 * kWarps + 16 * warp;
     const int64_t w_begin = blockIdx.y * p.words_per_split;
     const int64_t w_end = min(words, w_begin + p.words_per_split);
@@ -318,7 +340,7 @@ template <int NT> __global__ void __launch_bounds__(kThreads) tcxw_spmv_kernel(T
     if (cw < w_end)
         tcx_load(cur, vg, vg8, mg, mg8, cw, w_begin, w_end, t);
     float c[NT][4] = {};
-    __syncthreads(); // sel
+    __syncthreads(); // tab
     pdl_wait();
     pdl_trigger();
     if (row0 >= p.rows)
@@ -333,8 +355,8 @@ template <int NT> __global__ void __launch_bounds__(kThreads) tcxw_spmv_kernel(T
             const uint32_t v0[4] = {cur.v[s][0].x, cur.v[s][0].y, cur.v[s][0].z, cur.v[s][0].w};
             const uint32_t v8[4] = {cur.v[s][1].x, cur.v[s][1].y, cur.v[s][1].z, cur.v[s][1].w};
             uint32_t ag[8], ag8[8];
-            sd_tcx_expand(v0, (cur.m[s][0] >> shift) & 0xffffu, sel, ag);
-            sd_tcx_expand(v8, (cur.m[s][1] >> shift) & 0xffffu, sel, ag8);
+            E::expand(v0, (cur.m[s][0] >> shift) & 0xffffu, tab, ag);
+            E::expand(v8, (cur.m[s][1] >> shift) & 0xffffu, tab, ag8);
 #pragma unroll
             for (int n = 0; n < NT; n++) {
                 uint32_t xr[8];
@@ -402,27 +424,38 @@ extern "C" int sd__nm_tc_supported(const sd_nm_spmv_args *a, int dense)
 
 extern "C" int sd__nm_tcx_supported(const sd_nm_spmv_args *a)
 {
-    return a->n == 2 && a->m == 4 && a->cols % 64 == 0 && a->ldx % 8 == 0 && ((uintptr_t)a->x & 15) == 0;
+    return ((a->n == 2 && a->m == 4) || (a->n == 4 && a->m == 8)) && a->cols % 64 == 0 && a->ldx % 8 == 0 &&
+           ((uintptr_t)a->x & 15) == 0;
 }
 
 namespace
 {
 enum TcKind { kTcSparse, kTcDense, kTcExpand, kTcExpandWide };
 
-// The kernel of a kind for B vectors: NT n-tiles of 8 (the 16-row kernels take B <= 16).
-void (*tc_kernel(TcKind kind, int B))(TcParams)
+template <class E> void (*tcxw_kernel(int B))(TcParams)
 {
-    if (kind == kTcExpandWide)
-        return B <= 8    ? tcxw_spmv_kernel<1>
-               : B <= 16 ? tcxw_spmv_kernel<2>
-               : B <= 32 ? tcxw_spmv_kernel<4>
-                         : tcxw_spmv_kernel<8>;
+    return B <= 8    ? tcxw_spmv_kernel<E, 1>
+           : B <= 16 ? tcxw_spmv_kernel<E, 2>
+           : B <= 32 ? tcxw_spmv_kernel<E, 4>
+                     : tcxw_spmv_kernel<E, 8>;
+}
+
+// The kernel of a kind for B vectors (NT n-tiles of 8; the 16-row kernels take B <= 16) and, for
+// the expanding kinds, pattern m (4: 2:4, 8: 4:8).
+void (*tc_kernel(TcKind kind, int B, int m))(TcParams)
+{
     const bool one = B <= 8;
-    if (kind == kTcDense)
+    switch (kind) {
+    case kTcExpandWide:
+        return m == 4 ? tcxw_kernel<Tcx24>(B) : tcxw_kernel<Tcx48>(B);
+    case kTcExpand:
+        return m == 4 ? (one ? tcx_spmv_kernel<Tcx24, 1> : tcx_spmv_kernel<Tcx24, 2>)
+                      : (one ? tcx_spmv_kernel<Tcx48, 1> : tcx_spmv_kernel<Tcx48, 2>);
+    case kTcDense:
         return one ? tc_gemv_kernel<1> : tc_gemv_kernel<2>;
-    if (kind == kTcExpand)
-        return one ? tcx_spmv_kernel<1> : tcx_spmv_kernel<2>;
-    return one ? tc_spmv_kernel<1> : tc_spmv_kernel<2>;
+    default:
+        return one ? tc_spmv_kernel<1> : tc_spmv_kernel<2>;
+    }
 }
 
 int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s)
@@ -445,7 +478,7 @@ int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s)
     size_t smem = red > tiles ? red : tiles;
     const int64_t rows_per_block = kind == kTcExpandWide ? 16 * kWarps : 16;
     dim3 grid((unsigned)((a->rows + rows_per_block - 1) / rows_per_block), (unsigned)nsplit);
-    void (*k)(TcParams) = tc_kernel(kind, a->B);
+    void (*k)(TcParams) = tc_kernel(kind, a->B, a->m);
     // Not after a memset (pdl.cuh), and not for the shared-tile sparse kernel: its early blocks
     // hold shared memory the running grid's later waves need (B=16 decode 6% slower with it,
     // NOTES.md v5). The expanding kernel holds no more shared memory than the dense one.

@@ -1,5 +1,5 @@
 /* nm_tcx: how the register-expanded tensor-core SpMV (tcx_spmv_kernel in nm_spmv_tc.cu) turns
- * 2:4 bitmask weights into mma.m16n8k16 A fragments without a shared-memory tile. Host and
+ * 2:4 and 4:8 bitmask weights into mma.m16n8k16 A fragments without a shared-memory tile. Host and
  * device code: the kernel calls these functions, and tests/kernels/test_nm_tcx.c runs the same
  * functions on the CPU and multiplies the fragments the way the PTX fragment layout says, so
  * the index arithmetic is checked without a GPU.
@@ -7,12 +7,12 @@
  * Layout. A block owns 16 rows; a warp step covers 128 columns (4 mask words) as two 64-column
  * pieces. Lane (g = lane / 4, t = lane % 4) holds, of each piece, columns [16t, 16t + 16) of
  * rows g and g + 8 (the K permutation of nm_spmv_tc.cu: mma j takes columns 16t + 4j + {0,1} as
- * its k-slots {2t, 2t+1} and 16t + 4j + {2,3} as {2t+8, 2t+9}). Under 2:4 those 16 columns hold
- * exactly 8 values, stored contiguously: one aligned 16-byte load per row and piece. Their 16
- * mask bits are one half of a mask word.
+ * its k-slots {2t, 2t+1} and 16t + 4j + {2,3} as {2t+8, 2t+9}). Under 2:4 and 4:8 those 16
+ * columns hold exactly 8 values, stored contiguously: one aligned 16-byte load per row and
+ * piece. Their 16 mask bits are one half of a mask word.
  *
- * Expansion. Each 4-column group (one mask nibble) has its 2 values in one u32; a byte permute
- * (prmt, __byte_perm) with the value u32 and zero as sources places them in the two dense u32
+ * Expansion (2:4; 4:8 below). Each 4-column group (one mask nibble) has its 2 values in one u32; a byte
+ * permute (prmt, __byte_perm) with the value u32 and zero as sources places them in the two dense u32
  * (columns 0,1 and 2,3) with zeros where the mask is clear. The two selectors of a nibble come
  * from a 16-entry table (one u32 per nibble: low half columns 0,1, high half columns 2,3), built
  * once per block in shared memory: the 6 valid nibbles sit in 6 distinct banks, so a warp's
@@ -75,6 +75,63 @@ SD_TCX_FN void sd_tcx_expand(const uint32_t v[4], uint32_t m16, const uint32_t *
         const uint32_t e = sel[(m16 >> (4 * j)) & 15];
         a[2 * j] = sd_tcx_perm(v[j], 0, e);
         a[2 * j + 1] = sd_tcx_perm(v[j], 0, e >> 16);
+    }
+}
+
+/* 4:8. A lane's 16 columns are two 8-column groups of exactly 4 values (v[0..1], v[2..3]), but a
+ * nibble may hold 0..4 of them, so one permute with a zero source cannot place them. Two do:
+ * the first gathers the (at most 2) values a dense u32 needs, starting at value p of its group,
+ * from the group's 8 bytes (selector 0x3210 + 0x2222·p: bytes 2p..2p+3); the second places them
+ * with zeros (one of 4 selectors, by the u32's 2 mask bits). A 2-word table entry per nibble:
+ * word 0 = the two placing selectors (columns 0,1 low, 2,3 high), word 1 = what the nibble adds
+ * to p before its high u32 (low half) and after it (high half), pre-multiplied by 0x2222. 32
+ * words: the 16 entries fill the 32 banks, conflict-free. A corrupt group (p past 4) permutes
+ * garbage bytes, never reads outside its registers. */
+SD_TCX_FN int sd_tcx_popc(uint32_t x)
+{
+#ifdef __CUDA_ARCH__
+    return __popc(x);
+#else
+    return __builtin_popcount(x);
+#endif
+}
+
+/* Placing selector for one dense u32 from its 2 mask bits: w's first value is bytes 0,1, its
+ * second 2,3; byte 4 is a zero of the second source. */
+SD_TCX_FN uint32_t sd_tcx48_place(uint32_t b2)
+{
+    return b2 == 3 ? 0x3210u : b2 == 1 ? 0x4410u : b2 == 2 ? 0x1044u : 0x4444u;
+}
+
+/* Word `word` (0, 1) of nibble nib's table entry. */
+SD_TCX_FN uint32_t sd_tcx48_entry(uint32_t nib, int word)
+{
+    if (word == 0)
+        return sd_tcx48_place(nib & 3) | sd_tcx48_place((nib >> 2) & 3) << 16;
+    return 0x2222u * (uint32_t)sd_tcx_popc(nib & 3) | (0x2222u * (uint32_t)sd_tcx_popc(nib & 15)) << 16;
+}
+
+/* As sd_tcx_expand, for 4:8 (and any mask whose 8-column groups hold 4 values each). tab: the
+ * 32-word table of sd_tcx48_entry (word w of nibble n at 2n + w). */
+SD_TCX_FN void sd_tcx48_expand(const uint32_t v[4], uint32_t m16, const uint32_t *tab, uint32_t a[8])
+{
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+    for (int grp = 0; grp < 2; grp++) {
+        const uint32_t va = v[2 * grp], vb = v[2 * grp + 1];
+        uint32_t base = 0x3210u; /* gathers from value 0 of the group */
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+        for (int h = 0; h < 2; h++) {
+            const uint32_t nib = (m16 >> (8 * grp + 4 * h)) & 15;
+            const uint32_t e1 = tab[2 * nib], e2 = tab[2 * nib + 1];
+            const int k = 4 * grp + 2 * h;
+            a[k] = sd_tcx_perm(sd_tcx_perm(va, vb, base), 0, e1);
+            a[k + 1] = sd_tcx_perm(sd_tcx_perm(va, vb, base + (e2 & 0xffffu)), 0, e1 >> 16);
+            base += e2 >> 16;
+        }
     }
 }
 

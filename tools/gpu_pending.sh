@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # GPU measurements waiting for device time. Written in the fifth session, which had none: the
-# 2:4 register-expanding tensor-core kernels (kernels/NOTES.md v8) have compiled and passed the
+# 2:4 / 4:8 register-expanding tensor-core kernels (kernels/NOTES.md v8) have compiled and passed the
 # CPU emulation, never a GPU. Run on the GPU machine from the repo root, .debs carried, in two
 # calls (each stays under the 600 s limit); the same binary measures both sides, since
 # SD_NM_TCX=1 / --tcx switch the kernels in. Afterwards copy this script and what it wrote into
 # results/<date>/, and empty the list below of what ran.
 #   bash tools/gpu_pending.sh 1    # build, correctness, kernel tables (~6 min)
-#   bash tools/gpu_pending.sh 2    # decode, Llama-3.1-8B synthetic, old/new alternated (~6 min)
+#   bash tools/gpu_pending.sh 2    # decode, Llama-3.1-8B synthetic, with and without, alternated
 source tools/gpu_ab.sh
 case "${1:-1}" in
 1)
@@ -22,8 +22,8 @@ case "${1:-1}" in
 2)
     test -x "$NEW_BIN" || ab_build
     for k in 1 2; do
-        ab_decode base$k "$NEW_BIN" llama-3.1-8b dense,2:4 1,4,16,64
-        SD_NM_TCX=1 ab_decode tcx$k "$NEW_BIN" llama-3.1-8b 2:4 1,4,16,64
+        ab_decode base$k "$NEW_BIN" llama-3.1-8b dense,2:4,4:8 1,4,16,64
+        SD_NM_TCX=1 ab_decode tcx$k "$NEW_BIN" llama-3.1-8b 2:4,4:8 1,4,16,64
     done
     ;;
 esac

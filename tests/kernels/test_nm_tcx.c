@@ -88,18 +88,62 @@ static void mma_emul(double D[16][8], const uint32_t A[32][4], const uint32_t Bf
                 D[r][n] += (double)a[r][k] * b[k][n];
 }
 
+/* The kernels' two expanders (Tcx24, Tcx48 in nm_spmv_tc.cu) with the 32-word shared tables
+ * they build. */
+typedef void (*expand_fn)(const uint32_t v[4], uint32_t m16, const uint32_t *tab, uint32_t a[8]);
+static void table(int m, uint32_t tab[32])
+{
+    for (int i = 0; i < 32; i++)
+        tab[i] = m == 4 ? (i < 16 ? sd_tcx_sel((uint32_t)i) : 0u) : sd_tcx48_entry((uint32_t)i >> 1, i & 1);
+}
+static expand_fn expander(int m)
+{
+    return m == 4 ? sd_tcx_expand : sd_tcx48_expand;
+}
+
+/* 4:8: every byte of mask bits (8 columns, 0..8 set) over every value pair placement: column c
+ * gets value popc(bits below c) of its group, or zero. All 256 bytes in both groups of a lane;
+ * where a group holds more than its 4 values (not a 4:8 mask) only the absence of faults matters. */
+static void test_expand48_every_byte(void)
+{
+    uint32_t tab[32], a[8];
+    table(8, tab);
+    const uint16_t val[2][4] = {{0x3f80, 0x4000, 0x4040, 0x4080}, {0xbf80, 0xc000, 0xc040, 0xc080}};
+    uint32_t v[4];
+    for (int grp = 0; grp < 2; grp++)
+        for (int i = 0; i < 2; i++)
+            v[2 * grp + i] = (uint32_t)val[grp][2 * i] | (uint32_t)val[grp][2 * i + 1] << 16;
+    for (uint32_t b0 = 0; b0 < 256; b0++) {
+        const uint32_t b1 = (b0 * 37u + 11u) & 255u; /* the second group's byte: another one */
+        sd_tcx48_expand(v, b0 | b1 << 8, tab, a);
+        const uint32_t bytes[2] = {b0, b1};
+        for (int grp = 0; grp < 2; grp++) {
+            if (__builtin_popcount(bytes[grp]) > 4)
+                continue;
+            int i = 0;
+            for (int c = 0; c < 8; c++) {
+                const uint32_t u = a[4 * grp + c / 2];
+                const uint16_t got = (uint16_t)(c & 1 ? u >> 16 : u);
+                const uint16_t want = (bytes[grp] >> c) & 1 ? val[grp][i++] : 0;
+                CHECK_MSG(got == want, "byte %02x group %d col %d: %04x, want %04x", bytes[grp], grp, c, got,
+                          want);
+            }
+        }
+    }
+}
+
 /* One warp of the kernel, emulated: rows r0..r0+15, the mask words from `start` by `stride`
  * within its split [w_begin, w_end), 2 pieces a step (a piece past the split's end loads an empty
  * mask), each lane's loads and expansion through nm_tcx.h, x as load_x16 reads it, and the mma
  * calls of mma_piece (the 16-row kernel) and of tcxw_spmv_kernel's loop: NT n-tiles of 8
  * vectors. Adds the 16 x 8·NT tile to D. */
-static void emulate_warp(const uint16_t *vals, const uint32_t *mask, int64_t rows, int64_t cols,
+static void emulate_warp(int m, const uint16_t *vals, const uint32_t *mask, int64_t rows, int64_t cols,
                          const uint16_t *x, int64_t ldx, int B, int64_t r0, int64_t start, int64_t stride,
                          int64_t w_begin, int64_t w_end, double D[8][16][8])
 {
-    uint32_t sel[16];
-    for (uint32_t n = 0; n < 16; n++)
-        sel[n] = sd_tcx_sel(n);
+    uint32_t tab[32];
+    table(m, tab);
+    const expand_fn expand = expander(m);
     const int64_t words = cols / 32;
     const int NT = (B + 7) / 8;
     for (int64_t cw = start; cw < w_end; cw += stride)
@@ -116,8 +160,8 @@ static void emulate_warp(const uint16_t *vals, const uint32_t *mask, int64_t row
                     const uint32_t *vu =
                         (const uint32_t *)(vals + r * (cols / 2)) + 4 * sd_tcx_value_unit(c, ss, t);
                     const uint32_t v[4] = {vu[0], vu[1], vu[2], vu[3]};
-                    const uint32_t m = ok ? mask[r * words + sd_tcx_mask_word(c, ss, t)] : 0u;
-                    sd_tcx_expand(v, (m >> sd_tcx_mask_shift(t)) & 0xffffu, sel, h ? ag8[lane] : ag[lane]);
+                    const uint32_t mw = ok ? mask[r * words + sd_tcx_mask_word(c, ss, t)] : 0u;
+                    expand(v, (mw >> sd_tcx_mask_shift(t)) & 0xffffu, tab, h ? ag8[lane] : ag[lane]);
                 }
                 for (int n = 0; n < NT; n++) {
                     const int vec = 8 * n + g;
@@ -148,7 +192,7 @@ static void emulate_warp(const uint16_t *vals, const uint32_t *mask, int64_t row
  * kernel (wide = 0): a block per 16 rows, its 8 warps striding 4 words from 4·warp, partial tiles
  * summed. The wide kernel: a block per 128 rows, warp w owns rows 16w.., every warp over the
  * split's words 4 at a time. C fragments mapped back as store_frags / reduce_store do. */
-static void emulate_launch(const uint16_t *vals, const uint32_t *mask, int64_t rows, int64_t cols,
+static void emulate_launch(int m, const uint16_t *vals, const uint32_t *mask, int64_t rows, int64_t cols,
                            const uint16_t *x, int64_t ldx, int B, int split, int wide,
                            double *y /* [B, rows] */)
 {
@@ -161,10 +205,10 @@ static void emulate_launch(const uint16_t *vals, const uint32_t *mask, int64_t r
         for (int64_t w_begin = 0; w_begin < words; w_begin += wps) {
             const int64_t w_end = w_begin + wps < words ? w_begin + wps : words;
             if (wide)
-                emulate_warp(vals, mask, rows, cols, x, ldx, B, r0, w_begin, 4, w_begin, w_end, D);
+                emulate_warp(m, vals, mask, rows, cols, x, ldx, B, r0, w_begin, 4, w_begin, w_end, D);
             else
                 for (int warp = 0; warp < 8; warp++)
-                    emulate_warp(vals, mask, rows, cols, x, ldx, B, r0, w_begin + 4 * warp, 32, w_begin,
+                    emulate_warp(m, vals, mask, rows, cols, x, ldx, B, r0, w_begin + 4 * warp, 32, w_begin,
                                  w_end, D);
         }
         for (int r = 0; r < 16 && r0 + r < rows; r++)
@@ -173,12 +217,14 @@ static void emulate_launch(const uint16_t *vals, const uint32_t *mask, int64_t r
     }
 }
 
-/* y from the emulated kernel against the fp64 CPU twin: shapes with rows not a multiple of 16,
- * cols an odd number of 64-column pieces, more steps than warps; B = 1..16; split 1..3. */
-static void test_emulated_kernel(void)
+/* y from the emulated kernels against the fp64 CPU twin: 2:4 through both expanders (a 2:4 mask
+ * is also a 4:8 one), 4:8 through its own; shapes with rows not a multiple of 16, cols an odd
+ * number of 64-column pieces, more steps than warps; B up to 64 (the wide kernel above 16);
+ * split 1..3. */
+static void check_emulated(int n, int m, int em, uint64_t seed)
 {
     static const int64_t shapes[][2] = {{16, 64}, {5, 128}, {37, 320}, {16, 1088}, {20, 4224}};
-    uint64_t s = 7;
+    uint64_t s = seed;
     for (int si = 0; si < 5; si++) {
         const int64_t rows = shapes[si][0], cols = shapes[si][1], ldx = cols + 8;
         uint16_t *w = malloc((size_t)(rows * cols) * 2), *vals = malloc((size_t)(rows * cols / 2) * 2);
@@ -191,7 +237,7 @@ static void test_emulated_kernel(void)
         nmt_fill_bf16(x, 64 * ldx, &s);
         for (int64_t i = 0; i < 64 * ldx; i++)
             xf[i] = sd_bf16_to_f32(x[i]);
-        REQUIRE(nmt_random_mask(mask, rows, cols, 2, 4, &s) == 0);
+        REQUIRE(nmt_random_mask(mask, rows, cols, n, m, &s) == 0);
         REQUIRE(sd_nm_pack(w, mask, rows, cols, vals, mask, NULL) == 0);
         const int Bs[] = {1, 3, 8, 9, 16, 17, 33, 64};
         for (int bi = 0; bi < 8; bi++) {
@@ -203,23 +249,31 @@ static void test_emulated_kernel(void)
                         continue; /* the 16-row kernel takes B <= 16 */
                     for (int64_t i = 0; i < B * rows; i++)
                         y[i] = NAN;
-                    emulate_launch(vals, mask, rows, cols, x, ldx, B, split, wide, y);
+                    emulate_launch(em, vals, mask, rows, cols, x, ldx, B, split, wide, y);
                     double num = 0, den = 0;
                     for (int64_t i = 0; i < B * rows; i++)
                         num += (y[i] - ref[i]) * (y[i] - ref[i]), den += ref[i] * ref[i];
                     const double e = sqrt(num / (den > 0 ? den : 1));
-                    CHECK_MSG(e < 1e-9, "%lldx%lld B=%d split=%d wide=%d: rel L2 %g", (long long)rows,
-                              (long long)cols, B, split, wide, e);
+                    CHECK_MSG(e < 1e-9, "%d:%d (expander of %d) %lldx%lld B=%d split=%d wide=%d: rel L2 %g",
+                              n, m, em, (long long)rows, (long long)cols, B, split, wide, e);
                 }
         }
         free(w), free(vals), free(mask), free(x), free(xf), free(ref), free(y);
     }
 }
 
+static void test_emulated_kernel(void)
+{
+    check_emulated(2, 4, 4, 7);
+    check_emulated(2, 4, 8, 8);
+    check_emulated(4, 8, 8, 9);
+}
+
 int main(void)
 {
     RUN(test_perm);
     RUN(test_expand_every_nibble);
+    RUN(test_expand48_every_byte);
     RUN(test_emulated_kernel);
     return sd_test_done();
 }

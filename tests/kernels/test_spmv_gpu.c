@@ -305,15 +305,14 @@ static void test_gpu_rows_corrupt_mask(void)
     prob_free(&p);
 }
 
-/* The 2:4 kernels that expand the fragments in registers (rows_per_warp 24, and 128: the wide
- * twin for B up to 64; kernels/nm_tcx.h): rows not a multiple of 16 (and of 128), cols an odd
- * number of 64-column pieces, fewer steps than warps, uneven split-K shares, every B up to 16 on
- * one shape and B = 17..64 for the wide kernel, fp32/bf16 output, accumulate. Where they do not
- * apply (another pattern, cols % 64 != 0) the launch falls back with the same result; corrupt
- * masks give wrong numbers, never a fault. */
+/* The 2:4 / 4:8 kernels that expand the fragments in registers (rows_per_warp 24, and 128: the
+ * wide twin for B up to 64; kernels/nm_tcx.h): rows not a multiple of 16 (and of 128), cols an
+ * odd number of 64-column pieces, fewer steps than warps, uneven split-K shares, every B up to 16
+ * on one shape and B = 17..64 for the wide kernel, fp32/bf16 output, accumulate; corrupt masks
+ * give wrong numbers, never a fault. */
 #define RW_TCX 24
 #define RW_TCXW 128
-static void test_gpu_tcx(void)
+static void check_tcx(int n, int m, uint64_t seed)
 {
     if (!have_gpu())
         SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
@@ -332,24 +331,53 @@ static void test_gpu_tcx(void)
             if (si == 3 && B > SD_NM_MAX_B && B != 17 && B != 24 && B != 33 && B != 64)
                 continue;
             prob p;
-            REQUIRE(prob_init(&p, 0, 2, 4, shapes[si].rows, shapes[si].cols, B, 500 + 100 * si + B) == 0);
+            REQUIRE(prob_init(&p, 0, n, m, shapes[si].rows, shapes[si].cols, B, seed + 100 * si + B) == 0);
             for (int c = 0; c < n_cfg; c++) {
                 if (B > SD_NM_MAX_B && cfg[c][0] == RW_TCX)
                     continue; /* (it would fall back to the wide kernel: covered by 128) */
                 sd_nm_spmv_args a = prob_args(&p, cfg[c][2], cfg[c][3], cfg[c][0], cfg[c][1]);
                 double e = run_check(&p, &a, 40 + c);
                 CHECK_MSG(e >= 0 && e < 1e-3,
-                          "tcx %lldx%lld B=%d rw=%d split=%d bf16=%d acc=%d: rel L2 %g (%s)",
+                          "tcx %d:%d %lldx%lld B=%d rw=%d split=%d bf16=%d acc=%d: rel L2 %g (%s)", n, m,
                           (long long)shapes[si].rows, (long long)shapes[si].cols, B, cfg[c][0], cfg[c][1],
                           cfg[c][2], cfg[c][3], e, cudaGetErrorString(rc_cu));
                 worst = e > worst ? e : worst;
             }
             prob_free(&p);
         }
-    fprintf(stderr, "  tcx 2:4 worst rel L2 %.3g\n", worst);
-    /* fallbacks: 4:8 and 16:32, and 2:4 with cols % 64 != 0 */
-    const int fb[][4] = {{4, 8, 70, 1024}, {16, 32, 70, 1024}, {2, 4, 70, 544}};
-    for (int i = 0; i < 3; i++) {
+    fprintf(stderr, "  tcx %d:%d worst rel L2 %.3g\n", n, m, worst);
+    /* corrupt masks: all bits set, none set */
+    prob p;
+    REQUIRE(prob_init(&p, 0, n, m, 64, 1024, 8, seed + 99) == 0);
+    for (int fill = 0; fill < 2; fill++) {
+        REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(64 * 1024 / 32) * 4)));
+        for (int w = 0; w < 2; w++) {
+            sd_nm_spmv_args a = prob_args(&p, 0, 0, w ? RW_TCXW : RW_TCX, 1);
+            CHECK(sd_nm_spmv_launch(&a, 0) == 0);
+            CHECK_MSG(CU(cudaDeviceSynchronize()), "tcx %d:%d mask fill %d wide %d: %s", n, m, fill, w,
+                      cudaGetErrorString(rc_cu));
+        }
+    }
+    prob_free(&p);
+}
+
+static void test_gpu_tcx_2_4(void)
+{
+    check_tcx(2, 4, 500);
+}
+static void test_gpu_tcx_4_8(void)
+{
+    check_tcx(4, 8, 800);
+}
+
+/* Asking for the register-expanding kernels where they do not apply (8:16, 16:32, cols % 64 !=
+ * 0) falls back to a kernel that does, with the same result. */
+static void test_gpu_tcx_fallback(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
+    const int fb[][4] = {{8, 16, 70, 1024}, {16, 32, 70, 1024}, {2, 4, 70, 544}, {4, 8, 70, 544}};
+    for (int i = 0; i < 4; i++) {
         prob p;
         REQUIRE(prob_init(&p, 0, fb[i][0], fb[i][1], fb[i][2], fb[i][3], 8, 600 + i) == 0);
         for (int w = 0; w < 2; w++) {
@@ -360,19 +388,6 @@ static void test_gpu_tcx(void)
         }
         prob_free(&p);
     }
-    /* corrupt masks: all bits set, none set */
-    prob p;
-    REQUIRE(prob_init(&p, 0, 2, 4, 64, 1024, 8, 610) == 0);
-    for (int fill = 0; fill < 2; fill++) {
-        REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(64 * 1024 / 32) * 4)));
-        for (int w = 0; w < 2; w++) {
-            sd_nm_spmv_args a = prob_args(&p, 0, 0, w ? RW_TCXW : RW_TCX, 1);
-            CHECK(sd_nm_spmv_launch(&a, 0) == 0);
-            CHECK_MSG(CU(cudaDeviceSynchronize()), "tcx mask fill %d wide %d: %s", fill, w,
-                      cudaGetErrorString(rc_cu));
-        }
-    }
-    prob_free(&p);
 }
 
 /* Bad arguments are refused before any launch. */
@@ -391,8 +406,8 @@ static void test_gpu_bad_args(void)
     a = prob_args(&p, 0, 0, 0, 0);
     a.B = SD_NM_MAX_B_WIDE + 1;
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
-    a = prob_args(&p, 0, 0, 0, 0); /* more than SD_NM_MAX_B vectors: 2:4 only */
-    a.B = SD_NM_MAX_B + 1, a.n = 4, a.m = 8;
+    a = prob_args(&p, 0, 0, 0, 0);            /* more than SD_NM_MAX_B vectors: 2:4 and 4:8 only */
+    a.B = SD_NM_MAX_B + 1, a.n = 8, a.m = 16; /* (the 2:4 mask is a valid 8:16 one) */
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
     a = prob_args(&p, 1, 0, 0, 0);
     a.B = SD_NM_MAX_B + 1;
@@ -480,7 +495,9 @@ int main(void)
     RUN(test_gpu_rows_4_8_8_16);
     RUN(test_gpu_rows_fallback);
     RUN(test_gpu_rows_corrupt_mask);
-    RUN(test_gpu_tcx);
+    RUN(test_gpu_tcx_2_4);
+    RUN(test_gpu_tcx_4_8);
+    RUN(test_gpu_tcx_fallback);
     RUN(test_gpu_bad_args);
     RUN(test_gpu_autotune);
     RUN(test_gpu_autotune_tcx);
