@@ -3,9 +3,9 @@
 // zeroed shared-memory tile (the same fixed 16-step bit scan as the B=1 kernel, but scattering
 // values instead of gathering x), then multiplies it by x with mma.m16n8k16 (bf16 in, fp32
 // accumulate); the cost per kept weight no longer grows with B. Dense: the weights go straight
-// from global memory into the A fragments. 2:4 and 4:8 can skip the shared tile: tcx_spmv_kernel expands
-// the bitmask weights into the A fragments in registers (kernels/nm_tcx.h). The 8 warps' partial
-// tiles are summed in shared memory.
+// from global memory into the A fragments. 2:4 and 4:8 can skip the shared tile: tcx_spmv_kernel
+// expands the bitmask weights into the A fragments in registers (kernels/nm_tcx.h), and its wide
+// twin takes up to 64 vectors. The 8 warps' partial tiles are summed in shared memory.
 //
 // K permutation: within a 64-column piece, lane (g = lane/4, t = lane%4) holds columns
 // [16t, 16t+16) of rows g and g+8, and mma j (0..3) takes columns 16t + 4j + {0,1} as its k-slots
@@ -205,10 +205,6 @@ template <int NT> __global__ void __launch_bounds__(kThreads) tc_spmv_kernel(TcP
     reduce_store<NT>(p, reinterpret_cast<float *>(smem_tc), c, row0);
 }
 
-// 2:4 / 4:8 with the A fragments expanded in registers (kernels/nm_tcx.h): the same block shape, K
-// split and x loads as the dense kernel, but each lane loads 16 bytes of values and 16 mask bits
-// per row and piece, and byte-permutes them into its fragments. The next step's weights are
-// loaded while this one multiplies, the first step's before the PDL wait.
 // The expansion of a pattern (nm_tcx.h): its 32-word shared table and its expand function.
 struct Tcx24 {
     __device__ static uint32_t entry(int i)
@@ -252,6 +248,10 @@ __device__ __forceinline__ void tcx_load(TcxRegs &r, const uint4 *vg, const uint
     }
 }
 
+// 2:4 / 4:8 with the A fragments expanded in registers (kernels/nm_tcx.h): the same block shape,
+// K split and x loads as the dense kernel, but each lane loads 16 bytes of values and 16 mask
+// bits per row and piece, and byte-permutes them into its fragments. The next step's weights are
+// loaded while this one multiplies, the first step's before the PDL wait.
 template <class E, int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_kernel(TcParams p)
 {
     extern __shared__ uint4 smem_tc[];
@@ -299,8 +299,8 @@ template <class E, int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_
     reduce_store<NT>(p, reinterpret_cast<float *>(smem_tc), c, row0);
 }
 
-// 2:4 / 4:8, wide (batches up to 64): a block of 8 warps owns 128 rows, 16 per warp, and every warp
-// walks the block's whole K share. The 8 warps read the same x slices close together in time, so
+// 2:4 / 4:8, wide (batches up to 64): a block of 8 warps owns 128 rows, 16 per warp, and every
+// warp walks the block's whole K share. The 8 warps read the same x slices close together in time, so
 // x comes from L2 once per 128 rows (through L1) instead of once per 16, which is what 64
 // vectors need (8 KB of x per 1 KB of a warp's 16-row weights at B = 64). Each warp owns its
 // rows: no cross-warp reduction, the fragments are stored directly (store_frags).
