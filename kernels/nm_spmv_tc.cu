@@ -227,25 +227,61 @@ struct Tcx48 {
     }
 };
 
+// What a lane loads per step: [piece][row g, g+8] values and masks (the nm_tcx.h layout).
 struct TcxRegs {
-    uint4 v[2][2]; // [piece][row g, g+8]
+    uint4 v[2][2];
     uint32_t m[2][2];
 };
 
-__device__ __forceinline__ void tcx_load(TcxRegs &r, const uint4 *vg, const uint4 *vg8, const uint32_t *mg,
-                                         const uint32_t *mg8, int64_t cw, int64_t w_begin, int64_t w_end,
-                                         int t)
-{
-#pragma unroll
-    for (int s = 0; s < 2; s++) {
-        const bool ok = cw + 2 * s < w_end; // words_per_split and cols are multiples of 64 columns
-        const int64_t c = ok ? cw : w_begin;
-        const int ss = ok ? s : 0;
-        r.v[s][0] = __ldg(vg + sd_tcx_value_unit(c, ss, t));
-        r.v[s][1] = __ldg(vg8 + sd_tcx_value_unit(c, ss, t));
-        r.m[s][0] = ok ? ld_stream_u32(mg + sd_tcx_mask_word(c, ss, t)) : 0u; // empty: all zeros
-        r.m[s][1] = ok ? ld_stream_u32(mg8 + sd_tcx_mask_word(c, ss, t)) : 0u;
+// A warp's 16 rows (g and g+8 per lane; rows past the end clamped: loaded, never stored).
+struct TcxRows {
+    const uint4 *vg, *vg8;
+    const uint32_t *mg, *mg8;
+    int t, shift;
+
+    __device__ TcxRows(const TcParams &p, int64_t row0, int lane)
+    {
+        const int64_t words = p.cols >> 5;
+        const int64_t rg = min(row0 + (lane >> 2), p.rows - 1), rg8 = min(row0 + (lane >> 2) + 8, p.rows - 1);
+        vg = reinterpret_cast<const uint4 *>(p.values + rg * (p.cols >> 1));
+        vg8 = reinterpret_cast<const uint4 *>(p.values + rg8 * (p.cols >> 1));
+        mg = p.mask + rg * words, mg8 = p.mask + rg8 * words;
+        t = lane & 3, shift = sd_tcx_mask_shift(t);
     }
+
+    // The step at mask word cw of the split [w_begin, w_end); a piece past its end loads an empty
+    // mask (words_per_split and cols are multiples of 64 columns).
+    __device__ __forceinline__ void load(TcxRegs &r, int64_t cw, int64_t w_begin, int64_t w_end) const
+    {
+#pragma unroll
+        for (int s = 0; s < 2; s++) {
+            const bool ok = cw + 2 * s < w_end;
+            const int64_t c = ok ? cw : w_begin;
+            const int ss = ok ? s : 0;
+            r.v[s][0] = __ldg(vg + sd_tcx_value_unit(c, ss, t));
+            r.v[s][1] = __ldg(vg8 + sd_tcx_value_unit(c, ss, t));
+            r.m[s][0] = ok ? ld_stream_u32(mg + sd_tcx_mask_word(c, ss, t)) : 0u;
+            r.m[s][1] = ok ? ld_stream_u32(mg8 + sd_tcx_mask_word(c, ss, t)) : 0u;
+        }
+    }
+
+    // Piece s of r as the A fragments of rows g (ag) and g+8 (ag8), in mma_piece's order.
+    template <class E>
+    __device__ __forceinline__ void expand(const TcxRegs &r, int s, const uint32_t *tab, uint32_t (&ag)[8],
+                                           uint32_t (&ag8)[8]) const
+    {
+        const uint32_t v0[4] = {r.v[s][0].x, r.v[s][0].y, r.v[s][0].z, r.v[s][0].w};
+        const uint32_t v8[4] = {r.v[s][1].x, r.v[s][1].y, r.v[s][1].z, r.v[s][1].w};
+        E::expand(v0, (r.m[s][0] >> shift) & 0xffffu, tab, ag);
+        E::expand(v8, (r.m[s][1] >> shift) & 0xffffu, tab, ag8);
+    }
+};
+
+// The block's selector table (nm_tcx.h); the caller syncs before use.
+template <class E> __device__ __forceinline__ void tcx_table(uint32_t *tab)
+{
+    if (threadIdx.x < 32)
+        tab[threadIdx.x] = E::entry(threadIdx.x);
 }
 
 // 2:4 / 4:8 with the A fragments expanded in registers (kernels/nm_tcx.h): the same block shape,
@@ -256,22 +292,17 @@ template <class E, int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_
 {
     extern __shared__ uint4 smem_tc[];
     __shared__ uint32_t tab[32];
+    tcx_table<E>(tab);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    if (threadIdx.x < 32)
-        tab[threadIdx.x] = E::entry(threadIdx.x);
     const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16;
     const int64_t w_begin = blockIdx.y * p.words_per_split;
     const int64_t w_end = min(words, w_begin + p.words_per_split);
-    const int64_t rg = min(row0 + g, p.rows - 1), rg8 = min(row0 + g + 8, p.rows - 1);
-    const uint4 *vg = reinterpret_cast<const uint4 *>(p.values + rg * (p.cols >> 1));
-    const uint4 *vg8 = reinterpret_cast<const uint4 *>(p.values + rg8 * (p.cols >> 1));
-    const uint32_t *mg = p.mask + rg * words, *mg8 = p.mask + rg8 * words;
-    const int shift = sd_tcx_mask_shift(t);
+    const TcxRows rows(p, row0, lane);
     const int64_t step = 4 * kWarps;
     int64_t cw = w_begin + 4 * warp;
     TcxRegs cur;
     if (cw < w_end)
-        tcx_load(cur, vg, vg8, mg, mg8, cw, w_begin, w_end, t);
+        rows.load(cur, cw, w_begin, w_end);
     float c[NT][4] = {};
     __syncthreads(); // tab
     pdl_wait();
@@ -280,18 +311,15 @@ template <class E, int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_
         TcxRegs nxt;
         nxt.m[0][0] = nxt.m[0][1] = nxt.m[1][0] = nxt.m[1][1] = 0u;
         if (cw + step < w_end)
-            tcx_load(nxt, vg, vg8, mg, mg8, cw + step, w_begin, w_end, t);
+            rows.load(nxt, cw + step, w_begin, w_end);
 #pragma unroll
         for (int s = 0; s < 2; s++) {
             uint32_t xr[NT][8];
 #pragma unroll
             for (int n = 0; n < NT; n++)
                 load_x16(p, 8 * n + g, cw * 32 + 64 * s + 16 * t, xr[n]);
-            const uint32_t v0[4] = {cur.v[s][0].x, cur.v[s][0].y, cur.v[s][0].z, cur.v[s][0].w};
-            const uint32_t v8[4] = {cur.v[s][1].x, cur.v[s][1].y, cur.v[s][1].z, cur.v[s][1].w};
             uint32_t ag[8], ag8[8];
-            E::expand(v0, (cur.m[s][0] >> shift) & 0xffffu, tab, ag);
-            E::expand(v8, (cur.m[s][1] >> shift) & 0xffffu, tab, ag8);
+            rows.expand<E>(cur, s, tab, ag, ag8);
             mma_piece<NT>(c, ag, ag8, xr);
         }
         cur = nxt;
@@ -324,21 +352,16 @@ __device__ __forceinline__ void store_frags(const TcParams &p, const float (&c)[
 template <class E, int NT> __global__ void __launch_bounds__(kThreads) tcxw_spmv_kernel(TcParams p)
 {
     __shared__ uint32_t tab[32];
+    tcx_table<E>(tab);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    if (threadIdx.x < 32)
-        tab[threadIdx.x] = E::entry(threadIdx.x);
     const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16 * kWarps + 16 * warp;
     const int64_t w_begin = blockIdx.y * p.words_per_split;
     const int64_t w_end = min(words, w_begin + p.words_per_split);
-    const int64_t rg = min(row0 + g, p.rows - 1), rg8 = min(row0 + g + 8, p.rows - 1);
-    const uint4 *vg = reinterpret_cast<const uint4 *>(p.values + rg * (p.cols >> 1));
-    const uint4 *vg8 = reinterpret_cast<const uint4 *>(p.values + rg8 * (p.cols >> 1));
-    const uint32_t *mg = p.mask + rg * words, *mg8 = p.mask + rg8 * words;
-    const int shift = sd_tcx_mask_shift(t);
+    const TcxRows rows(p, row0, lane);
     int64_t cw = w_begin;
     TcxRegs cur;
     if (cw < w_end)
-        tcx_load(cur, vg, vg8, mg, mg8, cw, w_begin, w_end, t);
+        rows.load(cur, cw, w_begin, w_end);
     float c[NT][4] = {};
     __syncthreads(); // tab
     pdl_wait();
@@ -349,14 +372,11 @@ template <class E, int NT> __global__ void __launch_bounds__(kThreads) tcxw_spmv
         TcxRegs nxt;
         nxt.m[0][0] = nxt.m[0][1] = nxt.m[1][0] = nxt.m[1][1] = 0u;
         if (cw + 4 < w_end)
-            tcx_load(nxt, vg, vg8, mg, mg8, cw + 4, w_begin, w_end, t);
+            rows.load(nxt, cw + 4, w_begin, w_end);
 #pragma unroll
         for (int s = 0; s < 2; s++) {
-            const uint32_t v0[4] = {cur.v[s][0].x, cur.v[s][0].y, cur.v[s][0].z, cur.v[s][0].w};
-            const uint32_t v8[4] = {cur.v[s][1].x, cur.v[s][1].y, cur.v[s][1].z, cur.v[s][1].w};
             uint32_t ag[8], ag8[8];
-            E::expand(v0, (cur.m[s][0] >> shift) & 0xffffu, tab, ag);
-            E::expand(v8, (cur.m[s][1] >> shift) & 0xffffu, tab, ag8);
+            rows.expand<E>(cur, s, tab, ag, ag8);
 #pragma unroll
             for (int n = 0; n < NT; n++) {
                 uint32_t xr[8];

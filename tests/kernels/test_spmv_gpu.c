@@ -135,6 +135,25 @@ typedef struct shp {
     int64_t rows, cols;
 } shp;
 
+/* Runs one problem under each (rows_per_warp, split, y_bf16, accumulate) config (skipping those
+ * with rows_per_warp `skip_rw` when B > SD_NM_MAX_B); checks rel L2 < 1e-3; keeps the worst
+ * error and its config index. */
+static void check_cfgs(const prob *p, const int (*cfg)[4], int n_cfg, const char *what, uint64_t seed,
+                       int skip_rw, double *worst, int *worst_cfg)
+{
+    for (int c = 0; c < n_cfg; c++) {
+        if (p->B > SD_NM_MAX_B && cfg[c][0] == skip_rw)
+            continue;
+        sd_nm_spmv_args a = prob_args(p, cfg[c][2], cfg[c][3], cfg[c][0], cfg[c][1]);
+        double e = run_check(p, &a, seed + c);
+        CHECK_MSG(e >= 0 && e < 1e-3, "%s %d:%d %lldx%lld B=%d rw=%d split=%d bf16=%d acc=%d: rel L2 %g (%s)",
+                  what, p->n, p->m, (long long)p->rows, (long long)p->cols, p->B, cfg[c][0], cfg[c][1],
+                  cfg[c][2], cfg[c][3], e, cudaGetErrorString(rc_cu));
+        if (e > *worst)
+            *worst = e, *worst_cfg = c;
+    }
+}
+
 static const shp k_shapes[] = {{1, 32},      {7, 96},     {33, 544},   {257, 1056},
                                {1000, 4096}, {61, 14336}, {130, 24608}};
 #define N_SHAPES (int)(sizeof k_shapes / sizeof k_shapes[0])
@@ -156,16 +175,7 @@ static void check_kind(int dense, int n, int m, uint64_t seed)
             /* (rw, split, y_bf16, accumulate): explicit configs, then the heuristic (0, 0) */
             const int cfg[][4] = {{1, 1, 0, 0}, {2, 3, 0, 0}, {4, 8, 0, 1},
                                   {4, 1, 1, 0}, {2, 1, 1, 1}, {0, 0, 0, 0}};
-            for (int c = 0; c < 6; c++) {
-                sd_nm_spmv_args a = prob_args(&p, cfg[c][2], cfg[c][3], cfg[c][0], cfg[c][1]);
-                double e = run_check(&p, &a, seed + c);
-                CHECK_MSG(e >= 0 && e < 1e-3,
-                          "%s %d:%d %lldx%lld B=%d rw=%d split=%d bf16=%d acc=%d: rel L2 %g (%s)",
-                          dense ? "gemv" : "spmv", n, m, (long long)rows, (long long)cols, B, cfg[c][0],
-                          cfg[c][1], cfg[c][2], cfg[c][3], e, cudaGetErrorString(rc_cu));
-                if (e > worst)
-                    worst = e, worst_cfg = c;
-            }
+            check_cfgs(&p, cfg, 6, dense ? "gemv" : "spmv", seed, 0, &worst, &worst_cfg);
             prob_free(&p);
         }
     }
@@ -214,6 +224,7 @@ static void check_rows(int n, int m, uint64_t seed)
     static const shp shapes[] = {{1, 128},    {40, 640},  {33, 1152},   {257, 4096},
                                  {61, 14336}, {9, 57344}, {3000, 4096}, {700, 14336}};
     double worst = 0;
+    int worst_cfg = 0;
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
         for (int B = 1; B <= 4; B++) {
             prob p;
@@ -221,18 +232,10 @@ static void check_rows(int n, int m, uint64_t seed)
             const int cfg[][4] = {{RW_ROWS, 1, 0, 0},  {RW_ROWS3, 1, 0, 1}, {RW_ROWS, 3, 0, 1},
                                   {RW_ROWS3, 2, 0, 0}, {RW_ROWS, 1, 1, 0},  {RW_ROWS3, 1, 1, 1},
                                   {RW_SK, 1, 0, 0},    {RW_SK3, 1, 0, 1},   {RW_SK, 1, 1, 0}};
-            for (int c = 0; c < 9; c++) {
-                sd_nm_spmv_args a = prob_args(&p, cfg[c][2], cfg[c][3], cfg[c][0], cfg[c][1]);
-                double e = run_check(&p, &a, seed + c);
-                CHECK_MSG(e >= 0 && e < 1e-3,
-                          "rows %d:%d %lldx%lld B=%d rw=%d split=%d bf16=%d acc=%d: rel L2 %g (%s)", n, m,
-                          (long long)shapes[si].rows, (long long)shapes[si].cols, B, cfg[c][0], cfg[c][1],
-                          cfg[c][2], cfg[c][3], e, cudaGetErrorString(rc_cu));
-                worst = e > worst ? e : worst;
-            }
+            check_cfgs(&p, cfg, 9, "rows", seed, 0, &worst, &worst_cfg);
             prob_free(&p);
         }
-    fprintf(stderr, "  rows %d:%d worst rel L2 %.3g\n", n, m, worst);
+    fprintf(stderr, "  rows %d:%d worst rel L2 %.3g (config %d)\n", n, m, worst, worst_cfg);
 }
 
 static void test_gpu_rows_2_4(void)
@@ -323,6 +326,7 @@ static void check_tcx(int n, int m, uint64_t seed)
                           {RW_TCXW, 3, 1, 0}, {RW_TCXW, 1, 1, 1}, {0, 0, 0, 0}};
     const int n_cfg = (int)(sizeof cfg / sizeof cfg[0]);
     double worst = 0;
+    int worst_cfg = 0;
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
         for (int B = 1; B <= SD_NM_MAX_B_WIDE; B++) {
             if (si != 3 && B != 1 && B != 2 && B != 5 && B != 8 && B != 9 && B != 16 && B != 17 && B != 40 &&
@@ -332,20 +336,11 @@ static void check_tcx(int n, int m, uint64_t seed)
                 continue;
             prob p;
             REQUIRE(prob_init(&p, 0, n, m, shapes[si].rows, shapes[si].cols, B, seed + 100 * si + B) == 0);
-            for (int c = 0; c < n_cfg; c++) {
-                if (B > SD_NM_MAX_B && cfg[c][0] == RW_TCX)
-                    continue; /* (it would fall back to the wide kernel: covered by 128) */
-                sd_nm_spmv_args a = prob_args(&p, cfg[c][2], cfg[c][3], cfg[c][0], cfg[c][1]);
-                double e = run_check(&p, &a, 40 + c);
-                CHECK_MSG(e >= 0 && e < 1e-3,
-                          "tcx %d:%d %lldx%lld B=%d rw=%d split=%d bf16=%d acc=%d: rel L2 %g (%s)", n, m,
-                          (long long)shapes[si].rows, (long long)shapes[si].cols, B, cfg[c][0], cfg[c][1],
-                          cfg[c][2], cfg[c][3], e, cudaGetErrorString(rc_cu));
-                worst = e > worst ? e : worst;
-            }
+            /* above SD_NM_MAX_B, 24 would only fall back to the wide kernel: covered by 128 */
+            check_cfgs(&p, cfg, n_cfg, "tcx", 40, RW_TCX, &worst, &worst_cfg);
             prob_free(&p);
         }
-    fprintf(stderr, "  tcx %d:%d worst rel L2 %.3g\n", n, m, worst);
+    fprintf(stderr, "  tcx %d:%d worst rel L2 %.3g (config %d)\n", n, m, worst, worst_cfg);
     /* corrupt masks: all bits set, none set */
     prob p;
     REQUIRE(prob_init(&p, 0, n, m, 64, 1024, 8, seed + 99) == 0);
