@@ -389,8 +389,8 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
                 "- ceilings: read-only stream %.0f GB/s, device copy (read+write) %.0f GB/s\n"
                 "- %%rd = effective GB/s on the bytes the kernel must move (weights [+ masks] + x + y fp32) "
                 "over the read-only ceiling; per kernel: median of %d replays of a CUDA graph of 20 launches "
-                "/ 20, weights rotated over copies > 3× L2; programmatic dependent launch %s; the 2:4 "
-                "register-expanding tensor-core kernel (cfg 24) %s\n\n",
+                "/ 20, weights rotated over copies > 3× L2; programmatic dependent launch %s; the 2:4 / 4:8 "
+                "register-expanding tensor-core kernels (cfg 24, 128) %s\n\n",
                 date, prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, cmdline, b->read_gbs,
                 b->copy_gbs, b->reps, b->pdl ? "on (the default)" : "off (--no-pdl)",
                 b->tcx ? "among the candidates (--tcx)" : "not tried (the default)");

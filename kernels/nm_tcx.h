@@ -1,8 +1,8 @@
-/* nm_tcx: how the register-expanded tensor-core SpMV (tcx_spmv_kernel in nm_spmv_tc.cu) turns
- * 2:4 and 4:8 bitmask weights into mma.m16n8k16 A fragments without a shared-memory tile. Host and
- * device code: the kernel calls these functions, and tests/kernels/test_nm_tcx.c runs the same
- * functions on the CPU and multiplies the fragments the way the PTX fragment layout says, so
- * the index arithmetic is checked without a GPU.
+/* nm_tcx: how the register-expanded tensor-core SpMV (tcx_spmv_kernel and its wide twin in
+ * nm_spmv_tc.cu) turns 2:4 and 4:8 bitmask weights into mma.m16n8k16 A fragments without a
+ * shared-memory tile. Host and device code: the kernels call these functions, and
+ * tests/kernels/test_nm_tcx.c runs the same functions on the CPU and multiplies the fragments
+ * the way the PTX fragment layout says, so the index arithmetic is checked without a GPU.
  *
  * Layout. A block owns 16 rows; a warp step covers 128 columns (4 mask words) as two 64-column
  * pieces. Lane (g = lane / 4, t = lane % 4) holds, of each piece, columns [16t, 16t + 16) of
@@ -11,12 +11,12 @@
  * columns hold exactly 8 values, stored contiguously: one aligned 16-byte load per row and
  * piece. Their 16 mask bits are one half of a mask word.
  *
- * Expansion (2:4; 4:8 below). Each 4-column group (one mask nibble) has its 2 values in one u32; a byte
- * permute (prmt, __byte_perm) with the value u32 and zero as sources places them in the two dense u32
- * (columns 0,1 and 2,3) with zeros where the mask is clear. The two selectors of a nibble come
- * from a 16-entry table (one u32 per nibble: low half columns 0,1, high half columns 2,3), built
- * once per block in shared memory: the 6 valid nibbles sit in 6 distinct banks, so a warp's
- * lookups never conflict. Cost per 4 dense columns: nibble extract, one LDS, two PRMT, one
+ * Expansion (2:4; 4:8 below). Each 4-column group (one mask nibble) has its 2 values in one
+ * u32; a byte permute (prmt, __byte_perm) with the value u32 and zero as sources places them in
+ * the two dense u32 (columns 0,1 and 2,3) with zeros where the mask is clear. The two selectors
+ * of a nibble come from a 16-entry table (one u32 per nibble: low half columns 0,1, high half
+ * columns 2,3), built once per block in shared memory: the 6 valid nibbles sit in 6 distinct
+ * banks, so a warp's lookups never conflict. Cost per 4 dense columns: nibble extract, one LDS, two PRMT, one
  * shift; no bit scan, no shared tile, no __syncwarp. A corrupt nibble (not 2 bits) yields wrong
  * numbers, never an out-of-range access. */
 #ifndef SD_NM_TCX_H
