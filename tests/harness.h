@@ -5,7 +5,9 @@
  *   static void test_thing(void) { CHECK(x == 1); CHECK_MSG(y, "y was %d", y); }
  *   int main(void) { RUN(test_thing); return sd_test_done(); }
  *
- * SKIP("reason") inside a test marks it skipped (and returns). */
+ * SKIP("reason") inside a test marks it skipped (and returns). SD_TEST_ONLY=substring runs only
+ * the tests whose names contain it (the others count as skipped, each with a line saying so):
+ * for running one part under a slow tool, e.g. compute-sanitizer. */
 #ifndef SD_TEST_HARNESS_H
 #define SD_TEST_HARNESS_H
 
@@ -46,11 +48,23 @@ static const char *sd__t_name;
         return;                                                                                              \
     } while (0)
 
+static inline int sd__t_selected(const char *name)
+{
+    const char *only = getenv("SD_TEST_ONLY");
+    if (!only || !*only || strstr(name, only))
+        return 1;
+    fprintf(stderr, "  SKIP %s: not selected by SD_TEST_ONLY=%s\n", name, only);
+    return 0;
+}
+
 #define RUN(fn)                                                                                              \
     do {                                                                                                     \
         sd__t_name = #fn;                                                                                    \
         sd__t_cur_failed = sd__t_cur_skipped = 0;                                                            \
-        fn();                                                                                                \
+        if (sd__t_selected(#fn))                                                                             \
+            fn();                                                                                            \
+        else                                                                                                 \
+            sd__t_cur_skipped = 1;                                                                           \
         if (sd__t_cur_failed) {                                                                              \
             sd__t_fail++;                                                                                    \
             fprintf(stderr, "not ok %s\n", #fn);                                                             \

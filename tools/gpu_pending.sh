@@ -13,6 +13,10 @@ case "${1:-1}" in
     ab_build
     ab_test tcx-emulated build/gpu/tests/kernels/test_nm_tcx 60
     ab_test spmv-gpu build/gpu/tests/kernels/test_spmv_gpu 400
+    # out-of-bounds accesses of the new kernels (compute-sanitizer runs on Firecracker hosts only)
+    SD_TEST_ONLY=tcx timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        build/gpu/tests/kernels/test_spmv_gpu >"$R/memcheck-tcx.log" 2>&1
+    ab_note "memcheck tcx rc=$? $(ab_el) s: $(tail -1 "$R/memcheck-tcx.log")"
     SD_NM_TCX=1 ab_test cuda-backend-tcx build/gpu/tests/engine/test_cuda_backend 300
     for k in 1 2; do
         ab_kernels base$k "$NEW_BIN" --quick --reps 20
