@@ -179,8 +179,8 @@ int sd__cu_fill_nm_mask(uint32_t *mask, size_t n_words, int n, int m, uint64_t s
 #define SD_CU_MAX_TUNED 256
 typedef struct sd_cu_tuned {
     int64_t rows, cols;
-    int B, dense, m, acc;
-    int use_blas; /* 1: cuBLAS measured faster than the SpMV/GEMV for this problem */
+    int B, dense, m, acc; /* B: sd_nm_tune_bucket of the rows */
+    int use_blas;         /* 1: cuBLAS measured faster than the SpMV/GEMV for this problem */
     float ms_kernel, ms_blas;
 } sd_cu_tuned;
 

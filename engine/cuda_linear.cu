@@ -120,8 +120,8 @@ static const sd_cu_tuned *find_tuned(const sd_cu_mm *mm, const sd_cu_linear *l, 
 {
     for (int i = 0; i < mm->n_tuned; i++) {
         const sd_cu_tuned *t = &mm->tuned[i];
-        if (t->rows == l->rows && t->cols == l->cols && t->B == T && t->dense == !l->bitmask &&
-            t->m == l->nm_m && t->acc == acc)
+        if (t->rows == l->rows && t->cols == l->cols && t->B == sd_nm_tune_bucket(T) &&
+            t->dense == !l->bitmask && t->m == l->nm_m && t->acc == acc)
             return t;
     }
     return NULL;
@@ -146,7 +146,7 @@ static int time_path(sd_cu_mm *mm, int blas, const sd_cu_linear *l, const __nv_b
     return 0;
 }
 
-/* First eager use of a (shape, pattern, rows, accumulate) problem: autotune the kernels' config,
+/* First eager use of a (shape, pattern, rows bucket, accumulate) problem: autotune the kernels' config,
  * then time it against cuBLAS and keep the faster path (the SpMV wins at small T, GEMM as T
  * grows). The timed runs write mm->tune_y, never the caller's output (which an accumulating
  * linear must find intact). NULL while a graph is being captured (no timing there) or when the
@@ -172,7 +172,7 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, in
     SD_TRY(time_path(mm, 0, l, in, y, T, acc, st, &tk, d));
     SD_TRY(time_path(mm, 1, l, in, y, T, acc, st, &tb, d));
     sd_cu_tuned *t = &mm->tuned[mm->n_tuned++];
-    *t = (sd_cu_tuned){l->rows, l->cols, T, !l->bitmask, l->nm_m, acc, tb < tk, tk, tb};
+    *t = (sd_cu_tuned){l->rows, l->cols, sd_nm_tune_bucket(T), !l->bitmask, l->nm_m, acc, tb < tk, tk, tb};
     *ret = t;
     return 0;
 }

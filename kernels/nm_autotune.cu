@@ -49,7 +49,7 @@ static sd_nm_key make_key(const sd_nm_spmv_args *a, int dense)
     k.dense = dense;
     k.n = dense ? 0 : a->n;
     k.m = dense ? 0 : a->m;
-    k.B = a->B;
+    k.B = sd_nm_tune_bucket(a->B);
     k.y_bf16 = a->y_bf16 != 0;
     k.accumulate = a->accumulate != 0;
     k.rows = a->rows;

@@ -22,6 +22,14 @@ extern "C" {
  * kernel, rows_per_warp 128); the other patterns and the dense GEMV up to SD_NM_MAX_B. */
 #define SD_NM_MAX_B_WIDE 64
 
+/* The batch size a tuned config is kept under: B itself up to SD_NM_MAX_B, above it the next
+ * multiple of 8, so that the row counts 17..64 (prefill chunks, batch sizes) are tuned 6 times,
+ * not 48. */
+static inline int sd_nm_tune_bucket(int B)
+{
+    return B <= SD_NM_MAX_B ? B : (B + 7) / 8 * 8;
+}
+
 /* Per-device tuning state: the autotune cache and device facts. One per device and thread
  * that launches; not thread-safe. */
 typedef struct sd_kernels_ctx sd_kernels_ctx;
@@ -66,8 +74,8 @@ int sd_nm_spmv_launch(const sd_nm_spmv_args *a, cudaStream_t s);
 /* The dense twin: a->values is W bf16 [rows, cols]; a->mask, n, m ignored. */
 int sd_gemv_bf16_launch(const sd_nm_spmv_args *a, cudaStream_t s);
 
-/* Times the candidate configs (rows per warp x split) for this (kind, pattern, shape, B, output
- * dtype) and caches the fastest in ctx; later launches with rows_per_warp = split = 0 use it.
+/* Times the candidate configs (rows per warp x split) for this (kind, pattern, shape, B bucket,
+ * output dtype) and caches the fastest in ctx; later launches with rows_per_warp = split = 0 use it.
  * a[0..n_args) are the same problem on different buffers (rotated while timing so that the
  * working set can exceed L2). Overwrites the y buffers. Synchronises the stream. */
 int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int n_args, int dense, cudaStream_t s,
