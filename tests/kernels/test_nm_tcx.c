@@ -1,9 +1,9 @@
-/* CPU tests for kernels/nm_tcx.h, the 2:4 fragment expansion of the register-expanded
- * tensor-core SpMV (tcx_spmv_kernel in kernels/nm_spmv_tc.cu). The kernel's own functions run
- * here on the host; the warp is emulated lane by lane with the kernel's loop (splits, warps,
- * steps, pieces) and its mma.m16n8k16 calls are multiplied the way the PTX ISA lays out the A, B
- * and C fragments, so a wrong index, selector or K permutation shows up as a wrong y without a
- * GPU. The GPU test (test_spmv_gpu) runs the kernel itself. */
+/* CPU tests for kernels/nm_tcx.h, the 2:4 and 4:8 fragment expansion of the register-expanded
+ * tensor-core SpMV (tcx_spmv_kernel and its wide twin in kernels/nm_spmv_tc.cu). The kernels' own
+ * functions run here on the host; the warp is emulated lane by lane with the kernels' loops
+ * (splits, warps, steps, pieces) and its mma.m16n8k16 calls are multiplied the way the PTX ISA
+ * lays out the A, B and C fragments, so a wrong index, selector or K permutation shows up as a
+ * wrong y without a GPU. The GPU test (test_spmv_gpu) runs the kernels themselves. */
 #include "kernels/nm_tcx.h"
 
 #include "kernels/nm_spmv_cpu.h"
