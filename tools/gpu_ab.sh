@@ -15,9 +15,11 @@
 #
 # Environment switches go in front of a call: SD_NM_TCX=1 ab_decode ... (docs/architecture.md).
 set -uo pipefail
+# The run writes into $R (outside $OUT: the device hands back only a few files) and packs it
+# into $OUT/r.tgz, the one file to fetch.
 OUT=${OUT:-/tmp/out}
-R=$OUT/r
-mkdir -p "$R"
+R=${AB_WORK:-/tmp/ab}/r
+mkdir -p "$R" "$OUT"
 source tools/device_env.sh
 NEW_BIN=build/gpu/sparsed
 OLD=${OLD:-}
@@ -68,7 +70,7 @@ ab_kernels() {
     ab_note "kernels $name rc=$? $(ab_el) s"
 }
 
-# The folder the device machine hands back ($OUT/r.tgz).
+# $R as $OUT/r.tgz (again after later steps: each call replaces it).
 ab_pack() {
-    tar czf "$OUT/r.tgz" -C "$OUT" r
+    tar czf "$OUT/r.tgz" -C "$(dirname "$R")" r
 }
