@@ -37,6 +37,21 @@ __device__ __forceinline__ uint16_t f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
+// y[o] = v, or += v (accumulate), or atomically += v (split-K partial sums: fp32 only), with y
+// fp32 or bf16: how every SpMV / GEMV kernel writes its outputs.
+__device__ __forceinline__ void store_out(void *y, int64_t o, float v, int atomic, int y_bf16, int accumulate)
+{
+    if (atomic) {
+        atomicAdd(static_cast<float *>(y) + o, v);
+    } else if (y_bf16) {
+        uint16_t *yb = static_cast<uint16_t *>(y);
+        yb[o] = f32_to_bf16(accumulate ? v + __uint_as_float((uint32_t)yb[o] << 16) : v);
+    } else {
+        float *yf = static_cast<float *>(y);
+        yf[o] = accumulate ? yf[o] + v : v;
+    }
+}
+
 // Position of the highest set bit (bfind; 0xffffffff when none) and the mask of the bits below
 // it (bmsk, clamped: all ones for an empty word, which then stays empty). One FLO + one BMSK.
 __device__ __forceinline__ int top_bit(uint32_t bits)

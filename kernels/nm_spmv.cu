@@ -101,16 +101,7 @@ __device__ __forceinline__ void store_rows(const KParams &p, float (&acc)[RW][BT
         int64_t row = row0 + r;
         if (lane >= p.B || row >= p.rows)
             continue;
-        int64_t i = (int64_t)lane * p.ldy + row;
-        if (p.atomic) {
-            atomicAdd(static_cast<float *>(p.y) + i, mine);
-        } else if (p.y_bf16) {
-            uint16_t *y = static_cast<uint16_t *>(p.y);
-            y[i] = f32_to_bf16(p.accumulate ? mine + __uint_as_float((uint32_t)y[i] << 16) : mine);
-        } else {
-            float *y = static_cast<float *>(p.y);
-            y[i] = p.accumulate ? y[i] + mine : mine;
-        }
+        store_out(p.y, (int64_t)lane * p.ldy + row, mine, p.atomic, p.y_bf16, p.accumulate);
     }
 }
 

@@ -183,16 +183,7 @@ template <int BT> __device__ void stage_x(uint32_t *xs, const RParams &p, int64_
 
 template <int BT> __device__ __forceinline__ void store_y(const RParams &p, int b, int64_t row, float v)
 {
-    const int64_t i = (int64_t)b * p.ldy + row;
-    if (p.atomic) {
-        atomicAdd(static_cast<float *>(p.y) + i, v);
-    } else if (p.y_bf16) {
-        uint16_t *y = static_cast<uint16_t *>(p.y);
-        y[i] = f32_to_bf16(p.accumulate ? v + __uint_as_float((uint32_t)y[i] << 16) : v);
-    } else {
-        float *y = static_cast<float *>(p.y);
-        y[i] = p.accumulate ? y[i] + v : v;
-    }
+    store_out(p.y, (int64_t)b * p.ldy + row, v, p.atomic, p.y_bf16, p.accumulate);
 }
 
 template <int BT, int S> __global__ void __launch_bounds__(kThreads) rows_kernel(RParams p)

@@ -72,18 +72,9 @@ __device__ __forceinline__ void mma_piece(float (&c)[NT][4], const uint32_t (&ag
                      xr[n][2 * j + 1]);
 }
 
-// y[o] = v, or += v (accumulate), or atomically += v (split-K partial sums), in y's dtype.
 __device__ __forceinline__ void store_y(const TcParams &p, int64_t o, float v)
 {
-    if (p.atomic) {
-        atomicAdd(static_cast<float *>(p.y) + o, v);
-    } else if (p.y_bf16) {
-        uint16_t *y = static_cast<uint16_t *>(p.y);
-        y[o] = f32_to_bf16(p.accumulate ? v + __uint_as_float((uint32_t)y[o] << 16) : v);
-    } else {
-        float *y = static_cast<float *>(p.y);
-        y[o] = p.accumulate ? y[o] + v : v;
-    }
+    store_out(p.y, o, v, p.atomic, p.y_bf16, p.accumulate);
 }
 
 // Sums the 8 warps' 16 x (8*NT) tiles and writes y for the block's rows.
