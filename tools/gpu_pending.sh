@@ -30,6 +30,15 @@ case "${1:-1}" in
         ab_decode base$k "$NEW_BIN" llama-3.1-8b dense,2:4,4:8 1,4,16,64
         SD_NM_TCX=1 ab_decode tcx$k "$NEW_BIN" llama-3.1-8b 2:4,4:8 1,4,16,64
     done
+    ab_pack
+    # stage 1 found a wrong test config (split-K with bf16 output, which every kernel refuses)
+    SD_TEST_ONLY=tcx ab_test spmv-gpu-tcx build/gpu/tests/kernels/test_spmv_gpu 200
+    ab_pack
+    ab_kernels full-tcx "$NEW_BIN" --tcx --reps 30
+    ab_pack
+    SD_TEST_ONLY=tcx timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        build/gpu/tests/kernels/test_spmv_gpu >"$R/memcheck-tcx.log" 2>&1
+    ab_note "memcheck tcx rc=$? $(ab_el) s: $(tail -1 "$R/memcheck-tcx.log")"
     ;;
 esac
 ab_pack

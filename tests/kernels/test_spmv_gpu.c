@@ -323,7 +323,7 @@ static void check_tcx(int n, int m, uint64_t seed)
                                  {1000, 4096}, {61, 14336}, {130, 24640}};
     const int cfg[][4] = {{RW_TCX, 1, 0, 0},  {RW_TCX, 2, 0, 1},  {RW_TCX, 3, 0, 0},  {RW_TCX, 1, 1, 0},
                           {RW_TCX, 1, 1, 1},  {RW_TCX, 5, 0, 1},  {RW_TCXW, 1, 0, 0}, {RW_TCXW, 2, 0, 1},
-                          {RW_TCXW, 3, 1, 0}, {RW_TCXW, 1, 1, 1}, {0, 0, 0, 0}};
+                          {RW_TCXW, 3, 0, 0}, {RW_TCXW, 1, 1, 0}, {RW_TCXW, 1, 1, 1}, {0, 0, 0, 0}};
     const int n_cfg = (int)(sizeof cfg / sizeof cfg[0]);
     double worst = 0;
     int worst_cfg = 0;
