@@ -223,11 +223,10 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         b->mm.tp = &b->tp; /* first-use timing drains the stream under the group's deadline */
     if (!rc) {
         sd_kernels_ctx_set_pdl((sd_kernels_ctx *)b->mm.spmv, b->pdl);
-        /* SD_NM_TCX=1: the autotuner also times the 2:4 / 4:8 register-expanding kernels (not yet
-         * measured on a GPU, so off by default; kernels/NOTES.md v8) */
+        /* SD_NM_TCX=0: without the 2:4 / 4:8 register-expanding kernels (kernels/NOTES.md v8),
+         * to measure what they bring */
         const char *tcx = getenv("SD_NM_TCX");
-        b->mm.tcx = tcx && !strcmp(tcx, "1");
-        sd_kernels_ctx_set_tcx((sd_kernels_ctx *)b->mm.spmv, b->mm.tcx);
+        sd_kernels_ctx_set_tcx((sd_kernels_ctx *)b->mm.spmv, !(tcx && !strcmp(tcx, "0")));
     }
     if (!rc)
         rc = alloc_activations(b, d);

@@ -193,9 +193,6 @@ typedef struct sd_cu_mm {
     float *tune_y; /* first-use timing writes here, not to the caller's output: [16, max rows], or
                       [64, max 2:4 / 4:8 rows] where that is larger */
     void *spmv;    /* sd_kernels_ctx: the SpMV/GEMV autotune cache */
-    /* SD_NM_TCX=1: the 2:4 / 4:8 register-expanding kernels are autotune candidates, and such linears of
-     * 17..64 rows try the wide one against cuBLAS (kernels/NOTES.md v8) */
-    int tcx;
     sd_cu_tuned tuned[SD_CU_MAX_TUNED]; /* problems already autotuned */
     int n_tuned;
     cudaEvent_t ev[2]; /* timing the two paths */

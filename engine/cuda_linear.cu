@@ -1,5 +1,5 @@
-/* cuda_linear: y = x W^T for the CUDA backend's linears. Decode (up to SD_NM_MAX_B rows; 2:4 and 4:8
- * with SD_NM_TCX=1: up to SD_NM_MAX_B_WIDE): the kernels' bitmask SpMV / dense GEMV, reading the
+/* cuda_linear: y = x W^T for the CUDA backend's linears. Decode (up to SD_NM_MAX_B rows; 2:4 and 4:8:
+ * up to SD_NM_MAX_B_WIDE): the kernels' bitmask SpMV / dense GEMV, reading the
  * weights once for all rows. Prefill and larger batches: cuBLAS bf16 GEMM (bitmask weights
  * expanded into a dense scratch first). */
 #include "engine/cuda_impl.cuh"
@@ -177,11 +177,11 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, in
     return 0;
 }
 
-/* 17..64 rows of a 2:4 or 4:8 linear may take the wide register-expanding kernel (SD_NM_TCX=1; first
- * use times it against cuBLAS like any other problem). */
+/* 17..64 rows of a 2:4 or 4:8 linear may take the wide register-expanding kernel (unless SD_NM_TCX=0;
+ * first use times it against cuBLAS like any other problem). */
 static int wide_ok(const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, int T)
 {
-    return mm->tcx && l->bitmask && ((l->nm_n == 2 && l->nm_m == 4) || (l->nm_n == 4 && l->nm_m == 8)) &&
+    return sd_kernels_ctx_tcx((const sd_kernels_ctx *)mm->spmv) && l->bitmask && ((l->nm_n == 2 && l->nm_m == 4) || (l->nm_n == 4 && l->nm_m == 8)) &&
            l->cols % 64 == 0 && ((uintptr_t)in & 15) == 0 && T <= SD_NM_MAX_B_WIDE;
 }
 

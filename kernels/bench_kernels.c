@@ -393,7 +393,7 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
                 "register-expanding tensor-core kernels (cfg 24, 128) %s\n\n",
                 date, prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, cmdline, b->read_gbs,
                 b->copy_gbs, b->reps, b->pdl ? "on (the default)" : "off (--no-pdl)",
-                b->tcx ? "among the candidates (--tcx)" : "not tried (the default)");
+                b->tcx ? "among the candidates (the default)" : "not tried (--no-tcx)");
     bk_shape shapes[64];
     int ns = bk_shapes(shapes, b->quick);
     const int Bs_full[] = {1, 2, 4, 8, 16}, Bs_quick[] = {1, 8};
@@ -446,6 +446,7 @@ int sd_bench_kernels(int argc, char **argv)
     memset(&b, 0, sizeof b);
     b.reps = 50;
     b.pdl = 1;
+    b.tcx = 1;
     const char *out = NULL;
     char cmdline[1024] = "sparsed bench";
     for (int i = 0; i < argc; i++) {
@@ -458,8 +459,8 @@ int sd_bench_kernels(int argc, char **argv)
             b.reps = 20;
         } else if (!strcmp(argv[i], "--no-pdl")) {
             b.pdl = 0;
-        } else if (!strcmp(argv[i], "--tcx")) {
-            b.tcx = 1;
+        } else if (!strcmp(argv[i], "--no-tcx")) {
+            b.tcx = 0;
         } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
             out = argv[++i];
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
@@ -468,7 +469,7 @@ int sd_bench_kernels(int argc, char **argv)
                 return fprintf(stderr, "bench kernels: --reps must be 1..%d\n", BK_MAX_REPS), 2;
         } else {
             fprintf(stderr,
-                    "usage: sparsed bench kernels [--quick] [--no-pdl] [--tcx] [--out FILE] [--reps N]\n");
+                    "usage: sparsed bench kernels [--quick] [--no-pdl] [--no-tcx] [--out FILE] [--reps N]\n");
             return 2;
         }
     }

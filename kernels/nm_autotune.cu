@@ -21,6 +21,7 @@ extern "C" int sd_kernels_ctx_init(sd_kernels_ctx **ret, sd_diag *d)
         return sd_diag_set(d, SD_ECUDA, "kernels context: %s", cudaGetErrorString(e));
     }
     ctx->pdl = 1;
+    ctx->tcx = 1;
     *ret = ctx;
     return 0;
 }
@@ -35,6 +36,11 @@ extern "C" void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on)
 {
     if (ctx)
         ctx->tcx = on != 0;
+}
+
+extern "C" int sd_kernels_ctx_tcx(const sd_kernels_ctx *ctx)
+{
+    return ctx ? ctx->tcx : 1;
 }
 
 extern "C" void sd_kernels_ctx_free(sd_kernels_ctx *ctx)

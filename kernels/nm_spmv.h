@@ -41,9 +41,12 @@ void sd_kernels_ctx_free(sd_kernels_ctx *ctx);
  * default (and when ctx is NULL); off only to measure what it brings. */
 void sd_kernels_ctx_set_pdl(sd_kernels_ctx *ctx, int on);
 /* Whether the autotuner also times the 2:4 / 4:8 kernels that expand bitmask weights into
- * tensor-core fragments in registers (kernels/nm_tcx.h). Off by default until it has been measured on a GPU;
- * an explicit rows_per_warp of 24 launches it either way. */
+ * tensor-core fragments in registers (kernels/nm_tcx.h), and whether callers should send 17..64
+ * vectors of those patterns to the wide one (sd_kernels_ctx_tcx): on by default (and when ctx is
+ * NULL); off only to measure what they bring. An explicit rows_per_warp of 24 or 128 launches them
+ * either way. */
 void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on);
+int sd_kernels_ctx_tcx(const sd_kernels_ctx *ctx);
 
 typedef struct sd_nm_spmv_args {
     const sd_kernels_ctx *ctx; /* may be NULL: then the default heuristic picks the config */

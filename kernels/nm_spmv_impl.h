@@ -39,11 +39,11 @@ int sd__nm_tc_supported(const sd_nm_spmv_args *a, int dense);
 int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_t s);
 /* The 2:4 / 4:8 tensor-core kernel that expands the A fragments in registers (nm_tcx.h), chosen
  * by rows_per_warp == SD_NM_RW_TCX: 2:4 and 4:8 only, cols % 64 == 0, x 16-byte aligned rows. A candidate
- * of the autotuner only when the context says so (sd_kernels_ctx_set_tcx) until it is measured. */
+ * of the autotuner unless the context turns it off (sd_kernels_ctx_set_tcx). */
 #define SD_NM_RW_TCX 24
 /* Its wide twin for batches up to SD_NM_MAX_B_WIDE: 128 rows a block, a warp per 16 rows, each
  * warp over the block's whole K share (x read once per 128 rows). The only kernel that takes
- * B > SD_NM_MAX_B; a candidate of the autotuner for smaller B only with the ctx flag. */
+ * B > SD_NM_MAX_B; a candidate of the autotuner for smaller B too unless the ctx turns it off. */
 #define SD_NM_RW_TCXW 128
 int sd__nm_tcx_supported(const sd_nm_spmv_args *a);
 int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_t s);

@@ -417,7 +417,8 @@ static void test_gpu_bad_args(void)
     prob_free(&p);
 }
 
-/* The autotuner picks a config per shape; launches through the ctx cache stay correct. */
+/* The autotuner picks a config per shape; launches through the ctx cache stay correct (here
+ * without the register-expanding kernels: test_gpu_autotune_tcx has them). */
 static void test_gpu_autotune(void)
 {
     if (!have_gpu())
@@ -425,6 +426,9 @@ static void test_gpu_autotune(void)
     sd_kernels_ctx *ctx = NULL;
     sd_diag d = {0};
     REQUIRE(sd_kernels_ctx_init(&ctx, &d) == 0);
+    CHECK(sd_kernels_ctx_tcx(ctx) == 1); /* on by default */
+    sd_kernels_ctx_set_tcx(ctx, 0);
+    CHECK(sd_kernels_ctx_tcx(ctx) == 0);
     for (int dense = 0; dense < 2; dense++) {
         prob p;
         REQUIRE(prob_init(&p, dense, 4, 8, 300, 2048, 4, 99 + dense) == 0);
@@ -443,8 +447,8 @@ static void test_gpu_autotune(void)
     sd_kernels_ctx_free(ctx);
 }
 
-/* With the register-expanding kernel among the candidates (sd_kernels_ctx_set_tcx), the tuned
- * 2:4 launches stay correct whichever kernel wins. */
+/* With the register-expanding kernels among the candidates (the default), the tuned 2:4 launches
+ * stay correct whichever kernel wins. */
 static void test_gpu_autotune_tcx(void)
 {
     if (!have_gpu())
@@ -452,7 +456,6 @@ static void test_gpu_autotune_tcx(void)
     sd_kernels_ctx *ctx = NULL;
     sd_diag d = {0};
     REQUIRE(sd_kernels_ctx_init(&ctx, &d) == 0);
-    sd_kernels_ctx_set_tcx(ctx, 1);
     const int Bs[] = {1, 8, 16, 40};
     for (int i = 0; i < 4; i++) {
         prob p;
