@@ -76,6 +76,14 @@ $(BUILD)/gen/web_assets.o: $(BUILD)/gen/web_assets.c server/web.h
 $(BIN): $(BUILD)/server/main.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+# tools/gpu/prof_spmv: one SpMV config launched N times, for ncu (GPU runs only; built so it cannot rot).
+ifeq ($(CUDA),1)
+all: $(BUILD)/tools/prof_spmv
+endif
+$(BUILD)/tools/prof_spmv: tools/gpu/prof_spmv.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+
 $(BUILD)/tests/%: tests/%.c tests/harness.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)

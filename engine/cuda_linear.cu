@@ -4,6 +4,7 @@
  * expanded into a dense scratch first). */
 #include "engine/cuda_impl.cuh"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "engine/tp_impl.cuh"
@@ -173,6 +174,13 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, in
     SD_TRY(time_path(mm, 1, l, in, y, T, acc, st, &tb, d));
     sd_cu_tuned *t = &mm->tuned[mm->n_tuned++];
     *t = (sd_cu_tuned){l->rows, l->cols, sd_nm_tune_bucket(T), !l->bitmask, l->nm_m, acc, tb < tk, tk, tb};
+    if (mm->tune_log) {
+        int rw = 0, split = 0;
+        sd_nm_config(&a, !l->bitmask, &rw, &split);
+        fprintf(stderr, "tune: [%lld, %lld] %s%d:%d, %d rows%s: kernel rw=%d split=%d %.1f us, cuBLAS %.1f us -> %s\n",
+                (long long)l->rows, (long long)l->cols, l->bitmask ? "" : "dense ", l->nm_n, l->nm_m, T,
+                acc ? " (accumulate)" : "", rw, split, tk * 1e3, tb * 1e3, t->use_blas ? "cuBLAS" : "kernel");
+    }
     *ret = t;
     return 0;
 }
