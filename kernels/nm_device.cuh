@@ -67,6 +67,25 @@ __device__ __forceinline__ uint32_t bits_below(int p)
     return m;
 }
 
+// 16-byte asynchronous global -> shared copies (dst: a shared-state-space address). The
+// zero-filling form copies src_bytes (0 or 16) and fills the rest of the 16 bytes with zeros.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void *src, uint32_t src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
 } // namespace sd_nm_dev
 
 #endif

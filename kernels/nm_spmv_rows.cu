@@ -55,19 +55,6 @@ template <int BT> __host__ __device__ constexpr int x_col_bytes()
     return BT == 4 ? 8 : 4;
 }
 
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
 // Per-lane copy sources: the 8 value rows this lane copies (rows rr, rr+4, ..., clamped to the
 // last row for a partial group) and the mask row it copies (row `lane`).
 struct CopySrc {

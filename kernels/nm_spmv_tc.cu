@@ -319,10 +319,11 @@ template <class E, int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_
 }
 
 // 2:4 / 4:8, wide (batches up to 64): a block of 8 warps owns 128 rows, 16 per warp, and every
-// warp walks the block's whole K share. The 8 warps read the same x slices close together in time, so
-// x comes from L2 once per 128 rows (through L1) instead of once per 16, which is what 64
-// vectors need (8 KB of x per 1 KB of a warp's 16-row weights at B = 64). Each warp owns its
-// rows: no cross-warp reduction, the fragments are stored directly (store_frags).
+// warp walks the block's whole K share in step with the others. Per step (128 columns) the block
+// stages x for all vectors in shared memory with cp.async, double-buffered: at B = 64 a warp needs
+// 8 KB of x per 1 KB of its 16-row weights, which per-lane global loads could not feed (9% of the
+// DRAM rate, waiting on L1; NOTES.md v9). Each warp owns its rows: no cross-warp reduction, the
+// fragments are stored directly (store_frags).
 template <int NT>
 __device__ __forceinline__ void store_frags(const TcParams &p, const float (&c)[NT][4], int64_t row0)
 {
@@ -340,47 +341,78 @@ __device__ __forceinline__ void store_frags(const TcParams &p, const float (&c)[
             }
 }
 
-template <class E, int NT> __global__ void __launch_bounds__(kThreads) tcxw_spmv_kernel(TcParams p)
+// x tile of one step: [8*NT vectors][128 columns] bf16, rows padded to 272 bytes so that a lane's
+// 16-byte fragment loads are conflict-free (a phase of 8 lanes: rows g, g+1 x t = 0..3 hits 32
+// distinct banks).
+constexpr int kXStride = 128 + 8;
+
+// Starts the copies of x columns [32 cw, 32 cw + 128) of every vector into xs; vectors past B and
+// columns past the end are zero-filled.
+template <int NT> __device__ __forceinline__ void stage_x(const TcParams &p, uint16_t *xs, int64_t cw)
+{
+    for (int i = threadIdx.x; i < 8 * NT * 16; i += kThreads) {
+        const int r = i >> 4, ch = i & 15;
+        const int64_t c = cw * 32 + 8 * ch;
+        const bool ok = r < p.B && c < p.cols;
+        cp_async16_zfill((uint32_t)__cvta_generic_to_shared(xs + r * kXStride + 8 * ch),
+                         ok ? p.x + (int64_t)r * p.ldx + c : p.x, ok ? 16u : 0u);
+    }
+}
+
+template <class E, int NT> __global__ void __launch_bounds__(kThreads, 2) tcxw_spmv_kernel(TcParams p)
 {
     __shared__ uint32_t tab[32];
+    __shared__ __align__(16) uint16_t xs[2][8 * NT * kXStride];
     tcx_table<E>(tab);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16 * kWarps + 16 * warp;
     const int64_t w_begin = blockIdx.y * p.words_per_split;
     const int64_t w_end = min(words, w_begin + p.words_per_split);
     const TcxRows rows(p, row0, lane);
+    const bool mine = row0 < p.rows; // the last block's warps past the end only stage x
     int64_t cw = w_begin;
     TcxRegs cur;
     if (cw < w_end)
         rows.load(cur, cw, w_begin, w_end);
     float c[NT][4] = {};
-    __syncthreads(); // tab
     pdl_wait();
     pdl_trigger();
-    if (row0 >= p.rows)
-        return; // the last block's warps past the end
-    for (; cw < w_end; cw += 4) {
+    if (cw < w_end)
+        stage_x<NT>(p, xs[0], cw);
+    cp_async_commit();
+    for (int buf = 0; cw < w_end; cw += 4, buf ^= 1) {
+        if (cw + 4 < w_end)
+            stage_x<NT>(p, xs[buf ^ 1], cw + 4);
+        cp_async_commit();
         TcxRegs nxt;
         nxt.m[0][0] = nxt.m[0][1] = nxt.m[1][0] = nxt.m[1][1] = 0u;
         if (cw + 4 < w_end)
             rows.load(nxt, cw + 4, w_begin, w_end);
+        cp_async_wait<1>(); // this step's x (the next step's copies may still be in flight)
+        __syncthreads();    // every thread's copies, and tab on the first step
+        if (mine) {
 #pragma unroll
-        for (int s = 0; s < 2; s++) {
-            uint32_t ag[8], ag8[8];
-            rows.expand<E>(cur, s, tab, ag, ag8);
+            for (int s = 0; s < 2; s++) {
+                uint32_t ag[8], ag8[8];
+                rows.expand<E>(cur, s, tab, ag, ag8);
 #pragma unroll
-            for (int n = 0; n < NT; n++) {
-                uint32_t xr[8];
-                load_x16(p, 8 * n + g, cw * 32 + 64 * s + 16 * t, xr);
+                for (int n = 0; n < NT; n++) {
+                    const uint4 *xp =
+                        reinterpret_cast<const uint4 *>(xs[buf] + (8 * n + g) * kXStride + 64 * s + 16 * t);
+                    const uint4 lo = xp[0], hi = xp[1];
+                    const uint32_t xr[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
-                for (int j = 0; j < 4; j++)
-                    mma_bf16(c[n], ag[2 * j], ag8[2 * j], ag[2 * j + 1], ag8[2 * j + 1], xr[2 * j],
-                             xr[2 * j + 1]);
+                    for (int j = 0; j < 4; j++)
+                        mma_bf16(c[n], ag[2 * j], ag8[2 * j], ag[2 * j + 1], ag8[2 * j + 1], xr[2 * j],
+                                 xr[2 * j + 1]);
+                }
             }
         }
+        __syncthreads(); // xs[buf] is refilled by the next step
         cur = nxt;
     }
-    store_frags<NT>(p, c, row0);
+    if (mine)
+        store_frags<NT>(p, c, row0);
 }
 
 // Dense: lane (g, t) loads rows g and g+8, columns [16t, 16t+16) of each 64-column piece.
