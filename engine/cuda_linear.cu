@@ -177,9 +177,11 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, in
     if (mm->tune_log) {
         int rw = 0, split = 0;
         sd_nm_config(&a, !l->bitmask, &rw, &split);
-        fprintf(stderr, "tune: [%lld, %lld] %s%d:%d, %d rows%s: kernel rw=%d split=%d %.1f us, cuBLAS %.1f us -> %s\n",
-                (long long)l->rows, (long long)l->cols, l->bitmask ? "" : "dense ", l->nm_n, l->nm_m, T,
-                acc ? " (accumulate)" : "", rw, split, tk * 1e3, tb * 1e3, t->use_blas ? "cuBLAS" : "kernel");
+        fprintf(
+            stderr,
+            "tune: [%lld, %lld] %s%d:%d, %d rows%s: kernel rw=%d split=%d %.1f us, cuBLAS %.1f us -> %s\n",
+            (long long)l->rows, (long long)l->cols, l->bitmask ? "" : "dense ", l->nm_n, l->nm_m, T,
+            acc ? " (accumulate)" : "", rw, split, tk * 1e3, tb * 1e3, t->use_blas ? "cuBLAS" : "kernel");
     }
     *ret = t;
     return 0;
@@ -189,8 +191,9 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, in
  * first use times it against cuBLAS like any other problem). */
 static int wide_ok(const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, int T)
 {
-    return sd_kernels_ctx_tcx((const sd_kernels_ctx *)mm->spmv) && l->bitmask && ((l->nm_n == 2 && l->nm_m == 4) || (l->nm_n == 4 && l->nm_m == 8)) &&
-           l->cols % 64 == 0 && ((uintptr_t)in & 15) == 0 && T <= SD_NM_MAX_B_WIDE;
+    return sd_kernels_ctx_tcx((const sd_kernels_ctx *)mm->spmv) && l->bitmask &&
+           ((l->nm_n == 2 && l->nm_m == 4) || (l->nm_n == 4 && l->nm_m == 8)) && l->cols % 64 == 0 &&
+           ((uintptr_t)in & 15) == 0 && T <= SD_NM_MAX_B_WIDE;
 }
 
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,

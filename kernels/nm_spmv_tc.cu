@@ -415,6 +415,127 @@ template <class E, int NT> __global__ void __launch_bounds__(kThreads, 2) tcxw_s
         store_frags<NT>(p, c, row0);
 }
 
+// The pipelined wide twin (rows_per_warp SD_NM_RW_TCXP): the same 128 rows per block and
+// fragments, but the weights too come through shared memory, kStages steps ahead (cp.async,
+// one group per step): the register-prefetched wide kernel kept one step of weights in flight
+// per warp, too little to cover DRAM latency between its per-step barriers (NOTES.md v9).
+constexpr int kStages = 3;
+constexpr int kWRow = 128; // bytes of a row's values per step (128 columns at 2:4 / 4:8)
+
+template <int NT> struct PStage {
+    static constexpr int kVals = 16 * kWarps * kWRow; // [128 rows][8 chunks of 16 B], swizzled
+    static constexpr int kMasks = 16 * kWarps * 16;   // [128 rows][4 words]
+    static constexpr int kX = 8 * NT * kXStride * 2;  // x as in stage_x
+    static constexpr int kBytes = kVals + kMasks + kX;
+};
+
+// Value chunk c (16 B, 0..7) of block row r: rows of odd index swap their halves, so that the 8
+// lanes of a 16-byte phase (rows g, g+1 x chunks t) hit 8 distinct bank groups.
+__device__ __forceinline__ int pchunk(int r, int c)
+{
+    return r * kWRow + ((c ^ ((r & 1) << 2)) << 4);
+}
+
+__device__ __forceinline__ void cp_async8_zfill(uint32_t dst, const void *src, uint32_t src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
+                 : "memory");
+}
+
+// Starts the copies of the block's weights of the step at mask word cw: values and masks of its
+// 128 rows (past the last row: the last row again, never stored; past w_end: zeros).
+template <int NT>
+__device__ __forceinline__ void stage_w(const TcParams &p, char *st, int64_t blk_row0, int64_t cw,
+                                        int64_t w_end)
+{
+    const int64_t words = p.cols >> 5;
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(st);
+    for (int i = threadIdx.x; i < 16 * kWarps * 8; i += kThreads) {
+        const int r = i >> 3, c = i & 7;
+        const int64_t row = min(blk_row0 + r, p.rows - 1);
+        const bool ok = cw + 2 * (c >> 2) < w_end; // piece c/4 inside the split
+        cp_async16_zfill(base + pchunk(r, c),
+                         ok ? p.values + row * (p.cols >> 1) + cw * 16 + c * 8 : p.values, ok ? 16u : 0u);
+    }
+    for (int i = threadIdx.x; i < 16 * kWarps * 2; i += kThreads) {
+        const int r = i >> 1, h = i & 1;
+        const int64_t row = min(blk_row0 + r, p.rows - 1);
+        const bool ok = cw + 2 * h < w_end;
+        cp_async8_zfill(base + PStage<NT>::kVals + r * 16 + h * 8,
+                        ok ? p.mask + row * words + cw + 2 * h : p.mask, ok ? 8u : 0u);
+    }
+}
+
+template <class E, int NT> __global__ void __launch_bounds__(kThreads, 2) tcxp_spmv_kernel(TcParams p)
+{
+    extern __shared__ uint4 smem_tc[];
+    char *smem = reinterpret_cast<char *>(smem_tc);
+    __shared__ uint32_t tab[32];
+    tcx_table<E>(tab);
+    using S = PStage<NT>;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int64_t words = p.cols >> 5, blk_row0 = (int64_t)blockIdx.x * 16 * kWarps;
+    const int64_t row0 = blk_row0 + 16 * warp;
+    const int64_t w_begin = blockIdx.y * p.words_per_split;
+    const int64_t w_end = min(words, w_begin + p.words_per_split);
+    const int64_t nsteps = (w_end - w_begin + 3) / 4;
+    const bool mine = row0 < p.rows; // the last block's warps past the end only copy
+    const int rg = 16 * warp + g, shift = sd_tcx_mask_shift(t);
+    // The first steps' weights while the grid before may still run; x after it (pdl.cuh). Group
+    // k holds step k's copies (group 0 also the weights of steps 1..kStages-2).
+    for (int k = 0; k < kStages - 1; k++)
+        if (k < nsteps)
+            stage_w<NT>(p, smem + k * S::kBytes, blk_row0, w_begin + 4 * k, w_end);
+    pdl_wait();
+    pdl_trigger();
+    for (int k = 0; k < kStages - 1; k++) {
+        if (k < nsteps)
+            stage_x<NT>(p, reinterpret_cast<uint16_t *>(smem + k * S::kBytes + S::kVals + S::kMasks),
+                        w_begin + 4 * k);
+        cp_async_commit();
+    }
+    float c[NT][4] = {};
+    for (int64_t k = 0; k < nsteps; k++) {
+        const int64_t kn = k + kStages - 1;
+        if (kn < nsteps) {
+            char *sn = smem + (int)(kn % kStages) * S::kBytes;
+            stage_w<NT>(p, sn, blk_row0, w_begin + 4 * kn, w_end);
+            stage_x<NT>(p, reinterpret_cast<uint16_t *>(sn + S::kVals + S::kMasks), w_begin + 4 * kn);
+        }
+        cp_async_commit();
+        cp_async_wait<kStages - 1>(); // step k's group (later ones may still be in flight)
+        __syncthreads();              // every thread's copies, and tab on the first step
+        if (mine) {
+            const char *st = smem + (int)(k % kStages) * S::kBytes;
+            const uint16_t *xs = reinterpret_cast<const uint16_t *>(st + S::kVals + S::kMasks);
+#pragma unroll
+            for (int s = 0; s < 2; s++) {
+                const uint4 v0 = *reinterpret_cast<const uint4 *>(st + pchunk(rg, 4 * s + t));
+                const uint4 v8 = *reinterpret_cast<const uint4 *>(st + pchunk(rg + 8, 4 * s + t));
+                const uint32_t *mk = reinterpret_cast<const uint32_t *>(st + S::kVals) + 2 * s + (t >> 1);
+                const uint32_t va[4] = {v0.x, v0.y, v0.z, v0.w}, vb[4] = {v8.x, v8.y, v8.z, v8.w};
+                uint32_t ag[8], ag8[8];
+                E::expand(va, (mk[4 * rg] >> shift) & 0xffffu, tab, ag);
+                E::expand(vb, (mk[4 * (rg + 8)] >> shift) & 0xffffu, tab, ag8);
+#pragma unroll
+                for (int n = 0; n < NT; n++) {
+                    const uint4 *xp =
+                        reinterpret_cast<const uint4 *>(xs + (8 * n + g) * kXStride + 64 * s + 16 * t);
+                    const uint4 lo = xp[0], hi = xp[1];
+                    const uint32_t xr[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        mma_bf16(c[n], ag[2 * j], ag8[2 * j], ag[2 * j + 1], ag8[2 * j + 1], xr[2 * j],
+                                 xr[2 * j + 1]);
+                }
+            }
+        }
+        __syncthreads(); // this stage is refilled by the next step
+    }
+    if (mine)
+        store_frags<NT>(p, c, row0);
+}
+
 // Dense: lane (g, t) loads rows g and g+8, columns [16t, 16t+16) of each 64-column piece.
 template <int NT> __global__ void __launch_bounds__(kThreads) tc_gemv_kernel(TcParams p)
 {
@@ -473,14 +594,40 @@ extern "C" int sd__nm_tcx_supported(const sd_nm_spmv_args *a)
 
 namespace
 {
-enum TcKind { kTcSparse, kTcDense, kTcExpand, kTcExpandWide };
+enum TcKind { kTcSparse, kTcDense, kTcExpand, kTcExpandWide, kTcExpandPipe };
 
-template <class E> void (*tcxw_kernel(int B))(TcParams)
+// The n-tiles of 8 vectors the wide kernels take for B vectors.
+int wide_nt(int B)
 {
-    return B <= 8    ? tcxw_spmv_kernel<E, 1>
-           : B <= 16 ? tcxw_spmv_kernel<E, 2>
-           : B <= 32 ? tcxw_spmv_kernel<E, 4>
-                     : tcxw_spmv_kernel<E, 8>;
+    return B <= 8 ? 1 : B <= 16 ? 2 : B <= 32 ? 4 : 8;
+}
+
+template <class E> void (*tcxw_kernel(int B, bool pipe))(TcParams)
+{
+    switch (wide_nt(B)) {
+    case 1:
+        return pipe ? tcxp_spmv_kernel<E, 1> : tcxw_spmv_kernel<E, 1>;
+    case 2:
+        return pipe ? tcxp_spmv_kernel<E, 2> : tcxw_spmv_kernel<E, 2>;
+    case 4:
+        return pipe ? tcxp_spmv_kernel<E, 4> : tcxw_spmv_kernel<E, 4>;
+    default:
+        return pipe ? tcxp_spmv_kernel<E, 8> : tcxw_spmv_kernel<E, 8>;
+    }
+}
+
+size_t pipe_smem(int B)
+{
+    switch (wide_nt(B)) {
+    case 1:
+        return kStages * (size_t)PStage<1>::kBytes;
+    case 2:
+        return kStages * (size_t)PStage<2>::kBytes;
+    case 4:
+        return kStages * (size_t)PStage<4>::kBytes;
+    default:
+        return kStages * (size_t)PStage<8>::kBytes;
+    }
 }
 
 // The kernel of a kind for B vectors (NT n-tiles of 8; the 16-row kernels take B <= 16) and, for
@@ -490,7 +637,9 @@ void (*tc_kernel(TcKind kind, int B, int m))(TcParams)
     const bool one = B <= 8;
     switch (kind) {
     case kTcExpandWide:
-        return m == 4 ? tcxw_kernel<Tcx24>(B) : tcxw_kernel<Tcx48>(B);
+    case kTcExpandPipe:
+        return m == 4 ? tcxw_kernel<Tcx24>(B, kind == kTcExpandPipe)
+                      : tcxw_kernel<Tcx48>(B, kind == kTcExpandPipe);
     case kTcExpand:
         return m == 4 ? (one ? tcx_spmv_kernel<Tcx24, 1> : tcx_spmv_kernel<Tcx24, 2>)
                       : (one ? tcx_spmv_kernel<Tcx48, 1> : tcx_spmv_kernel<Tcx48, 2>);
@@ -516,12 +665,16 @@ int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s)
         cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
         return SD_ECUDA;
     const int NT = a->B > 8 ? 2 : 1;
-    size_t red = kind == kTcExpandWide ? 0 : (size_t)kWarps * 16 * 8 * NT * 4;
+    const bool wide = kind == kTcExpandWide || kind == kTcExpandPipe;
+    size_t red = wide ? 0 : (size_t)kWarps * 16 * 8 * NT * 4;
     size_t tiles = kind == kTcSparse ? (size_t)kWarps * 16 * kAStride * 2 : 0;
-    size_t smem = red > tiles ? red : tiles;
-    const int64_t rows_per_block = kind == kTcExpandWide ? 16 * kWarps : 16;
+    size_t smem = kind == kTcExpandPipe ? pipe_smem(a->B) : red > tiles ? red : tiles;
+    const int64_t rows_per_block = wide ? 16 * kWarps : 16;
     dim3 grid((unsigned)((a->rows + rows_per_block - 1) / rows_per_block), (unsigned)nsplit);
     void (*k)(TcParams) = tc_kernel(kind, a->B, a->m);
+    if (smem > 48 * 1024 && cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 (int)smem) != cudaSuccess)
+        return SD_ECUDA;
     // Not after a memset (pdl.cuh), and not for the shared-tile sparse kernel: its early blocks
     // hold shared memory the running grid's later waves need (B=16 decode 6% slower with it,
     // NOTES.md v5). The expanding kernel holds no more shared memory than the dense one.
@@ -541,5 +694,5 @@ extern "C" int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, 
 {
     if (!sd__nm_tcx_supported(a) || (!wide && a->B > SD_NM_MAX_B))
         return SD_EINVAL;
-    return tc_launch(a, wide ? kTcExpandWide : kTcExpand, split, s);
+    return tc_launch(a, wide == 2 ? kTcExpandPipe : wide ? kTcExpandWide : kTcExpand, split, s);
 }

@@ -41,7 +41,8 @@ int main(int argc, char **argv)
     int launches = argc > 7 ? atoi(argv[7]) : 50;
     if (rows < 1 || cols < 32 || B < 1 || launches < 1 || launches > 10000)
         return fprintf(stderr, "prof_spmv: bad sizes\n"), 2;
-    size_t wbytes = (size_t)rows * (size_t)cols * (dense ? 2 : 1), mbytes = dense ? 0 : (size_t)rows * cols / 8;
+    size_t wbytes = (size_t)rows * (size_t)cols * (dense ? 2 : 1),
+           mbytes = dense ? 0 : (size_t)rows * cols / 8;
     int copies = (int)(3 * 60e6 / (double)(wbytes + mbytes)) + 1;
     uint16_t *vals = NULL, *x = NULL;
     uint32_t *mask = NULL;
@@ -78,7 +79,8 @@ int main(int argc, char **argv)
     CK(cudaEventElapsedTime(&ms, e0, e1));
     double us = ms * 1e3 / launches,
            bytes = (double)(wbytes + mbytes) + (double)B * cols * 2 + (double)B * rows * 4;
-    printf("%s %lldx%lld B=%d rw=%d split=%d: %.2f us per launch (mean of %d, launch gaps included), %.0f GB/s\n",
+    printf("%s %lldx%lld B=%d rw=%d split=%d: %.2f us per launch (mean of %d, launch gaps included), %.0f "
+           "GB/s\n",
            argv[1], rows, cols, B, rw, split, us, launches, bytes / (us * 1e-6) / 1e9);
     return 0;
 }
