@@ -142,16 +142,8 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
     float best = 1e30f;
     // The row-per-lane kernels: split 1-2 (2 stages), split 1 (3 stages, stream-K); the other
     // variants never won on the H200 (kernels/NOTES.md, v4) and would only lengthen the tuning.
-    const int rws[] = {1,
-                       2,
-                       4,
-                       SD_NM_RW_TC,
-                       SD_NM_RW_TCX,
-                       SD_NM_RW_TCXW,
-                       SD_NM_RW_TCXP,
-                       SD_NM_RW_ROWS,
-                       SD_NM_RW_ROWS3,
-                       SD_NM_RW_ROWS_SK};
+    const int rws[] = {
+        1, 2, 4, SD_NM_RW_TC, SD_NM_RW_TCX, SD_NM_RW_TCXW, SD_NM_RW_ROWS, SD_NM_RW_ROWS3, SD_NM_RW_ROWS_SK};
     const int splits[] = {1, 2, 3, 4, 6, 8};
     for (int rw : rws)
         for (int split : splits) {
@@ -161,9 +153,9 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
             if ((unstructured && (rw != 1 || split != 1)) || (split > 1 && a->y_bf16) ||
                 (rw == SD_NM_RW_TC && !sd__nm_tc_supported(a, dense)) ||
                 (rw == SD_NM_RW_TCX && (dense || !ctx->tcx || !sd__nm_tcx_supported(a))) ||
-                ((rw == SD_NM_RW_TCXW || rw == SD_NM_RW_TCXP) &&
+                (rw == SD_NM_RW_TCXW &&
                  (dense || !sd__nm_tcx_supported(a) || (!ctx->tcx && a->B <= SD_NM_MAX_B))) ||
-                (a->B > SD_NM_MAX_B && rw != SD_NM_RW_TCXW && rw != SD_NM_RW_TCXP) ||
+                (a->B > SD_NM_MAX_B && rw != SD_NM_RW_TCXW) ||
                 (rows_kernel && (dense || !sd__nm_rows_supported(a, rw))) || (stream_k && split > 1) ||
                 (rw == SD_NM_RW_ROWS && split > 2) || (rw == SD_NM_RW_ROWS3 && split > 1) ||
                 (split > 1 && units / split < 32))

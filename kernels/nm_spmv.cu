@@ -457,13 +457,13 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         rw = 1, split = 1; // the running value offset starts at column 0
     const int rows_kernel =
         rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
-    const int tcx_kernel = rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW || rw == SD_NM_RW_TCXP;
+    const int tcx_kernel = rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW;
     if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_TC && !tcx_kernel && !rows_kernel)
         return SD_EINVAL;
     if (split < 1 || (split > 1 && a->y_bf16))
         return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
     if (tcx_kernel || a->B > SD_NM_MAX_B) {
-        const int wide = rw == SD_NM_RW_TCXP ? 2 : rw != SD_NM_RW_TCX || a->B > SD_NM_MAX_B;
+        const int wide = rw != SD_NM_RW_TCX || a->B > SD_NM_MAX_B;
         if (!dense && sd__nm_tcx_supported(a))
             return sd__nm_tcx_launch(a, wide, split, s);
         if (a->B > SD_NM_MAX_B)
@@ -537,7 +537,7 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
         // Fill the GPU: at least ~2 blocks per SM, else split K (fp32 output only).
         int n_sm = a->ctx ? a->ctx->n_sm : 132;
         int64_t rows_per_block = rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX      ? 16
-                                 : rw == SD_NM_RW_TCXW || rw == SD_NM_RW_TCXP ? 16 * kWarps
+                                 : rw == SD_NM_RW_TCXW ? 16 * kWarps
                                                                               : kWarps * rw;
         int64_t blocks = (a->rows + rows_per_block - 1) / rows_per_block;
         int64_t units = dense ? a->cols / 8 : a->cols / 32;

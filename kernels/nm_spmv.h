@@ -64,7 +64,6 @@ typedef struct sd_nm_spmv_args {
     int accumulate;    /* 1: y += W x (residual add); 0: y = W x */
     int rows_per_warp; /* kernel choice: 1, 2 or 4 (gather), 16 (tensor cores), 24 (2:4 tensor cores,
                           and 4:8, fragments expanded in registers), 128 (its wide twin, B <= 64),
-                          256 (the wide twin with its weights staged in shared memory),
                           32/48/64/96 (row per lane, B <= 4);
                           0: from the ctx cache / heuristic. A kernel that does not take the
                           problem falls back to one that does. */

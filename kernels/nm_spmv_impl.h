@@ -42,13 +42,11 @@ int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_
  * of the autotuner unless the context turns it off (sd_kernels_ctx_set_tcx). */
 #define SD_NM_RW_TCX 24
 /* Its wide twin for batches up to SD_NM_MAX_B_WIDE: 128 rows a block, a warp per 16 rows, each
- * warp over the block's whole K share (x read once per 128 rows). The only kernel that takes
+ * warp over the block's whole K share, weights and x staged in shared memory (x read once per
+ * 128 rows). The only kernel that takes
  * B > SD_NM_MAX_B; a candidate of the autotuner for smaller B too unless the ctx turns it off. */
 #define SD_NM_RW_TCXW 128
-/* The wide twin with its weights, too, staged in shared memory kStages steps ahead (cp.async). */
-#define SD_NM_RW_TCXP 256
 int sd__nm_tcx_supported(const sd_nm_spmv_args *a);
-/* wide: 0 the 16-row kernel (B <= SD_NM_MAX_B), 1 the wide one, 2 the pipelined wide one. */
 int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_t s);
 
 /* The row-per-lane N:M kernels for B <= 4 (nm_spmv_rows.cu), chosen by rows_per_warp ==

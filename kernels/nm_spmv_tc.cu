@@ -318,12 +318,7 @@ template <class E, int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_
     reduce_store<NT>(p, reinterpret_cast<float *>(smem_tc), c, row0);
 }
 
-// 2:4 / 4:8, wide (batches up to 64): a block of 8 warps owns 128 rows, 16 per warp, and every
-// warp walks the block's whole K share in step with the others. Per step (128 columns) the block
-// stages x for all vectors in shared memory with cp.async, double-buffered: at B = 64 a warp needs
-// 8 KB of x per 1 KB of its 16-row weights, which per-lane global loads could not feed (9% of the
-// DRAM rate, waiting on L1; NOTES.md v9). Each warp owns its rows: no cross-warp reduction, the
-// fragments are stored directly (store_frags).
+// The wide kernel's output: each warp stores its own C fragments.
 template <int NT>
 __device__ __forceinline__ void store_frags(const TcParams &p, const float (&c)[NT][4], int64_t row0)
 {
@@ -359,70 +354,10 @@ template <int NT> __device__ __forceinline__ void stage_x(const TcParams &p, uin
     }
 }
 
-template <class E, int NT> __global__ void __launch_bounds__(kThreads, 2) tcxw_spmv_kernel(TcParams p)
-{
-    __shared__ uint32_t tab[32];
-    __shared__ __align__(16) uint16_t xs[2][8 * NT * kXStride];
-    tcx_table<E>(tab);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16 * kWarps + 16 * warp;
-    const int64_t w_begin = blockIdx.y * p.words_per_split;
-    const int64_t w_end = min(words, w_begin + p.words_per_split);
-    const TcxRows rows(p, row0, lane);
-    const bool mine = row0 < p.rows; // the last block's warps past the end only stage x
-    int64_t cw = w_begin;
-    TcxRegs cur;
-    if (cw < w_end)
-        rows.load(cur, cw, w_begin, w_end);
-    float c[NT][4] = {};
-    pdl_wait();
-    pdl_trigger();
-    if (cw < w_end)
-        stage_x<NT>(p, xs[0], cw);
-    cp_async_commit();
-    for (int buf = 0; cw < w_end; cw += 4, buf ^= 1) {
-        if (cw + 4 < w_end)
-            stage_x<NT>(p, xs[buf ^ 1], cw + 4);
-        cp_async_commit();
-        TcxRegs nxt;
-        nxt.m[0][0] = nxt.m[0][1] = nxt.m[1][0] = nxt.m[1][1] = 0u;
-        if (cw + 4 < w_end)
-            rows.load(nxt, cw + 4, w_begin, w_end);
-        cp_async_wait<1>(); // this step's x (the next step's copies may still be in flight)
-        __syncthreads();    // every thread's copies, and tab on the first step
-        if (mine) {
-#pragma unroll
-            for (int s = 0; s < 2; s++) {
-                uint32_t ag[8], ag8[8];
-                rows.expand<E>(cur, s, tab, ag, ag8);
-#pragma unroll
-                for (int n = 0; n < NT; n++) {
-                    const uint4 *xp =
-                        reinterpret_cast<const uint4 *>(xs[buf] + (8 * n + g) * kXStride + 64 * s + 16 * t);
-                    const uint4 lo = xp[0], hi = xp[1];
-                    const uint32_t xr[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        mma_bf16(c[n], ag[2 * j], ag8[2 * j], ag[2 * j + 1], ag8[2 * j + 1], xr[2 * j],
-                                 xr[2 * j + 1]);
-                }
-            }
-        }
-        __syncthreads(); // xs[buf] is refilled by the next step
-        cur = nxt;
-    }
-    if (mine)
-        store_frags<NT>(p, c, row0);
-}
-
-// The pipelined wide twin (rows_per_warp SD_NM_RW_TCXP): the same 128 rows per block and
-// fragments, but the weights too come through shared memory, kStages steps ahead (cp.async,
-// one group per step): the register-prefetched wide kernel kept one step of weights in flight
-// per warp, too little to cover DRAM latency between its per-step barriers (NOTES.md v9).
 constexpr int kStages = 3;
 constexpr int kWRow = 128; // bytes of a row's values per step (128 columns at 2:4 / 4:8)
 
-template <int NT> struct PStage {
+template <int NT> struct WideStage {
     static constexpr int kVals = 16 * kWarps * kWRow; // [128 rows][8 chunks of 16 B], swizzled
     static constexpr int kMasks = 16 * kWarps * 16;   // [128 rows][4 words]
     static constexpr int kX = 8 * NT * kXStride * 2;  // x as in stage_x
@@ -431,7 +366,7 @@ template <int NT> struct PStage {
 
 // Value chunk c (16 B, 0..7) of block row r: rows of odd index swap their halves, so that the 8
 // lanes of a 16-byte phase (rows g, g+1 x chunks t) hit 8 distinct bank groups.
-__device__ __forceinline__ int pchunk(int r, int c)
+__device__ __forceinline__ int wide_chunk(int r, int c)
 {
     return r * kWRow + ((c ^ ((r & 1) << 2)) << 4);
 }
@@ -454,25 +389,33 @@ __device__ __forceinline__ void stage_w(const TcParams &p, char *st, int64_t blk
         const int r = i >> 3, c = i & 7;
         const int64_t row = min(blk_row0 + r, p.rows - 1);
         const bool ok = cw + 2 * (c >> 2) < w_end; // piece c/4 inside the split
-        cp_async16_zfill(base + pchunk(r, c),
+        cp_async16_zfill(base + wide_chunk(r, c),
                          ok ? p.values + row * (p.cols >> 1) + cw * 16 + c * 8 : p.values, ok ? 16u : 0u);
     }
     for (int i = threadIdx.x; i < 16 * kWarps * 2; i += kThreads) {
         const int r = i >> 1, h = i & 1;
         const int64_t row = min(blk_row0 + r, p.rows - 1);
         const bool ok = cw + 2 * h < w_end;
-        cp_async8_zfill(base + PStage<NT>::kVals + r * 16 + h * 8,
+        cp_async8_zfill(base + WideStage<NT>::kVals + r * 16 + h * 8,
                         ok ? p.mask + row * words + cw + 2 * h : p.mask, ok ? 8u : 0u);
     }
 }
 
-template <class E, int NT> __global__ void __launch_bounds__(kThreads, 2) tcxp_spmv_kernel(TcParams p)
+// 2:4 / 4:8, wide (batches up to 64, rows_per_warp SD_NM_RW_TCXW): a block of 8 warps owns 128
+// rows, 16 per warp, and every warp walks the block's whole K share in step with the others. Per
+// step (128 columns) the block copies its rows' values and masks and x for all vectors into
+// shared memory with cp.async, kStages steps ahead (one copy group per step). At B = 64 a warp
+// needs 8 KB of x per 1 KB of its 16-row weights, which per-lane global loads could not feed (9%
+// of the DRAM rate, waiting on L1), and one step of weights prefetched in registers left DRAM
+// latency uncovered between the per-step barriers (NOTES.md v9). Each warp owns its rows: no
+// cross-warp reduction, the fragments are stored directly (store_frags).
+template <class E, int NT> __global__ void __launch_bounds__(kThreads, 2) tcxw_spmv_kernel(TcParams p)
 {
     extern __shared__ uint4 smem_tc[];
     char *smem = reinterpret_cast<char *>(smem_tc);
     __shared__ uint32_t tab[32];
     tcx_table<E>(tab);
-    using S = PStage<NT>;
+    using S = WideStage<NT>;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t words = p.cols >> 5, blk_row0 = (int64_t)blockIdx.x * 16 * kWarps;
     const int64_t row0 = blk_row0 + 16 * warp;
@@ -510,8 +453,8 @@ template <class E, int NT> __global__ void __launch_bounds__(kThreads, 2) tcxp_s
             const uint16_t *xs = reinterpret_cast<const uint16_t *>(st + S::kVals + S::kMasks);
 #pragma unroll
             for (int s = 0; s < 2; s++) {
-                const uint4 v0 = *reinterpret_cast<const uint4 *>(st + pchunk(rg, 4 * s + t));
-                const uint4 v8 = *reinterpret_cast<const uint4 *>(st + pchunk(rg + 8, 4 * s + t));
+                const uint4 v0 = *reinterpret_cast<const uint4 *>(st + wide_chunk(rg, 4 * s + t));
+                const uint4 v8 = *reinterpret_cast<const uint4 *>(st + wide_chunk(rg + 8, 4 * s + t));
                 const uint32_t *mk = reinterpret_cast<const uint32_t *>(st + S::kVals) + 2 * s + (t >> 1);
                 const uint32_t va[4] = {v0.x, v0.y, v0.z, v0.w}, vb[4] = {v8.x, v8.y, v8.z, v8.w};
                 uint32_t ag[8], ag8[8];
@@ -594,7 +537,7 @@ extern "C" int sd__nm_tcx_supported(const sd_nm_spmv_args *a)
 
 namespace
 {
-enum TcKind { kTcSparse, kTcDense, kTcExpand, kTcExpandWide, kTcExpandPipe };
+enum TcKind { kTcSparse, kTcDense, kTcExpand, kTcExpandWide };
 
 // The n-tiles of 8 vectors the wide kernels take for B vectors.
 int wide_nt(int B)
@@ -602,31 +545,31 @@ int wide_nt(int B)
     return B <= 8 ? 1 : B <= 16 ? 2 : B <= 32 ? 4 : 8;
 }
 
-template <class E> void (*tcxw_kernel(int B, bool pipe))(TcParams)
+template <class E> void (*tcxw_kernel(int B))(TcParams)
 {
     switch (wide_nt(B)) {
     case 1:
-        return pipe ? tcxp_spmv_kernel<E, 1> : tcxw_spmv_kernel<E, 1>;
+        return tcxw_spmv_kernel<E, 1>;
     case 2:
-        return pipe ? tcxp_spmv_kernel<E, 2> : tcxw_spmv_kernel<E, 2>;
+        return tcxw_spmv_kernel<E, 2>;
     case 4:
-        return pipe ? tcxp_spmv_kernel<E, 4> : tcxw_spmv_kernel<E, 4>;
+        return tcxw_spmv_kernel<E, 4>;
     default:
-        return pipe ? tcxp_spmv_kernel<E, 8> : tcxw_spmv_kernel<E, 8>;
+        return tcxw_spmv_kernel<E, 8>;
     }
 }
 
-size_t pipe_smem(int B)
+size_t wide_smem(int B)
 {
     switch (wide_nt(B)) {
     case 1:
-        return kStages * (size_t)PStage<1>::kBytes;
+        return kStages * (size_t)WideStage<1>::kBytes;
     case 2:
-        return kStages * (size_t)PStage<2>::kBytes;
+        return kStages * (size_t)WideStage<2>::kBytes;
     case 4:
-        return kStages * (size_t)PStage<4>::kBytes;
+        return kStages * (size_t)WideStage<4>::kBytes;
     default:
-        return kStages * (size_t)PStage<8>::kBytes;
+        return kStages * (size_t)WideStage<8>::kBytes;
     }
 }
 
@@ -637,9 +580,7 @@ void (*tc_kernel(TcKind kind, int B, int m))(TcParams)
     const bool one = B <= 8;
     switch (kind) {
     case kTcExpandWide:
-    case kTcExpandPipe:
-        return m == 4 ? tcxw_kernel<Tcx24>(B, kind == kTcExpandPipe)
-                      : tcxw_kernel<Tcx48>(B, kind == kTcExpandPipe);
+        return m == 4 ? tcxw_kernel<Tcx24>(B) : tcxw_kernel<Tcx48>(B);
     case kTcExpand:
         return m == 4 ? (one ? tcx_spmv_kernel<Tcx24, 1> : tcx_spmv_kernel<Tcx24, 2>)
                       : (one ? tcx_spmv_kernel<Tcx48, 1> : tcx_spmv_kernel<Tcx48, 2>);
@@ -665,10 +606,10 @@ int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s)
         cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
         return SD_ECUDA;
     const int NT = a->B > 8 ? 2 : 1;
-    const bool wide = kind == kTcExpandWide || kind == kTcExpandPipe;
+    const bool wide = kind == kTcExpandWide;
     size_t red = wide ? 0 : (size_t)kWarps * 16 * 8 * NT * 4;
     size_t tiles = kind == kTcSparse ? (size_t)kWarps * 16 * kAStride * 2 : 0;
-    size_t smem = kind == kTcExpandPipe ? pipe_smem(a->B) : red > tiles ? red : tiles;
+    size_t smem = wide ? wide_smem(a->B) : red > tiles ? red : tiles;
     const int64_t rows_per_block = wide ? 16 * kWarps : 16;
     dim3 grid((unsigned)((a->rows + rows_per_block - 1) / rows_per_block), (unsigned)nsplit);
     void (*k)(TcParams) = tc_kernel(kind, a->B, a->m);
@@ -694,5 +635,5 @@ extern "C" int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, 
 {
     if (!sd__nm_tcx_supported(a) || (!wide && a->B > SD_NM_MAX_B))
         return SD_EINVAL;
-    return tc_launch(a, wide == 2 ? kTcExpandPipe : wide ? kTcExpandWide : kTcExpand, split, s);
+    return tc_launch(a, wide ? kTcExpandWide : kTcExpand, split, s);
 }
