@@ -334,11 +334,22 @@ static int make_pruned(const char *src, const char *dir)
     return rc;
 }
 
+/* Removes the model.safetensors and config.json a test wrote into dir, and dir. */
+static void rm_model_dir(const char *dir)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
 static void test_pruned_2of4_tiny(void)
 {
     if (!have_gpu())
         SKIP("no CUDA device");
-    char dir[] = "/tmp/sd_cuda_2of4_XXXXXX", p[256];
+    char dir[] = "/tmp/sd_cuda_2of4_XXXXXX";
     REQUIRE(mkdtemp(dir) != NULL);
     int rc = make_pruned(TINY, dir);
     CHECK_MSG(rc == 0, "writing the pruned checkpoint");
@@ -349,11 +360,7 @@ static void test_pruned_2of4_tiny(void)
         /* the linears must be on the device as values + masks, not expanded */
         CHECK_MSG(sparse < dense, "bitmask weights %zu bytes, dense %zu", sparse, dense);
     }
-    snprintf(p, sizeof p, "%s/model.safetensors", dir);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    unlink(p);
-    rmdir(dir);
+    rm_model_dir(dir);
 }
 
 /* ---- a sliding window: the tiny model's weights under a Mistral config with window 20 ---- */
@@ -393,16 +400,6 @@ static int make_windowed(const char *dir, int window)
     free(cfg);
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
     return ok && symlink(src, p) == 0 ? 0 : -1;
-}
-
-static void rm_windowed(const char *dir)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/model.safetensors", dir);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    unlink(p);
-    rmdir(dir);
 }
 
 /* Last-position prefill logits of PROMPT tokens on the CPU backend; 0 on success. */
@@ -457,8 +454,8 @@ static void test_windowed_tiny(void)
     }
     free(a);
     free(b);
-    rm_windowed(dir);
-    rm_windowed(full);
+    rm_model_dir(dir);
+    rm_model_dir(full);
     if (!have_gpu())
         SKIP("no CUDA device (the CPU part ran)");
 }
@@ -503,14 +500,13 @@ static int run_seqs(sd_backend *b, int batched, int base_block, int32_t V, float
     return 0;
 }
 
-static void test_batch_vs_single(void)
+/* NB sequences batched against one by one on the model in dir: same logits, same greedy picks. */
+static void batch_vs_single(const char *dir)
 {
-    if (!have_gpu())
-        SKIP("no CUDA device");
     sd_diag d = {0};
     sd_model *m = NULL;
     sd_backend *b = NULL;
-    int rc = sd_model_open(&m, TINY, &d);
+    int rc = sd_model_open(&m, dir, &d);
     REQUIRE(rc == 0);
     sd_backend_opts o;
     backend_opts(&o);
@@ -533,6 +529,29 @@ static void test_batch_vs_single(void)
     free(s);
     sd_backend_free(b);
     sd_model_free(m);
+}
+
+static void test_batch_vs_single(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    batch_vs_single(TINY);
+}
+
+/* The same on a 2:4 checkpoint: the batched prefill (57 rows) and decode steps take the bitmask
+ * kernels for many rows (the wide tensor-core kernel, or cuBLAS on expanded weights, whichever
+ * the first-use timing picked), the single runs fewer rows. */
+static void test_batch_vs_single_2of4(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    char dir[] = "/tmp/sd_cuda_b2of4_XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    int rc = make_pruned(TINY, dir);
+    CHECK_MSG(rc == 0, "writing the pruned checkpoint");
+    if (!rc)
+        batch_vs_single(dir);
+    rm_model_dir(dir);
 }
 
 static void test_graph_vs_eager(void)
@@ -673,6 +692,7 @@ int main(void)
     RUN(test_dense_small);
     RUN(test_pruned_2of4_tiny);
     RUN(test_batch_vs_single);
+    RUN(test_batch_vs_single_2of4);
     RUN(test_graph_vs_eager);
     RUN(test_graph_exact_bucket);
     RUN(test_synthetic);
