@@ -25,12 +25,14 @@ typedef struct sd_batch_seq {
 } sd_batch_seq;
 
 typedef struct sd_backend_opts {
-    int n_threads;            /* CPU: worker threads (0 => number of cores) */
-    int block_size;           /* KV tokens per block (default 16) */
-    int32_t kv_blocks;        /* blocks in the pool (0 => from kv_memory_fraction / a default) */
-    double kv_memory_fraction;/* GPU: fraction of free memory for the KV pool */
-    int max_batch_tokens;     /* largest sum of n_tokens one forward call may carry */
-    int device;               /* GPU ordinal */
+    int n_threads;             /* CPU: worker threads (0 => number of cores) */
+    int block_size;            /* KV tokens per block (default 16) */
+    int32_t kv_blocks;         /* blocks in the pool (0 => from kv_memory_fraction / a default) */
+    double kv_memory_fraction; /* GPU: fraction of free memory for the KV pool */
+    int max_batch_tokens;      /* largest sum of n_tokens one forward call may carry */
+    int device;                /* GPU ordinal */
+    int deterministic;         /* GPU: no split-K with atomics, so the same batch gives the same logits
+                                  bit for bit every run (the CPU backend always does) */
 } sd_backend_opts;
 
 void sd_backend_opts_default(sd_backend_opts *o);
@@ -86,7 +88,7 @@ struct sd_backend {
     const sd_backend_vtbl *vt;
     int32_t vocab;
     int32_t block_size;
-    int32_t kv_blocks;       /* blocks in the pool */
+    int32_t kv_blocks; /* blocks in the pool */
     int32_t max_batch_tokens;
 };
 

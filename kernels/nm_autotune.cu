@@ -38,6 +38,12 @@ extern "C" void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on)
         ctx->tcx = on != 0;
 }
 
+extern "C" void sd_kernels_ctx_set_deterministic(sd_kernels_ctx *ctx, int on)
+{
+    if (ctx)
+        ctx->deterministic = on != 0;
+}
+
 extern "C" int sd_kernels_ctx_tcx(const sd_kernels_ctx *ctx)
 {
     return ctx ? ctx->tcx : 1;
@@ -150,7 +156,8 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
             const int rows_kernel = rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK ||
                                     rw == SD_NM_RW_ROWS_SK3;
             const int stream_k = rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3; // split unused
-            if ((unstructured && (rw != 1 || split != 1)) || (split > 1 && a->y_bf16) ||
+            if ((unstructured && (rw != 1 || split != 1)) ||
+                (split > 1 && (a->y_bf16 || ctx->deterministic)) ||
                 (rw == SD_NM_RW_TC && !sd__nm_tc_supported(a, dense)) ||
                 (rw == SD_NM_RW_TCX && (dense || !ctx->tcx || !sd__nm_tcx_supported(a))) ||
                 (rw == SD_NM_RW_TCXW &&

@@ -536,13 +536,14 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
     if (split <= 0) {
         // Fill the GPU: at least ~2 blocks per SM, else split K (fp32 output only).
         int n_sm = a->ctx ? a->ctx->n_sm : 132;
-        int64_t rows_per_block = rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX      ? 16
-                                 : rw == SD_NM_RW_TCXW ? 16 * kWarps
-                                                                              : kWarps * rw;
+        int64_t rows_per_block = rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX ? 16
+                                 : rw == SD_NM_RW_TCXW                   ? 16 * kWarps
+                                                                         : kWarps * rw;
         int64_t blocks = (a->rows + rows_per_block - 1) / rows_per_block;
         int64_t units = dense ? a->cols / 8 : a->cols / 32;
         split = 1;
-        while (!a->y_bf16 && blocks * split < 2 * n_sm && split < 8 && units / (split * 2) >= 64)
+        while (!a->y_bf16 && !(a->ctx && a->ctx->deterministic) && blocks * split < 2 * n_sm && split < 8 &&
+               units / (split * 2) >= 64)
             split *= 2;
     }
     *ret_rw = rw;

@@ -46,6 +46,10 @@ void sd_kernels_ctx_set_pdl(sd_kernels_ctx *ctx, int on);
  * NULL); off only to measure what they bring. An explicit rows_per_warp of 24 or 128 launches them
  * either way. */
 void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on);
+/* Deterministic launches: neither the autotuner nor the default heuristic splits K (split-K adds
+ * its partial sums with atomics, in arrival order, so results vary in the last bits). An explicit
+ * split in the args still splits. Off by default. */
+void sd_kernels_ctx_set_deterministic(sd_kernels_ctx *ctx, int on);
 int sd_kernels_ctx_tcx(const sd_kernels_ctx *ctx);
 
 typedef struct sd_nm_spmv_args {

@@ -57,6 +57,9 @@ static const opt opts[] = {
     {"prefix_caching", OPT_BOOL, O(prefix_caching), "true", 0, 0, NULL,
      "keep the KV blocks of computed prompts and outputs; a prompt that starts with the same tokens "
      "(system prompt, earlier chat turns) reuses them instead of recomputing"},
+    {"deterministic", OPT_BOOL, O(deterministic), "false", 0, 0, NULL,
+     "cuda backend: the same batch gives bit-identical logits every run (no split-K partial sums "
+     "added by atomics, which arrive in any order); a few percent slower at batch 1"},
     {"block_size", OPT_INT, O(block_size), "16", 1, 1024, NULL, "tokens per KV-cache block"},
     {"max_connections", OPT_INT, O(max_connections), "1024", 1, 1 << 20, NULL, "concurrent HTTP connections"},
     {"max_connections_per_ip", OPT_INT, O(max_connections_per_ip), "256", 0, 1 << 20, NULL,
@@ -571,6 +574,7 @@ void sd_conf_engine_opts(const sd_conf *c, sd_backend_opts *bo, sd_tp_opts *to)
     bo->kv_blocks = c->kv_blocks;
     bo->max_batch_tokens = c->max_batch_tokens;
     bo->device = c->device;
+    bo->deterministic = c->deterministic;
     sd_tp_opts_default(to);
     to->world = c->tensor_parallel;
     to->rank = c->tp_rank;

@@ -196,7 +196,7 @@ static int conf_differs_beyond_reloadable(const sd_conf *a, const sd_conf *b)
            strcmp(a->backend, b->backend) || a->tensor_parallel != b->tensor_parallel ||
            a->max_seqs != b->max_seqs || a->max_queue != b->max_queue ||
            a->max_batch_tokens != b->max_batch_tokens || a->max_model_len != b->max_model_len ||
-           a->kv_blocks != b->kv_blocks || a->threads != b->threads ||
+           a->kv_blocks != b->kv_blocks || a->threads != b->threads || a->deterministic != b->deterministic ||
            a->max_body_bytes != b->max_body_bytes || a->request_timeout != b->request_timeout ||
            a->max_connections != b->max_connections ||
            a->max_connections_per_ip != b->max_connections_per_ip || a->drain_timeout != b->drain_timeout ||

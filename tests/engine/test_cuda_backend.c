@@ -500,8 +500,9 @@ static int run_seqs(sd_backend *b, int batched, int base_block, int32_t V, float
     return 0;
 }
 
-/* NB sequences batched against one by one on the model in dir: same logits, same greedy picks. */
-static void batch_vs_single(const char *dir)
+/* NB sequences batched against one by one on the model in dir: logits within `tol` (rel L2),
+ * same greedy picks. Different row counts take different kernels, whose sums differ in order. */
+static void batch_vs_single(const char *dir, double tol)
 {
     sd_diag d = {0};
     sd_model *m = NULL;
@@ -520,7 +521,7 @@ static void batch_vs_single(const char *dir)
             for (int i = 0; i < NB; i++) {
                 const float *x = a + ((size_t)st * NB + i) * V, *y = s + ((size_t)st * NB + i) * V;
                 double e = rel_l2(x, y, (size_t)V);
-                CHECK_MSG(e <= 5e-3, "step %d seq %d: batched vs single rel L2 %.3g", st, i, e);
+                CHECK_MSG(e <= tol, "%s step %d seq %d: batched vs single rel L2 %.3g", dir, st, i, e);
                 CHECK_MSG(argmax(x, V) == argmax(y, V), "step %d seq %d: argmax differs", st, i);
             }
     }
@@ -535,12 +536,14 @@ static void test_batch_vs_single(void)
 {
     if (!have_gpu())
         SKIP("no CUDA device");
-    batch_vs_single(TINY);
+    batch_vs_single(TINY, 5e-3);
 }
 
 /* The same on a 2:4 checkpoint: the batched prefill (57 rows) and decode steps take the bitmask
  * kernels for many rows (the wide tensor-core kernel, or cuBLAS on expanded weights, whichever
- * the first-use timing picked), the single runs fewer rows. */
+ * the first-use timing picked), the single runs fewer rows. The pruned tiny model amplifies
+ * rounding more than the dense one (the H200 measured up to 7.4e-3 here, and 7.6e-3 against the
+ * CPU backend, test_pruned_2of4_tiny): held to the CPU comparison's 1e-2. */
 static void test_batch_vs_single_2of4(void)
 {
     if (!have_gpu())
@@ -550,7 +553,57 @@ static void test_batch_vs_single_2of4(void)
     int rc = make_pruned(TINY, dir);
     CHECK_MSG(rc == 0, "writing the pruned checkpoint");
     if (!rc)
-        batch_vs_single(dir);
+        batch_vs_single(dir, 1e-2);
+    rm_model_dir(dir);
+}
+
+/* With opts.deterministic the same batch gives bit-identical logits on every run (no split-K
+ * atomics), on the dense and on a 2:4 checkpoint; the backend is created afresh for the second run
+ * too, so that first-use tuning happens again and may pick other configs, none with split-K. */
+static void same_bits_twice(const char *dir)
+{
+    sd_model *m = NULL;
+    sd_diag d = {0};
+    REQUIRE(sd_model_open(&m, dir, &d) == 0);
+    int32_t V = sd_model_cfg(m)->vocab;
+    size_t n = (size_t)(1 + DSTEPS) * NB * V;
+    float *out[2] = {malloc(n * 4), malloc(n * 4)};
+    int rc = 0;
+    for (int r = 0; r < 2 && !rc; r++) {
+        sd_backend_opts o;
+        backend_opts(&o);
+        o.deterministic = 1;
+        sd_backend *b = NULL;
+        rc = sd_backend_cuda_init(&b, m, &o, &d);
+        CHECK_MSG(rc == 0, "%s", sd_diag_str(&d, rc));
+        if (!rc)
+            rc = run_seqs(b, 1, 0, V, out[r]);
+        sd_backend_free(b);
+    }
+    CHECK(rc == 0);
+    if (!rc) {
+        size_t k = 0;
+        while (k < n && memcmp(&out[0][k], &out[1][k], 4) == 0)
+            k++;
+        CHECK_MSG(k == n, "%s: run 2 differs from run 1 at logit %zu (%.9g vs %.9g)", dir, k, out[0][k],
+                  out[1][k]);
+    }
+    free(out[0]);
+    free(out[1]);
+    sd_model_free(m);
+}
+
+static void test_deterministic(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    same_bits_twice(TINY);
+    char dir[] = "/tmp/sd_cuda_d2of4_XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    int rc = make_pruned(TINY, dir);
+    CHECK_MSG(rc == 0, "writing the pruned checkpoint");
+    if (!rc)
+        same_bits_twice(dir);
     rm_model_dir(dir);
 }
 
@@ -693,6 +746,7 @@ int main(void)
     RUN(test_pruned_2of4_tiny);
     RUN(test_batch_vs_single);
     RUN(test_batch_vs_single_2of4);
+    RUN(test_deterministic);
     RUN(test_graph_vs_eager);
     RUN(test_graph_exact_bucket);
     RUN(test_synthetic);

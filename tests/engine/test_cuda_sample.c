@@ -170,6 +170,7 @@ static void test_sched_gpu_sampling(void)
     sd_backend_opts_default(&bo);
     bo.kv_blocks = 256;
     bo.max_batch_tokens = 256;
+    bo.deterministic = 1; /* both runs must see the same logits (split-K atomics add in any order) */
     sd_backend *b = NULL;
     sd_diag d = {0};
     int rc = sd_backend_cuda_init(&b, M, &bo, &d);
@@ -192,6 +193,7 @@ static void test_sched_gpu_sampling_tp(void)
     sd_backend_opts_default(&bo);
     bo.kv_blocks = 256;
     bo.max_batch_tokens = 256;
+    bo.deterministic = 1; /* both runs must see the same logits (split-K atomics add in any order) */
     sd_tp_opts to;
     sd_tp_opts_default(&to);
     to.world = 2;

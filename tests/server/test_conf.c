@@ -69,6 +69,27 @@ static void test_precedence(void)
     sd_conf_free(&def);
 }
 
+/* The engine options come from the config: `deterministic` (off by default) reaches the backend. */
+static void test_engine_opts(void)
+{
+    sd_conf c;
+    sd_diag d;
+    sd_backend_opts bo;
+    sd_tp_opts to;
+    REQUIRE(load(&c, NULL, 0, NULL, &d) == 0);
+    sd_conf_engine_opts(&c, &bo, &to);
+    CHECK(bo.deterministic == 0);
+    sd_conf_free(&c);
+    char *argv[] = {"--deterministic", "--kv-blocks", "77"};
+    REQUIRE(load(&c, "{\"deterministic\": false, \"block_size\": 32}", 3, argv, &d) == 0);
+    sd_conf_engine_opts(&c, &bo, &to);
+    CHECK(bo.deterministic == 1 && bo.kv_blocks == 77 && bo.block_size == 32);
+    sd_conf_free(&c);
+    REQUIRE(load(&c, "{\"deterministic\": 1}", 0, NULL, &d) != 0);
+    CHECK_MSG(strstr(d.msg, "deterministic") != NULL, "%s", d.msg);
+    sd_conf_free(&c);
+}
+
 static void test_errors_name_the_key(void)
 {
     static const struct {
@@ -175,6 +196,7 @@ static void test_admin_listen(void)
 int main(void)
 {
     RUN(test_precedence);
+    RUN(test_engine_opts);
     RUN(test_errors_name_the_key);
     RUN(test_key_file_and_auth);
     RUN(test_admin_listen);
