@@ -44,8 +44,8 @@ int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_
 #define SD_NM_RW_TCX 24
 /* Its wide twin for batches up to SD_NM_MAX_B_WIDE: 128 rows a block, a warp per 16 rows, each
  * warp over the block's whole K share, weights and x staged in shared memory (x read once per
- * 128 rows). The only kernel that takes
- * B > SD_NM_MAX_B; a candidate of the autotuner for smaller B too unless the ctx turns it off. */
+ * 128 rows). The only kernel that takes B > SD_NM_MAX_B; a candidate of the autotuner for
+ * smaller B too unless the ctx turns it off. */
 #define SD_NM_RW_TCXW 128
 int sd__nm_tcx_supported(const sd_nm_spmv_args *a);
 int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_t s);

@@ -58,8 +58,8 @@ static const opt opts[] = {
      "keep the KV blocks of computed prompts and outputs; a prompt that starts with the same tokens "
      "(system prompt, earlier chat turns) reuses them instead of recomputing"},
     {"deterministic", OPT_BOOL, O(deterministic), "false", 0, 0, NULL,
-     "cuda backend: the same batch gives bit-identical logits every run (no split-K partial sums "
-     "added by atomics, which arrive in any order); a few percent slower at batch 1"},
+     "cuda backend: the same batch gives bit-identical logits every time within one process (no "
+     "split-K partial sums added by atomics, which arrive in any order); slower where split-K won"},
     {"block_size", OPT_INT, O(block_size), "16", 1, 1024, NULL, "tokens per KV-cache block"},
     {"max_connections", OPT_INT, O(max_connections), "1024", 1, 1 << 20, NULL, "concurrent HTTP connections"},
     {"max_connections_per_ip", OPT_INT, O(max_connections_per_ip), "256", 0, 1 << 20, NULL,
