@@ -193,7 +193,7 @@ typedef struct sd_cu_mm {
     float *tune_y; /* first-use timing writes here, not to the caller's output: [16, max rows], or
                       [64, max 2:4 / 4:8 rows] where that is larger */
     void *spmv;    /* sd_kernels_ctx: the SpMV/GEMV autotune cache */
-    int tune_log;                       /* SD_TUNE_LOG=1: one stderr line per first-use decision */
+    int tune_log;  /* SD_TUNE_LOG=1: one stderr line per first-use decision */
     sd_cu_tuned tuned[SD_CU_MAX_TUNED]; /* problems already autotuned */
     int n_tuned;
     cudaEvent_t ev[2]; /* timing the two paths */
