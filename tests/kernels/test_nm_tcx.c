@@ -134,9 +134,10 @@ static void test_expand48_every_byte(void)
 
 /* One warp of the kernel, emulated: rows r0..r0+15, the mask words from `start` by `stride`
  * within its split [w_begin, w_end), 2 pieces a step (a piece past the split's end loads an empty
- * mask), each lane's loads and expansion through nm_tcx.h, x as load_x16 reads it, and the mma
- * calls of mma_piece (the 16-row kernel) and of tcxw_spmv_kernel's loop: NT n-tiles of 8
- * vectors. Adds the 16 x 8·NT tile to D. */
+ * mask), each lane's loads and expansion through nm_tcx.h, x as load_x16 reads it (the wide
+ * kernel reads the same columns from its shared-memory copy), and the mma calls of mma_piece (the
+ * 16-row kernel) and of tcxw_spmv_kernel's loop: NT n-tiles of 8 vectors. Adds the 16 x 8·NT tile
+ * to D. */
 static void emulate_warp(int m, const uint16_t *vals, const uint32_t *mask, int64_t rows, int64_t cols,
                          const uint16_t *x, int64_t ldx, int B, int64_t r0, int64_t start, int64_t stride,
                          int64_t w_begin, int64_t w_end, double D[8][16][8])
