@@ -449,6 +449,37 @@ static void test_gpu_autotune(void)
     sd_kernels_ctx_free(ctx);
 }
 
+/* A deterministic context never splits K, tuned or not: on a shape of few rows and long rows, where
+ * the default heuristic splits (checked first, so the test can fail), and after autotuning. */
+static void test_gpu_deterministic_no_split(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
+    sd_kernels_ctx *ctx = NULL;
+    sd_diag d = {0};
+    REQUIRE(sd_kernels_ctx_init(&ctx, &d) == 0);
+    for (int dense = 0; dense < 2; dense++) {
+        prob p;
+        REQUIRE(prob_init(&p, dense, 2, 4, 64, 14336, 1, 900 + dense) == 0);
+        sd_nm_spmv_args a = prob_args(&p, 0, 0, 0, 0);
+        a.ctx = ctx;
+        int rw = 0, split = 0;
+        sd_kernels_ctx_set_deterministic(ctx, 0);
+        sd_nm_config(&a, dense, &rw, &split);
+        CHECK_MSG(split > 1, "dense %d: the heuristic should split this shape (split %d)", dense, split);
+        sd_kernels_ctx_set_deterministic(ctx, 1);
+        sd_nm_config(&a, dense, &rw, &split);
+        CHECK_MSG(split == 1, "dense %d deterministic heuristic: split %d", dense, split);
+        CHECK_MSG(sd_nm_autotune(ctx, &a, 1, dense, 0, &d) == 0, "autotune: %s", d.msg);
+        sd_nm_config(&a, dense, &rw, &split);
+        CHECK_MSG(split == 1, "dense %d deterministic autotune: rw %d split %d", dense, rw, split);
+        double e = run_check(&p, &a, 70 + dense);
+        CHECK_MSG(e >= 0 && e < 1e-3, "dense %d deterministic: rel L2 %g", dense, e);
+        prob_free(&p);
+    }
+    sd_kernels_ctx_free(ctx);
+}
+
 /* With the register-expanding kernels among the candidates (the default), the tuned 2:4 launches
  * stay correct whichever kernel wins. */
 static void test_gpu_autotune_tcx(void)
@@ -501,6 +532,7 @@ int main(void)
     RUN(test_gpu_bad_args);
     RUN(test_gpu_autotune);
     RUN(test_gpu_autotune_tcx);
+    RUN(test_gpu_deterministic_no_split);
 #else
     RUN(test_gpu_unavailable);
 #endif
