@@ -8,6 +8,7 @@
 #   bash tools/gpu_pending.sh
 source tools/gpu_ab.sh
 ab_build
+ab_test spmv-gpu build/gpu/tests/kernels/test_spmv_gpu 200
 ab_test cuda-backend build/gpu/tests/engine/test_cuda_backend 200
 ab_test cuda-sample build/gpu/tests/engine/test_cuda_sample 200
 ab_pack
