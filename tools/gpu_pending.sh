@@ -2,7 +2,8 @@
 # GPU checks waiting for device time (written in the sixth session, whose device time ran out
 # after its last run found two GPU test failures; both are fixed in the tree but not yet run on a
 # GPU): the `deterministic` option (test_cuda_sample now uses it; test_deterministic checks
-# bit-identical reruns), the 2:4 batched-vs-single bound, and what the option costs. One call,
+# bit-identical reruns, test_gpu_deterministic_no_split the kernels' side), the 2:4
+# batched-vs-single bound, and what the option costs. One call,
 # from the repo root, .debs carried; everything comes back as $OUT/r.tgz. Afterwards copy this
 # script and what it wrote into results/<date>/ and retire it.
 #   bash tools/gpu_pending.sh
