@@ -10,10 +10,10 @@
 #       ab_decode old$k "$OLD_BIN" llama-3.1-8b dense,2:4 1,16
 #       ab_decode new$k "$NEW_BIN" llama-3.1-8b dense,2:4 1,16
 #   done
-#   ab_kernels tcx "$NEW_BIN" --quick --tcx
+#   ab_kernels notcx "$NEW_BIN" --quick --no-tcx
 #   ab_pack
 #
-# Environment switches go in front of a call: SD_NM_TCX=1 ab_decode ... (docs/architecture.md).
+# Environment switches go in front of a call: SD_NM_TCX=0 ab_decode ... (docs/architecture.md).
 set -uo pipefail
 # The run writes into $R (outside $OUT: the device hands back only a few files) and packs it
 # into $OUT/r.tgz, the one file to fetch.
