@@ -67,8 +67,9 @@ __device__ __forceinline__ uint32_t bits_below(int p)
     return m;
 }
 
-// 16-byte asynchronous global -> shared copies (dst: a shared-state-space address). The
-// zero-filling form copies src_bytes (0 or 16) and fills the rest of the 16 bytes with zeros.
+// Asynchronous global -> shared copies (dst: a shared-state-space address) of 16 bytes (8 for
+// cp_async8_zfill, through L1). The zero-filling forms copy src_bytes (0 or the full size) and
+// fill the rest with zeros.
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
@@ -84,6 +85,11 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 __device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void *src, uint32_t src_bytes)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async8_zfill(uint32_t dst, const void *src, uint32_t src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
                  : "memory");
 }
 

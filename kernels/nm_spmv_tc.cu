@@ -357,11 +357,15 @@ template <int NT> __device__ __forceinline__ void stage_x(const TcParams &p, uin
 constexpr int kStages = 3;
 constexpr int kWRow = 128; // bytes of a row's values per step (128 columns at 2:4 / 4:8)
 
+// One step's shared memory in the wide kernel with nt n-tiles: values, masks, x.
+constexpr int wide_stage_bytes(int nt)
+{
+    return 16 * kWarps * kWRow + 16 * kWarps * 16 + 8 * nt * kXStride * 2;
+}
 template <int NT> struct WideStage {
-    static constexpr int kVals = 16 * kWarps * kWRow; // [128 rows][8 chunks of 16 B], swizzled
-    static constexpr int kMasks = 16 * kWarps * 16;   // [128 rows][4 words]
-    static constexpr int kX = 8 * NT * kXStride * 2;  // x as in stage_x
-    static constexpr int kBytes = kVals + kMasks + kX;
+    static constexpr int kVals = 16 * kWarps * kWRow;   // [128 rows][8 chunks of 16 B], swizzled
+    static constexpr int kMasks = 16 * kWarps * 16;     // [128 rows][4 words]
+    static constexpr int kBytes = wide_stage_bytes(NT); // then x, as in stage_x
 };
 
 // Value chunk c (16 B, 0..7) of block row r: rows of odd index swap their halves, so that the 8
@@ -369,12 +373,6 @@ template <int NT> struct WideStage {
 __device__ __forceinline__ int wide_chunk(int r, int c)
 {
     return r * kWRow + ((c ^ ((r & 1) << 2)) << 4);
-}
-
-__device__ __forceinline__ void cp_async8_zfill(uint32_t dst, const void *src, uint32_t src_bytes)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
-                 : "memory");
 }
 
 // Starts the copies of the block's weights of the step at mask word cw: values and masks of its
@@ -559,18 +557,10 @@ template <class E> void (*tcxw_kernel(int B))(TcParams)
     }
 }
 
+// The wide kernel's dynamic shared memory: kStages steps of WideStage<wide_nt(B)>.
 size_t wide_smem(int B)
 {
-    switch (wide_nt(B)) {
-    case 1:
-        return kStages * (size_t)WideStage<1>::kBytes;
-    case 2:
-        return kStages * (size_t)WideStage<2>::kBytes;
-    case 4:
-        return kStages * (size_t)WideStage<4>::kBytes;
-    default:
-        return kStages * (size_t)WideStage<8>::kBytes;
-    }
+    return kStages * (size_t)wide_stage_bytes(wide_nt(B));
 }
 
 // The kernel of a kind for B vectors (NT n-tiles of 8; the 16-row kernels take B <= 16) and, for
