@@ -55,9 +55,11 @@ ab_test() {
 
 # ab_decode NAME BINARY PRESET PATTERNS BATCHES [CTX] [TIMEOUT]: sparsed bench decode on a
 # config/presets preset; the table in decode-NAME.md, its rows copied into summary.txt.
+# AB_DECODE_ARGS (e.g. --deterministic) go to bench decode as well.
 ab_decode() {
+    # shellcheck disable=SC2086 # AB_DECODE_ARGS is a list of flags
     timeout "${7:-200}" "$2" bench decode --preset "config/presets/$3.json" --pattern "$4" --batch "$5" \
-        --ctx "${6:-512}" --out "$R/decode-$1.md" >>"$R/decode.log" 2>&1
+        --ctx "${6:-512}" ${AB_DECODE_ARGS:-} --out "$R/decode-$1.md" >>"$R/decode.log" 2>&1
     ab_note "decode $1 rc=$? $(ab_el) s"
     grep -E '^\| [a-z0-9:]+ ' "$R/decode-$1.md" 2>/dev/null | grep -v pattern | sed "s/^/$1 /" >>"$R/summary.txt"
 }

@@ -16,9 +16,6 @@ ab_pack
 for k in 1 2; do
     ab_decode base$k "$NEW_BIN" llama-3.1-8b dense,2:4 1,16,64
     # the same with the deterministic option (no split-K): what reproducibility costs
-    timeout 200 "$NEW_BIN" bench decode --preset config/presets/llama-3.1-8b.json --pattern dense,2:4 \
-        --batch 1,16,64 --deterministic --out "$R/decode-det$k.md" >>"$R/decode.log" 2>&1
-    ab_note "decode det$k rc=$? $(ab_el) s"
-    grep -E '^\| [a-z0-9:]+ ' "$R/decode-det$k.md" 2>/dev/null | grep -v pattern | sed "s/^/det$k /" >>"$R/summary.txt"
+    AB_DECODE_ARGS=--deterministic ab_decode det$k "$NEW_BIN" llama-3.1-8b dense,2:4 1,16,64
 done
 ab_pack
