@@ -198,11 +198,6 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
      * zeroing); under TP the partial sums go through the all-reduce first. SD_RESID_ACC=0: off. */
     const char *racc = getenv("SD_RESID_ACC");
     b->res_acc = !b->tp.comm && !(racc && !strcmp(racc, "0"));
-    const char *pf = getenv("SD_L2PF"); /* measurement switch while it is being evaluated */
-    if (pf && *pf) {
-        b->l2pf = (size_t)(atof(pf) * 1048576.0);
-        b->l2pf_after = strstr(pf, "after") != NULL;
-    }
     b->attn_min_run = sd_cu_attn_prefill_min_run();
     b->attn_fused = sd_cu_attn_fused_enabled();
     const char *chunk = getenv("SD_ATTN_CHUNK"); /* measured in results/2026-11-30-s3 */

@@ -54,9 +54,6 @@ typedef struct sd_cuda_backend {
     int pdl;     /* programmatic dependent launch of the step's kernels (kernels/pdl.cuh); SD_PDL=0: off */
     int skip;    /* SD_BENCH_SKIP (measurement only, wrong logits): SD_SKIP_* bits */
     int res_acc; /* o/down projections add into x (cuda_backend.cu: SD_RESID_ACC) */
-    size_t l2pf;      /* bytes of the next linear's weights prefetched into L2 in decode steps; 0: off
-                         (engine/cuda_prefetch.cu; SD_L2PF=MB[,after]) */
-    int l2pf_after;   /* issue them after the previous kernel has finished */
     int attn_min_run; /* tiled attention for runs this long; 0: off (engine/cuda_attn_prefill.h) */
     int attn_fused;   /* q/k/v post-processing inside the decode attention when every run is one
                          token; SD_ATTN_FUSED=0: off (engine/cuda_attn_fused.h) */

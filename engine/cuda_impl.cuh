@@ -158,11 +158,6 @@ int sd__cu_attn_prefill(const sd_cu_attn_args *a, int pdl, cudaStream_t st, sd_d
  * (min_run comes from sd_cu_attn_prefill_min_run, engine/cuda_attn_prefill.h). */
 int sd__cu_attn_step(const sd_cu_attn_args *a, const int *run_len, int n_runs, int min_run, int pdl,
                      cudaStream_t st, sd_diag *d);
-/* L2 prefetch of up to `budget` bytes of L's weights (a prefix share of values and masks), by a
- * kernel that lets the next one start at once (cuda_prefetch.cu); after: issue them only once the
- * kernel before has finished. budget 0: nothing launched. */
-int sd__cu_l2_prefetch(const sd_cu_linear *L, size_t budget, int after, int sms, int pdl, cudaStream_t st,
-                       sd_diag *d);
 /* gu: [T, 2*inter] (gate then up) -> out bf16 [T, inter] = silu(gate) * up */
 int sd__cu_swiglu(const float *gu, __nv_bfloat16 *out, int T, int inter, int pdl, cudaStream_t st,
                   sd_diag *d);

@@ -89,15 +89,6 @@ static int attn_block(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *
     return sd__cu_attn_step(&aa, s->run_len, s->n_runs, b->attn_min_run, b->pdl, b->st, d);
 }
 
-/* The L2 prefetch of L's weights (engine/cuda_prefetch.cu) in steps of at most 16 tokens, where
- * the linears stream their weights from the bitmask / dense form the prefetch reads. */
-static int prefetch(sd_cuda_backend *b, const sd_cu_linear *L, const step_shape *s, sd_diag *d)
-{
-    if (!b->l2pf || s->T > 16 || (b->skip & SD_SKIP_LINEARS))
-        return 0;
-    return sd__cu_l2_prefetch(L, b->l2pf, b->l2pf_after, b->sms, b->pdl, b->st, d);
-}
-
 static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d)
 {
     const sd_model_config *c = &b->cfg;
@@ -114,25 +105,20 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_QKV, c->hidden, s, d));
     SD_TRY(LIN(sd__cu_linear(&b->mm, &L->qkv, b->act, b->mmo, s->T, 0, st, d)));
-    SD_TRY(prefetch(b, &L->o, s, d));
     SD_TRY(attn_block(b, li, s, d)); /* q/k/v post-processing, KV write, attention */
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_O, (int64_t)c->n_heads * c->head_dim, s, d));
     SD_TRY(LIN(sd__cu_linear(&b->mm, &L->o, b->act, res_out, s->T, b->res_acc, st, d)));
-    SD_TRY(prefetch(b, &L->gate_up, s, d));
     SD_TRY(sd__tp_allreduce_sum(&b->tp, b->mmo, (size_t)s->T * c->hidden, st, d)); /* TP: partial sums */
     SD_TRY(SKIPS(SD_SKIP_NORM, sd__cu_add_rmsnorm(b->x, b->res_acc ? NULL : b->mmo, L->mlp_norm, b->act, s->T,
                                                   c->hidden, c->rms_eps, pdl, st, d)));
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_GATEUP, c->hidden, s, d));
     SD_TRY(LIN(sd__cu_linear(&b->mm, &L->gate_up, b->act, b->mmo, s->T, 0, st, d)));
-    SD_TRY(prefetch(b, &L->down, s, d));
     SD_TRY(SKIPS(SD_SKIP_SWIGLU, sd__cu_swiglu(b->mmo, b->act, s->T, c->intermediate, pdl, st, d)));
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_DOWN, c->intermediate, s, d));
     SD_TRY(LIN(sd__cu_linear(&b->mm, &L->down, b->act, res_out, s->T, b->res_acc, st, d)));
-    /* the next layer's qkv, or the lm_head after the last layer */
-    SD_TRY(prefetch(b, li + 1 < c->n_layers ? &b->w.layers[li + 1].qkv : &b->w.lm_head, s, d));
 #undef LIN
 #undef SKIPS
     return sd__tp_allreduce_sum(&b->tp, b->mmo, (size_t)s->T * c->hidden, st, d);
