@@ -227,11 +227,6 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
          * to measure what they bring */
         const char *tcx = getenv("SD_NM_TCX");
         sd_kernels_ctx_set_tcx((sd_kernels_ctx *)b->mm.spmv, !(tcx && !strcmp(tcx, "0")));
-        /* SD_NM_SLAB=0: the batch-1 kernel that copies its weights at launch is never tried;
-         * SD_NM_SLAB=force: it is taken wherever it applies (kernels/nm_spmv.h) */
-        const char *slab = getenv("SD_NM_SLAB");
-        sd_kernels_ctx_set_slab((sd_kernels_ctx *)b->mm.spmv,
-                                !slab ? 1 : !strcmp(slab, "0") ? 0 : !strcmp(slab, "force") ? 2 : 1);
         sd_kernels_ctx_set_deterministic((sd_kernels_ctx *)b->mm.spmv, o.deterministic);
         const char *tlog = getenv("SD_TUNE_LOG");
         b->mm.tune_log = tlog && !strcmp(tlog, "1");

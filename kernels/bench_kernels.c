@@ -45,7 +45,7 @@ typedef struct bk_res {
 } bk_res;
 
 typedef struct bk {
-    int quick, reps, pdl, tcx, slab; /* slab: sd_kernels_ctx_set_slab's mode */
+    int quick, reps, pdl, tcx;
     cudaStream_t s;
     cublasHandle_t blas;
     void *blas_ws; /* a fixed cuBLAS workspace, so its calls can be captured in a graph */
@@ -350,7 +350,6 @@ static int bk_init(bk *b)
         return fprintf(stderr, "bench kernels: %s\n", d.msg), -1;
     sd_kernels_ctx_set_pdl(b->ctx, b->pdl);
     sd_kernels_ctx_set_tcx(b->ctx, b->tcx);
-    sd_kernels_ctx_set_slab(b->ctx, b->slab);
     for (int i = 0; i < 2 * BK_MAX_REPS; i++)
         BK_CU(cudaEventCreate(&b->ev[i]));
     return 0;
@@ -391,14 +390,10 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
                 "- %%rd = effective GB/s on the bytes the kernel must move (weights [+ masks] + x + y fp32) "
                 "over the read-only ceiling; per kernel: median of %d replays of a CUDA graph of 20 launches "
                 "/ 20, weights rotated over copies > 3× L2; programmatic dependent launch %s; the 2:4 / 4:8 "
-                "register-expanding tensor-core kernels (cfg 24, 128) %s; the batch-1 kernel that copies its "
-                "weights at launch (cfg 8) %s\n\n",
+                "register-expanding tensor-core kernels (cfg 24, 128) %s\n\n",
                 date, prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, cmdline, b->read_gbs,
                 b->copy_gbs, b->reps, b->pdl ? "on (the default)" : "off (--no-pdl)",
-                b->tcx ? "among the candidates (the default)" : "not tried (--no-tcx)",
-                b->slab == 2   ? "taken wherever it applies (--slab force)"
-                : b->slab == 1 ? "among the candidates (the default)"
-                               : "not tried (--slab off)");
+                b->tcx ? "among the candidates (the default)" : "not tried (--no-tcx)");
     bk_shape shapes[64];
     int ns = bk_shapes(shapes, b->quick);
     const int Bs_full[] = {1, 2, 4, 8, 16}, Bs_quick[] = {1, 8};
@@ -452,7 +447,6 @@ int sd_bench_kernels(int argc, char **argv)
     b.reps = 50;
     b.pdl = 1;
     b.tcx = 1;
-    b.slab = 1;
     const char *out = NULL;
     char cmdline[1024] = "sparsed bench";
     for (int i = 0; i < argc; i++) {
@@ -467,11 +461,6 @@ int sd_bench_kernels(int argc, char **argv)
             b.pdl = 0;
         } else if (!strcmp(argv[i], "--no-tcx")) {
             b.tcx = 0;
-        } else if (!strcmp(argv[i], "--slab") && i + 1 < argc) {
-            const char *m = argv[++i];
-            b.slab = !strcmp(m, "off") ? 0 : !strcmp(m, "force") ? 2 : !strcmp(m, "auto") ? 1 : -1;
-            if (b.slab < 0)
-                return fprintf(stderr, "bench kernels: --slab off|auto|force\n"), 2;
         } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
             out = argv[++i];
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
@@ -480,8 +469,7 @@ int sd_bench_kernels(int argc, char **argv)
                 return fprintf(stderr, "bench kernels: --reps must be 1..%d\n", BK_MAX_REPS), 2;
         } else {
             fprintf(stderr,
-                    "usage: sparsed bench kernels [--quick] [--no-pdl] [--no-tcx] [--slab off|auto|force] [--out FILE] "
-                    "[--reps N]\n");
+                    "usage: sparsed bench kernels [--quick] [--no-pdl] [--no-tcx] [--out FILE] [--reps N]\n");
             return 2;
         }
     }

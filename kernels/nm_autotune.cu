@@ -22,7 +22,6 @@ extern "C" int sd_kernels_ctx_init(sd_kernels_ctx **ret, sd_diag *d)
     }
     ctx->pdl = 1;
     ctx->tcx = 1;
-    ctx->slab = 1;
     *ret = ctx;
     return 0;
 }
@@ -43,12 +42,6 @@ extern "C" void sd_kernels_ctx_set_deterministic(sd_kernels_ctx *ctx, int on)
 {
     if (ctx)
         ctx->deterministic = on != 0;
-}
-
-extern "C" void sd_kernels_ctx_set_slab(sd_kernels_ctx *ctx, int mode)
-{
-    if (ctx)
-        ctx->slab = mode < 0 ? 0 : mode > 2 ? 2 : mode;
 }
 
 extern "C" int sd_kernels_ctx_tcx(const sd_kernels_ctx *ctx)
@@ -146,11 +139,6 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
         return sd_diag_set(d, SD_EINVAL, "autotune: bad arguments");
     const int unstructured = !dense && a->n == 0 && a->m == 0;
     const int64_t units = dense ? a->cols / 8 : a->cols / 32;
-    if (!dense && ctx->slab == 2 && sd__nm_slab_supported(a)) { // forced: no timing, the smallest split
-        sd_nm_key k = make_key(a, dense);
-        cache_put(ctx, &k, SD_NM_RW_SLAB, (int)((units + 127) / 128));
-        return 0;
-    }
     cudaEvent_t e0 = nullptr, e1 = nullptr;
     if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) {
         cudaEventDestroy(e0);
@@ -158,11 +146,10 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
     }
     int best_rw = 0, best_split = 0, rc = 0;
     float best = 1e30f;
-    const int slab_ok = !dense && ctx->slab && sd__nm_slab_supported(a);
     // The row-per-lane kernels: split 1-2 (2 stages), split 1 (3 stages, stream-K); the other
     // variants never won on the H200 (kernels/NOTES.md, v4) and would only lengthen the tuning.
     const int rws[] = {
-        1, 2, 4, SD_NM_RW_SLAB, SD_NM_RW_TC, SD_NM_RW_TCX, SD_NM_RW_TCXW, SD_NM_RW_ROWS, SD_NM_RW_ROWS3, SD_NM_RW_ROWS_SK};
+        1, 2, 4, SD_NM_RW_TC, SD_NM_RW_TCX, SD_NM_RW_TCXW, SD_NM_RW_ROWS, SD_NM_RW_ROWS3, SD_NM_RW_ROWS_SK};
     const int splits[] = {1, 2, 3, 4, 6, 8};
     for (int rw : rws)
         for (int split : splits) {
@@ -171,7 +158,6 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
             const int stream_k = rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3; // split unused
             if ((unstructured && (rw != 1 || split != 1)) ||
                 (split > 1 && (a->y_bf16 || ctx->deterministic)) ||
-                (rw == SD_NM_RW_SLAB && (!slab_ok || (units + split - 1) / split > 128)) ||
                 (rw == SD_NM_RW_TC && !sd__nm_tc_supported(a, dense)) ||
                 (rw == SD_NM_RW_TCX && (dense || !ctx->tcx || !sd__nm_tcx_supported(a))) ||
                 (rw == SD_NM_RW_TCXW &&

@@ -1,6 +1,5 @@
 // nm_device: the small device helpers every SpMV/GEMV kernel file uses — streamed loads,
-// bf16 conversions, warp sums, the bfind/bmsk bit walk over a mask word and the gather of one
-// word against x in shared memory, cp.async. Header-only, force-inlined.
+// bf16 conversions and the bfind/bmsk bit walk over a mask word. Header-only, force-inlined.
 #ifndef SD_NM_DEVICE_CUH
 #define SD_NM_DEVICE_CUH
 
@@ -68,55 +67,8 @@ __device__ __forceinline__ uint32_t bits_below(int p)
     return m;
 }
 
-__device__ __forceinline__ float warp_sum(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-// Adds BT consecutive fp32 of shared memory (x of one column for every vector), times w.
-template <int BT> __device__ __forceinline__ void fma_col(float (&acc)[BT], float w, const float *xp)
-{
-    if constexpr (BT == 1) {
-        acc[0] = fmaf(w, xp[0], acc[0]);
-    } else if constexpr (BT == 2) {
-        float2 t = *reinterpret_cast<const float2 *>(xp);
-        acc[0] = fmaf(w, t.x, acc[0]);
-        acc[1] = fmaf(w, t.y, acc[1]);
-    } else {
-#pragma unroll
-        for (int q = 0; q < BT / 4; q++) {
-            float4 t = *reinterpret_cast<const float4 *>(xp + 4 * q);
-            acc[4 * q + 0] = fmaf(w, t.x, acc[4 * q + 0]);
-            acc[4 * q + 1] = fmaf(w, t.y, acc[4 * q + 1]);
-            acc[4 * q + 2] = fmaf(w, t.z, acc[4 * q + 2]);
-            acc[4 * q + 3] = fmaf(w, t.w, acc[4 * q + 3]);
-        }
-    }
-}
-
-// One N:M mask word (exactly 16 bits) against its 16 values, highest column first: a fixed
-// 16-step scan (find the top bit, keep the bits below), the column's x gathered from shared
-// memory at xw + p*BT (xw: slot of column 0 of this word).
-template <int BT>
-__device__ __forceinline__ void nm_word(uint32_t bits, const uint4 &v0, const uint4 &v1, const float *xw,
-                                        float (&acc)[BT])
-{
-    const uint32_t u[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-#pragma unroll
-    for (int k = 0; k < 16; k++) {
-        const int p = top_bit(bits);
-        bits &= bits_below(p);
-        const int i = 15 - k; // value index of this column in the word
-        float w = (i & 1) ? bf16_hi(u[i >> 1]) : bf16_lo(u[i >> 1]);
-        fma_col<BT>(acc, w, xw + p * BT);
-    }
-}
-
-// Asynchronous global -> shared copies (dst: a shared-state-space address) of 16 bytes (4 for
-// cp_async4, 8 for cp_async8_zfill: both through L1). The zero-filling forms copy src_bytes (0 or the full size) and
+// Asynchronous global -> shared copies (dst: a shared-state-space address) of 16 bytes (8 for
+// cp_async8_zfill, through L1). The zero-filling forms copy src_bytes (0 or the full size) and
 // fill the rest with zeros.
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src)
 {
@@ -134,10 +86,6 @@ __device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void *src, 
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
                  : "memory");
-}
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void *src)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
 }
 __device__ __forceinline__ void cp_async8_zfill(uint32_t dst, const void *src, uint32_t src_bytes)
 {

@@ -32,6 +32,34 @@ struct KParams {
     int y_bf16, accumulate, atomic;
 };
 
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Adds BT consecutive fp32 of shared memory (x of one column for every vector), times w.
+template <int BT> __device__ __forceinline__ void fma_col(float (&acc)[BT], float w, const float *xp)
+{
+    if constexpr (BT == 1) {
+        acc[0] = fmaf(w, xp[0], acc[0]);
+    } else if constexpr (BT == 2) {
+        float2 t = *reinterpret_cast<const float2 *>(xp);
+        acc[0] = fmaf(w, t.x, acc[0]);
+        acc[1] = fmaf(w, t.y, acc[1]);
+    } else {
+#pragma unroll
+        for (int q = 0; q < BT / 4; q++) {
+            float4 t = *reinterpret_cast<const float4 *>(xp + 4 * q);
+            acc[4 * q + 0] = fmaf(w, t.x, acc[4 * q + 0]);
+            acc[4 * q + 1] = fmaf(w, t.y, acc[4 * q + 1]);
+            acc[4 * q + 2] = fmaf(w, t.z, acc[4 * q + 2]);
+            acc[4 * q + 3] = fmaf(w, t.w, acc[4 * q + 3]);
+        }
+    }
+}
 
 // Floats per staged word: 33 slots of BT floats, plus one 16-byte pad for BT >= 8 so that the
 // word stride is an odd number of 16-byte units (8 lanes of an LDS.128 phase land on 8 distinct
@@ -74,6 +102,24 @@ __device__ __forceinline__ void store_rows(const KParams &p, float (&acc)[RW][BT
         if (lane >= p.B || row >= p.rows)
             continue;
         store_out(p.y, (int64_t)lane * p.ldy + row, mine, p.atomic, p.y_bf16, p.accumulate);
+    }
+}
+
+// One N:M mask word (exactly 16 bits) against its 16 values, highest column first: a fixed
+// 16-step scan (find the top bit, keep the bits below), the column's x gathered from shared
+// memory at xw + p*BT (xw: slot of column 0 of this word).
+template <int BT>
+__device__ __forceinline__ void nm_word(uint32_t bits, const uint4 &v0, const uint4 &v1, const float *xw,
+                                        float (&acc)[BT])
+{
+    const uint32_t u[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+#pragma unroll
+    for (int k = 0; k < 16; k++) {
+        const int p = top_bit(bits);
+        bits &= bits_below(p);
+        const int i = 15 - k; // value index of this column in the word
+        float w = (i & 1) ? bf16_hi(u[i >> 1]) : bf16_lo(u[i >> 1]);
+        fma_col<BT>(acc, w, xw + p * BT);
     }
 }
 
@@ -412,7 +458,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     const int rows_kernel =
         rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
     const int tcx_kernel = rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW;
-    if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_SLAB && rw != SD_NM_RW_TC && !tcx_kernel && !rows_kernel)
+    if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_TC && !tcx_kernel && !rows_kernel)
         return SD_EINVAL;
     if (split < 1 || (split > 1 && a->y_bf16))
         return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
@@ -423,11 +469,6 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         if (a->B > SD_NM_MAX_B)
             return SD_EINVAL; // no other kernel takes more than SD_NM_MAX_B vectors
         rw = SD_NM_RW_TC;     // a hint: the shared-tile tensor-core kernel takes every N:M pattern
-    }
-    if (rw == SD_NM_RW_SLAB) {
-        if (!dense && sd__nm_slab_supported(a))
-            return sd__nm_slab_launch(a, split, s);
-        rw = 2; // a hint: the gather kernels take every shape
     }
     if (rw == SD_NM_RW_TC) {
         if (sd__nm_tc_supported(a, dense))
@@ -497,7 +538,6 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
         int n_sm = a->ctx ? a->ctx->n_sm : 132;
         int64_t rows_per_block = rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX ? 16
                                  : rw == SD_NM_RW_TCXW                   ? 16 * kWarps
-                                 : rw == SD_NM_RW_SLAB                   ? kWarps
                                                                          : kWarps * rw;
         int64_t blocks = (a->rows + rows_per_block - 1) / rows_per_block;
         int64_t units = dense ? a->cols / 8 : a->cols / 32;

@@ -50,11 +50,6 @@ void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on);
  * its partial sums with atomics, in arrival order, so results vary in the last bits). An explicit
  * split in the args still splits. Off by default. */
 void sd_kernels_ctx_set_deterministic(sd_kernels_ctx *ctx, int on);
-/* The batch-1 kernel that copies all of its weights into shared memory at launch (rows_per_warp
- * 8, kernels/nm_spmv_slab.cu): 0 never, 1 a candidate of the autotuner (default), 2 chosen
- * without timing wherever it applies (B = 1, N:M), to measure it inside the decode step, where
- * its copies overlap the kernel before it (single-launch tuning cannot see that). */
-void sd_kernels_ctx_set_slab(sd_kernels_ctx *ctx, int mode);
 int sd_kernels_ctx_tcx(const sd_kernels_ctx *ctx);
 
 typedef struct sd_nm_spmv_args {
@@ -71,7 +66,7 @@ typedef struct sd_nm_spmv_args {
     int64_t ldy;
     int y_bf16;        /* output dtype: 0 fp32, 1 bf16 */
     int accumulate;    /* 1: y += W x (residual add); 0: y = W x */
-    int rows_per_warp; /* kernel choice: 1, 2 or 4 (gather), 8 (B = 1, weights copied at launch), 16 (tensor cores), 24 (2:4 tensor cores,
+    int rows_per_warp; /* kernel choice: 1, 2 or 4 (gather), 16 (tensor cores), 24 (2:4 tensor cores,
                           and 4:8, fragments expanded in registers), 128 (its wide twin, B <= 64),
                           32/48/64/96 (row per lane, B <= 4);
                           0: from the ctx cache / heuristic. A kernel that does not take the

@@ -27,7 +27,6 @@ struct sd_kernels_ctx {
     int pdl;                              /* launch with programmatic serialization (pdl.cuh) */
     int tcx;                              /* the autotuner also times SD_NM_RW_TCX */
     int deterministic;                    /* no split-K (atomics) from the autotuner or heuristic */
-    int slab;                             /* SD_NM_RW_SLAB: 0 off, 1 autotune candidate, 2 forced at B = 1 */
     int n_entries, next_slot;             /* next_slot: round-robin replacement when full */
     sd_nm_entry entries[SD_NM_CACHE_MAX]; /* the autotune cache */
 };
@@ -57,14 +56,6 @@ int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_
  * they take this problem (N:M, B <= 4, cols % 128 == 0, mask 16-byte aligned; bf16 output only
  * when x fits without split-K), and the launcher (split is raised to the smallest that fits
  * shared memory). */
-/* The batch-1 N:M kernel that copies each lane's whole share of the weights into shared memory
- * at launch (nm_spmv_slab.cu), chosen by rows_per_warp == SD_NM_RW_SLAB: whether it takes this
- * problem (B = 1, N:M, x and values 16-byte aligned; bf16 output only up to 4096 columns), and the
- * launcher (split is raised to the smallest whose K share fits a block, 4096 columns). */
-#define SD_NM_RW_SLAB 8
-int sd__nm_slab_supported(const sd_nm_spmv_args *a);
-int sd__nm_slab_launch(const sd_nm_spmv_args *a, int split, cudaStream_t s);
-
 #define SD_NM_RW_ROWS 32
 #define SD_NM_RW_ROWS3 48
 #define SD_NM_RW_ROWS_SK 64

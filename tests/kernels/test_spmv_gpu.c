@@ -387,58 +387,6 @@ static void test_gpu_tcx_fallback(void)
     }
 }
 
-/* The batch-1 kernel that copies all its weights into shared memory at launch (rows_per_warp 8,
- * kernels/nm_spmv_slab.cu): every pattern, rows not a multiple of its 8, cols from one word to
- * several blocks' K shares (split-K raised to fit, uneven last share), explicit splits, fp32 /
- * bf16 output, accumulate; through a context that forces it (no timing) as well; corrupt masks give
- * wrong numbers, never a fault. */
-#define RW_SLAB 8
-static void test_gpu_slab(void)
-{
-    if (!have_gpu())
-        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
-    static const int pats[4][2] = {{2, 4}, {4, 8}, {8, 16}, {16, 32}};
-    static const shp shapes[] = {{1, 32},      {7, 96},     {33, 544},   {257, 4096},
-                                 {1000, 4128}, {61, 14336}, {130, 24608}};
-    const int cfg[][4] = {{RW_SLAB, 1, 0, 0}, {RW_SLAB, 2, 0, 1}, {RW_SLAB, 3, 0, 0},
-                          {RW_SLAB, 1, 1, 0}, {RW_SLAB, 1, 1, 1}, {RW_SLAB, 1, 0, 1}};
-    sd_kernels_ctx *ctx = NULL;
-    sd_diag d = {0};
-    REQUIRE(sd_kernels_ctx_init(&ctx, &d) == 0);
-    sd_kernels_ctx_set_slab(ctx, 2);
-    double worst = 0;
-    int worst_cfg = 0;
-    for (int pi = 0; pi < 4; pi++)
-        for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
-            prob p;
-            REQUIRE(prob_init(&p, 0, pats[pi][0], pats[pi][1], shapes[si].rows, shapes[si].cols, 1,
-                              700 + 10 * pi + si) == 0);
-            check_cfgs(&p, cfg, (int)(sizeof cfg / sizeof cfg[0]), "slab", 70, 0, &worst, &worst_cfg);
-            sd_nm_spmv_args a = prob_args(&p, 0, 0, 0, 0);
-            a.ctx = ctx;
-            CHECK_MSG(sd_nm_autotune(ctx, &a, 1, 0, 0, &d) == 0, "forced slab autotune: %s", d.msg);
-            int rw = 0, split = 0;
-            sd_nm_config(&a, 0, &rw, &split);
-            CHECK_MSG(rw == RW_SLAB && (int64_t)split * 4096 >= shapes[si].cols, "forced slab: rw %d split %d",
-                      rw, split);
-            double e = run_check(&p, &a, 71);
-            CHECK_MSG(e >= 0 && e < 1e-3, "forced slab %d:%d %lldx%lld: rel L2 %g", pats[pi][0], pats[pi][1],
-                      (long long)shapes[si].rows, (long long)shapes[si].cols, e);
-            prob_free(&p);
-        }
-    fprintf(stderr, "  slab worst rel L2 %.3g (config %d)\n", worst, worst_cfg);
-    prob p;
-    REQUIRE(prob_init(&p, 0, 2, 4, 64, 8192, 1, 799) == 0);
-    for (int fill = 0; fill < 2; fill++) {
-        REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(64 * 8192 / 32) * 4)));
-        sd_nm_spmv_args a = prob_args(&p, 0, 0, RW_SLAB, 1);
-        CHECK(sd_nm_spmv_launch(&a, 0) == 0);
-        CHECK_MSG(CU(cudaDeviceSynchronize()), "slab mask fill %d: %s", fill, cudaGetErrorString(rc_cu));
-    }
-    prob_free(&p);
-    sd_kernels_ctx_free(ctx);
-}
-
 /* Bad arguments are refused before any launch. */
 static void test_gpu_bad_args(void)
 {
@@ -581,7 +529,6 @@ int main(void)
     RUN(test_gpu_tcx_2_4);
     RUN(test_gpu_tcx_4_8);
     RUN(test_gpu_tcx_fallback);
-    RUN(test_gpu_slab);
     RUN(test_gpu_bad_args);
     RUN(test_gpu_autotune);
     RUN(test_gpu_autotune_tcx);
