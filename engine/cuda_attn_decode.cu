@@ -191,6 +191,23 @@ static __device__ __forceinline__ void attn_tile(const sd_cu_attn_args &a, const
     }
 }
 
+/* L2 prefetch of key `key`'s K and V rows (nothing for keys at or past k1). */
+template <int E>
+static __device__ __forceinline__ void prefetch_rows(const sd_cu_attn_args &a, const int32_t *__restrict__ bt,
+                                                     int kvh, int key, int k1)
+{
+    constexpr int HD = 32 * E;
+    if (key >= k1)
+        return;
+    const long long off =
+        (((long long)bt[key / a.block_size] * a.n_kv + kvh) * a.block_size + key % a.block_size) * HD;
+#pragma unroll
+    for (int c = 0; c < HD * 2; c += 128) { /* 128-byte lines of a bf16 row */
+        asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)(a.k_cache + off) + c));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)(a.v_cache + off) + c));
+    }
+}
+
 /* The fused kernel's prologue: its GB query heads from the raw qkv row as qkv_post_kernel computes
  * them (sd_qkv_head), scaled into sq; in the split that holds key cur (k1 == n), also the token's
  * own K and V rows of this KV head, rounded to bf16 as the cache holds them, into own_k / own_v,
@@ -254,8 +271,6 @@ template <int E, int GB, bool FUSED>
 static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS)
     attn_decode_kernel(sd_cu_attn_args a, sd_cu_qkv_args p)
 {
-    pdl_wait();
-    pdl_trigger();
     constexpr int HD = 32 * E;
     __shared__ __align__(16) float sq[GB][HD];
     __shared__ __align__(16) __nv_bfloat16 own_kv[2][FUSED ? HD : 8]; /* FUSED: this token's K, V rows */
@@ -273,6 +288,13 @@ static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS)
               k1 = min(n, k0 + chunk), n_act = min(a.n_splits, (nr + chunk - 1) / chunk);
     if (k0 >= n)
         return;
+    /* The step's metadata was copied before its first kernel, and in the fused path every key
+     * but the token's own was written by earlier steps: so the warp's first tile of K and V rows
+     * can start moving into L2 while the kernel before (the qkv projection) still runs. */
+    if (FUSED && k0 + warp * 32 < k1)
+        prefetch_rows<E>(a, a.block_tables + (size_t)seq * a.max_bt, kvh, k0 + warp * 32 + lane, k1);
+    pdl_wait();
+    pdl_trigger();
     const float scale = rsqrtf((float)HD);
     if (FUSED) {
         fused_prologue<E, GB>(a, p, t, h0, kvh, n - 1, k1 == n, scale, sq, own_kv[0], own_kv[1]);
