@@ -153,8 +153,8 @@ int sd__cu_add_rmsnorm(float *x, const float *y, const float *w, __nv_bfloat16 *
     const uintptr_t al = (uintptr_t)x | (uintptr_t)y | (uintptr_t)w | (uintptr_t)out;
     if (hidden % 4 == 0 && hidden <= 8192 && (al & 15) == 0) {
         int n4 = hidden / 4, threads = ((n4 + 1) / 2 + 31) / 32 * 32;
-        SD_CU(d, sd_launch(add_rmsnorm4_kernel, dim3(T), dim3(threads), 0, st, pdl, x, y, (const float4 *)w, out,
-                           hidden, eps));
+        SD_CU(d, sd_launch(add_rmsnorm4_kernel, dim3(T), dim3(threads), 0, st, pdl, x, y, (const float4 *)w,
+                           out, hidden, eps));
         return 0;
     }
     int threads = hidden >= 4096 ? 1024 : hidden >= 1024 ? 512 : 256;
