@@ -357,15 +357,17 @@ template <int NT> __device__ __forceinline__ void stage_x(const TcParams &p, uin
 constexpr int kStages = 3;
 constexpr int kWRow = 128; // bytes of a row's values per step (128 columns at 2:4 / 4:8)
 
-// One step's shared memory in the wide kernel with nt n-tiles: values, masks, x.
+// One step's shared memory in the wide kernel with nt n-tiles: values, masks, then x.
+constexpr int kWideVals = 16 * kWarps * kWRow; // [128 rows][8 chunks of 16 B], swizzled
+constexpr int kWideMasks = 16 * kWarps * 16;   // [128 rows][4 words]
 constexpr int wide_stage_bytes(int nt)
 {
-    return 16 * kWarps * kWRow + 16 * kWarps * 16 + 8 * nt * kXStride * 2;
+    return kWideVals + kWideMasks + 8 * nt * kXStride * 2; // x as in stage_x
 }
 template <int NT> struct WideStage {
-    static constexpr int kVals = 16 * kWarps * kWRow;   // [128 rows][8 chunks of 16 B], swizzled
-    static constexpr int kMasks = 16 * kWarps * 16;     // [128 rows][4 words]
-    static constexpr int kBytes = wide_stage_bytes(NT); // then x, as in stage_x
+    static constexpr int kVals = kWideVals;
+    static constexpr int kMasks = kWideMasks;
+    static constexpr int kBytes = wide_stage_bytes(NT);
 };
 
 // Value chunk c (16 B, 0..7) of block row r: rows of odd index swap their halves, so that the 8
