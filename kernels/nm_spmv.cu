@@ -8,6 +8,7 @@
 // written (or atomically added for split-K).
 #include "kernels/nm_spmv_impl.h"
 #include "kernels/nm_device.cuh"
+#include "kernels/nm_gather.cuh"
 #include "kernels/pdl.cuh"
 
 #include <stdint.h>
@@ -15,30 +16,8 @@
 namespace
 {
 using namespace sd_nm_dev;
+using namespace sd_nm_gather;
 using namespace sd_pdl;
-
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
-constexpr int kSmemBudget = 96 * 1024; // per block; > 48 KB needs the opt-in attribute
-
-struct KParams {
-    const uint16_t *values; // bf16 [rows, cols/2] (dense: [rows, cols])
-    const uint32_t *mask;   // u32 [rows, cols/32]
-    const uint16_t *x;      // bf16 [B, ldx]
-    void *y;                // [B, ldy] fp32 or bf16
-    int64_t rows, cols, ldx, ldy;
-    int64_t units_per_split; // K range of one grid.y slice, in units (words of 32 / chunks of 8 cols)
-    int B, kt;               // kt: K-tile in units, a multiple of 32
-    int y_bf16, accumulate, atomic;
-};
-
-__device__ __forceinline__ float warp_sum(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 // Adds BT consecutive fp32 of shared memory (x of one column for every vector), times w.
 template <int BT> __device__ __forceinline__ void fma_col(float (&acc)[BT], float w, const float *xp)
@@ -85,26 +64,6 @@ template <int BT> __device__ void stage_x_words(float *xs, const KParams &p, int
     }
 }
 
-// Warp-reduces acc[r][b], then lane b writes vector b of each valid row.
-template <int BT, int RW>
-__device__ __forceinline__ void store_rows(const KParams &p, float (&acc)[RW][BT], int64_t row0, int lane)
-{
-#pragma unroll
-    for (int r = 0; r < RW; r++) {
-        float mine = 0.0f;
-#pragma unroll
-        for (int b = 0; b < BT; b++) {
-            float v = warp_sum(acc[r][b]);
-            if (lane == b)
-                mine = v;
-        }
-        int64_t row = row0 + r;
-        if (lane >= p.B || row >= p.rows)
-            continue;
-        store_out(p.y, (int64_t)lane * p.ldy + row, mine, p.atomic, p.y_bf16, p.accumulate);
-    }
-}
-
 // One N:M mask word (exactly 16 bits) against its 16 values, highest column first: a fixed
 // 16-step scan (find the top bit, keep the bits below), the column's x gathered from shared
 // memory at xw + p*BT (xw: slot of column 0 of this word).
@@ -120,61 +79,6 @@ __device__ __forceinline__ void nm_word(uint32_t bits, const uint4 &v0, const ui
         const int i = 15 - k; // value index of this column in the word
         float w = (i & 1) ? bf16_hi(u[i >> 1]) : bf16_lo(u[i >> 1]);
         fma_col<BT>(acc, w, xw + p * BT);
-    }
-}
-
-// The (K-tile, lane word) steps of one lane in a gather/GEMV kernel, in order: K-tiles of p.kt
-// units from `begin`, and within a tile the units lane, lane + 32U, ... Weights never change
-// during a step, so a lane may load the weights of its next step before the current one's x is
-// staged, and those of its first step before the grid it depends on has finished (pdl.cuh).
-struct Cursor {
-    int64_t t0, end;
-    int kt, u0; // the tile's length, the lane's first unit of this step in the tile
-    bool valid;
-};
-
-__device__ __forceinline__ Cursor cursor_first(int64_t begin, int64_t end, int tile, int lane)
-{
-    Cursor c;
-    c.t0 = begin, c.end = end;
-    c.kt = (int)min((int64_t)tile, end - begin);
-    c.u0 = lane;
-    c.valid = begin < end && lane < c.kt;
-    return c;
-}
-
-template <int U> __device__ __forceinline__ Cursor cursor_next(Cursor c, int tile, int lane)
-{
-    c.u0 += 32 * U;
-    if (c.u0 < c.kt)
-        return c;
-    c.t0 += tile;
-    c.kt = (int)min((int64_t)tile, c.end - c.t0);
-    c.u0 = lane;
-    c.valid = c.t0 < c.end && lane < c.kt;
-    return c;
-}
-
-// The weights of U words of RW rows for one lane step (all loads issued before any use).
-template <int RW, int U> struct WordLoads {
-    uint32_t mk[U][RW];
-    uint4 v0[U][RW], v1[U][RW];
-};
-
-template <int RW, int U>
-__device__ __forceinline__ void load_words(WordLoads<RW, U> &w, const uint32_t *const (&mrow)[RW],
-                                           const uint4 *const (&vrow)[RW], const Cursor &c)
-{
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        const int wl = c.u0 + 32 * u;
-        const int64_t word = c.t0 + (u == 0 || wl < c.kt ? wl : c.u0); // a spare copy of a valid word
-#pragma unroll
-        for (int r = 0; r < RW; r++) {
-            w.mk[u][r] = ld_stream_u32(mrow[r] + word);
-            w.v0[u][r] = __ldg(vrow[r] + 2 * word);
-            w.v1[u][r] = __ldg(vrow[r] + 2 * word + 1);
-        }
     }
 }
 
@@ -394,8 +298,6 @@ template <int BT, int RW> __global__ void __launch_bounds__(kThreads) gemv_kerne
     }
     store_rows<BT, RW>(p, acc, row0, lane);
 }
-
-typedef void (*kernel_fn)(KParams);
 
 #define SD_NM_RW_ROW(K, BT)                                                                                  \
     {                                                                                                        \
