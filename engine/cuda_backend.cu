@@ -227,6 +227,9 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
          * to measure what they bring */
         const char *tcx = getenv("SD_NM_TCX");
         sd_kernels_ctx_set_tcx((sd_kernels_ctx *)b->mm.spmv, !(tcx && !strcmp(tcx, "0")));
+        /* SD_NM_C24=0: without the batch-1 2:4 kernel that compacts x (kernels/NOTES.md v11) */
+        const char *c24 = getenv("SD_NM_C24");
+        sd_kernels_ctx_set_c24((sd_kernels_ctx *)b->mm.spmv, !(c24 && !strcmp(c24, "0")));
         sd_kernels_ctx_set_deterministic((sd_kernels_ctx *)b->mm.spmv, o.deterministic);
         const char *tlog = getenv("SD_TUNE_LOG");
         b->mm.tune_log = tlog && !strcmp(tlog, "1");

@@ -45,7 +45,7 @@ typedef struct bk_res {
 } bk_res;
 
 typedef struct bk {
-    int quick, reps, pdl, tcx;
+    int quick, reps, pdl, tcx, c24;
     cudaStream_t s;
     cublasHandle_t blas;
     void *blas_ws; /* a fixed cuBLAS workspace, so its calls can be captured in a graph */
@@ -350,6 +350,7 @@ static int bk_init(bk *b)
         return fprintf(stderr, "bench kernels: %s\n", d.msg), -1;
     sd_kernels_ctx_set_pdl(b->ctx, b->pdl);
     sd_kernels_ctx_set_tcx(b->ctx, b->tcx);
+    sd_kernels_ctx_set_c24(b->ctx, b->c24);
     for (int i = 0; i < 2 * BK_MAX_REPS; i++)
         BK_CU(cudaEventCreate(&b->ev[i]));
     return 0;
@@ -390,10 +391,12 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
                 "- %%rd = effective GB/s on the bytes the kernel must move (weights [+ masks] + x + y fp32) "
                 "over the read-only ceiling; per kernel: median of %d replays of a CUDA graph of 20 launches "
                 "/ 20, weights rotated over copies > 3× L2; programmatic dependent launch %s; the 2:4 / 4:8 "
-                "register-expanding tensor-core kernels (cfg 24, 128) %s\n\n",
+                "register-expanding tensor-core kernels (cfg 24, 128) %s; the batch-1 2:4 compacting "
+                "kernel (cfg 101, 102, 104) %s\n\n",
                 date, prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, cmdline, b->read_gbs,
                 b->copy_gbs, b->reps, b->pdl ? "on (the default)" : "off (--no-pdl)",
-                b->tcx ? "among the candidates (the default)" : "not tried (--no-tcx)");
+                b->tcx ? "among the candidates (the default)" : "not tried (--no-tcx)",
+                b->c24 ? "among the candidates (the default)" : "not tried (--no-c24)");
     bk_shape shapes[64];
     int ns = bk_shapes(shapes, b->quick);
     const int Bs_full[] = {1, 2, 4, 8, 16}, Bs_quick[] = {1, 8};
@@ -447,6 +450,7 @@ int sd_bench_kernels(int argc, char **argv)
     b.reps = 50;
     b.pdl = 1;
     b.tcx = 1;
+    b.c24 = 1;
     const char *out = NULL;
     char cmdline[1024] = "sparsed bench";
     for (int i = 0; i < argc; i++) {
@@ -461,6 +465,8 @@ int sd_bench_kernels(int argc, char **argv)
             b.pdl = 0;
         } else if (!strcmp(argv[i], "--no-tcx")) {
             b.tcx = 0;
+        } else if (!strcmp(argv[i], "--no-c24")) {
+            b.c24 = 0;
         } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
             out = argv[++i];
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
@@ -468,8 +474,8 @@ int sd_bench_kernels(int argc, char **argv)
             if (b.reps < 1 || b.reps > BK_MAX_REPS)
                 return fprintf(stderr, "bench kernels: --reps must be 1..%d\n", BK_MAX_REPS), 2;
         } else {
-            fprintf(stderr,
-                    "usage: sparsed bench kernels [--quick] [--no-pdl] [--no-tcx] [--out FILE] [--reps N]\n");
+            fprintf(stderr, "usage: sparsed bench kernels [--quick] [--no-pdl] [--no-tcx] [--no-c24] [--out "
+                            "FILE] [--reps N]\n");
             return 2;
         }
     }

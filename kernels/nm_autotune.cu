@@ -22,6 +22,7 @@ extern "C" int sd_kernels_ctx_init(sd_kernels_ctx **ret, sd_diag *d)
     }
     ctx->pdl = 1;
     ctx->tcx = 1;
+    ctx->c24 = 1;
     *ret = ctx;
     return 0;
 }
@@ -36,6 +37,12 @@ extern "C" void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on)
 {
     if (ctx)
         ctx->tcx = on != 0;
+}
+
+extern "C" void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int on)
+{
+    if (ctx)
+        ctx->c24 = on != 0;
 }
 
 extern "C" void sd_kernels_ctx_set_deterministic(sd_kernels_ctx *ctx, int on)
@@ -148,14 +155,25 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
     float best = 1e30f;
     // The row-per-lane kernels: split 1-2 (2 stages), split 1 (3 stages, stream-K); the other
     // variants never won on the H200 (kernels/NOTES.md, v4) and would only lengthen the tuning.
-    const int rws[] = {
-        1, 2, 4, SD_NM_RW_TC, SD_NM_RW_TCX, SD_NM_RW_TCXW, SD_NM_RW_ROWS, SD_NM_RW_ROWS3, SD_NM_RW_ROWS_SK};
+    const int rws[] = {1,
+                       2,
+                       4,
+                       SD_NM_RW_TC,
+                       SD_NM_RW_TCX,
+                       SD_NM_RW_TCXW,
+                       SD_NM_RW_ROWS,
+                       SD_NM_RW_ROWS3,
+                       SD_NM_RW_ROWS_SK,
+                       SD_NM_RW_C24 + 1,
+                       SD_NM_RW_C24 + 2,
+                       SD_NM_RW_C24 + 4};
     const int splits[] = {1, 2, 3, 4, 6, 8};
     for (int rw : rws)
         for (int split : splits) {
             const int rows_kernel = rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK ||
                                     rw == SD_NM_RW_ROWS_SK3;
             const int stream_k = rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3; // split unused
+            const int c24 = rw > SD_NM_RW_C24;
             if ((unstructured && (rw != 1 || split != 1)) ||
                 (split > 1 && (a->y_bf16 || ctx->deterministic)) ||
                 (rw == SD_NM_RW_TC && !sd__nm_tc_supported(a, dense)) ||
@@ -164,6 +182,7 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                  (dense || !sd__nm_tcx_supported(a) || (!ctx->tcx && a->B <= SD_NM_MAX_B))) ||
                 (a->B > SD_NM_MAX_B && rw != SD_NM_RW_TCXW) ||
                 (rows_kernel && (dense || !sd__nm_rows_supported(a, rw))) || (stream_k && split > 1) ||
+                (c24 && (dense || !ctx->c24 || !sd__nm_c24_supported(a))) ||
                 (rw == SD_NM_RW_ROWS && split > 2) || (rw == SD_NM_RW_ROWS3 && split > 1) ||
                 (split > 1 && units / split < 32))
                 continue;

@@ -1,5 +1,5 @@
-// nm_gather: what the word-per-lane kernels of nm_spmv.cu (the gather SpMV, the dense GEMV) share
-// with kernels in other files: launch shape, kernel parameters, the lane cursor
+// nm_gather: what the word-per-lane kernels share (the gather SpMV and dense GEMV in nm_spmv.cu,
+// the 2:4 compacting SpMV in nm_spmv_c24.cu): launch shape, kernel parameters, the lane cursor
 // over (K-tile, word) steps, the weight loads ahead of use, and the warp-reduced row stores.
 #ifndef SD_NM_GATHER_CUH
 #define SD_NM_GATHER_CUH
@@ -111,6 +111,12 @@ __device__ __forceinline__ void load_words(WordLoads<RW, U> &w, const uint32_t *
 }
 
 typedef void (*kernel_fn)(KParams);
+
+// The 2:4 batch-1 compacting kernel (nm_spmv_c24.cu) with rw = 1, 2 or 4 rows per warp, the
+// largest K-tile (words, a multiple of 32) its staged x may take, and that x's bytes for kt words.
+kernel_fn c24_kernel(int rw);
+int c24_kt_max();
+size_t c24_smem(int kt);
 
 } // namespace sd_nm_gather
 #endif

@@ -360,7 +360,9 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     const int rows_kernel =
         rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
     const int tcx_kernel = rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW;
-    if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_TC && !tcx_kernel && !rows_kernel)
+    const int c24_rw = rw - SD_NM_RW_C24; // rows per warp of the 2:4 compacting kernel, if asked for
+    const int c24_asked = c24_rw == 1 || c24_rw == 2 || c24_rw == 4;
+    if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_TC && !tcx_kernel && !rows_kernel && !c24_asked)
         return SD_EINVAL;
     if (split < 1 || (split > 1 && a->y_bf16))
         return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
@@ -382,6 +384,9 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
             return sd__nm_rows_launch(a, rw, split, s);
         rw = 2; // likewise a hint
     }
+    const int c24 = c24_asked && !dense && sd__nm_c24_supported(a);
+    if (c24_asked)
+        rw = c24_rw; // the compacting kernel, or (a hint) the gather kernel with as many rows per warp
     const int bi = bt_index(a->B), BT = 1 << bi;
     const int64_t units = dense ? a->cols / 8 : a->cols / 32;
     int64_t ups = (units + split - 1) / split;
@@ -395,7 +400,8 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     p.rows = a->rows, p.cols = a->cols, p.ldx = a->ldx, p.ldy = a->ldy;
     p.units_per_split = ups;
     p.B = a->B;
-    p.kt = (int)((ups + 31) / 32 * 32 < kt_max(dense, BT) ? (ups + 31) / 32 * 32 : kt_max(dense, BT));
+    const int ktm = c24 ? c24_kt_max() : kt_max(dense, BT);
+    p.kt = (int)((ups + 31) / 32 * 32 < ktm ? (ups + 31) / 32 * 32 : ktm);
     p.y_bf16 = a->y_bf16, p.accumulate = a->accumulate, p.atomic = nsplit > 1;
     // Split-K zeroes y first: a memset node, after which a programmatic launch has nothing to
     // overlap with, so those launches stay plain.
@@ -403,8 +409,13 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     if (zero_first &&
         cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
         return SD_ECUDA;
-    kernel_fn k = dense ? k_gemv[bi][rw_index(rw)] : unstructured ? k_un[bi] : k_nm[bi][rw_index(rw)];
-    size_t smem = dense ? (size_t)BT * p.kt * 8 * 4 : (size_t)(33 * BT + (BT >= 8 ? 4 : 0)) * p.kt * 4;
+    kernel_fn k = c24            ? c24_kernel(rw)
+                  : dense        ? k_gemv[bi][rw_index(rw)]
+                  : unstructured ? k_un[bi]
+                                 : k_nm[bi][rw_index(rw)];
+    size_t smem = c24     ? c24_smem(p.kt)
+                  : dense ? (size_t)BT * p.kt * 8 * 4
+                          : (size_t)(33 * BT + (BT >= 8 ? 4 : 0)) * p.kt * 4;
     if (smem > 48 * 1024 && cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  (int)smem) != cudaSuccess)
         return SD_ECUDA;
@@ -440,6 +451,7 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
         int n_sm = a->ctx ? a->ctx->n_sm : 132;
         int64_t rows_per_block = rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX ? 16
                                  : rw == SD_NM_RW_TCXW                   ? 16 * kWarps
+                                 : rw > SD_NM_RW_C24                     ? kWarps * (rw - SD_NM_RW_C24)
                                                                          : kWarps * rw;
         int64_t blocks = (a->rows + rows_per_block - 1) / rows_per_block;
         int64_t units = dense ? a->cols / 8 : a->cols / 32;

@@ -26,6 +26,7 @@ struct sd_kernels_ctx {
     int n_sm;
     int pdl;                              /* launch with programmatic serialization (pdl.cuh) */
     int tcx;                              /* the autotuner also times SD_NM_RW_TCX */
+    int c24;                              /* the autotuner also times SD_NM_RW_C24 + 1, 2, 4 */
     int deterministic;                    /* no split-K (atomics) from the autotuner or heuristic */
     int n_entries, next_slot;             /* next_slot: round-robin replacement when full */
     sd_nm_entry entries[SD_NM_CACHE_MAX]; /* the autotune cache */
@@ -62,6 +63,12 @@ int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_
 #define SD_NM_RW_ROWS_SK3 96
 int sd__nm_rows_supported(const sd_nm_spmv_args *a, int rw);
 int sd__nm_rows_launch(const sd_nm_spmv_args *a, int rw, int split, cudaStream_t s);
+
+/* The batch-1 2:4 kernel that compacts x beside the values (nm_spmv_c24.cu), chosen by
+ * rows_per_warp == SD_NM_RW_C24 + RW (RW = 1, 2 or 4 rows per warp): 2:4, B == 1, x 16-byte
+ * aligned. Elsewhere the code is a hint for the gather kernel with RW rows per warp. */
+#define SD_NM_RW_C24 100
+int sd__nm_c24_supported(const sd_nm_spmv_args *a);
 
 /* Launches with an explicit config (rows_per_warp, split taken from a as given, both > 0). */
 int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, int split, cudaStream_t s);

@@ -1,4 +1,4 @@
-/* GPU tests for kernels/nm_spmv.cu: every pattern, the unstructured path and the dense GEMV
+/* GPU tests for kernels/nm_spmv*.cu: every pattern, the unstructured path and the dense GEMV
  * against their CPU twins (fp64 accumulation), on fresh random data, many shapes (odd rows, cols
  * not a multiple of the tile), B = 1..16, every config, fp32/bf16 output and accumulate; outputs
  * poisoned (NaN) first; relative L2 error < 1e-3; every CUDA call checked. Skips without a GPU. */
@@ -387,6 +387,66 @@ static void test_gpu_tcx_fallback(void)
     }
 }
 
+/* The batch-1 2:4 kernel that compacts x beside the values (rows_per_warp 101 / 102 / 104: 1, 2, 4
+ * rows per warp; the values mirror kernels/nm_spmv_impl.h): odd rows, partial row groups, x in
+ * several K-tiles (57344 columns), fewer words than lanes, explicit and uneven split-K, fp32 /
+ * bf16 output, accumulate; where it does not apply (4:8, B > 1, x not 16-byte aligned) the gather
+ * kernel takes the problem with the same result; corrupt masks give wrong numbers, never a fault. */
+#define RW_C24 100
+static void test_gpu_c24(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
+    static const shp shapes[] = {{1, 32},     {7, 96},      {33, 544},  {257, 1056}, {1000, 4096},
+                                 {61, 14336}, {130, 24608}, {9, 57344}, {3000, 4096}};
+    const int cfg[][4] = {{RW_C24 + 1, 1, 0, 0}, {RW_C24 + 2, 1, 0, 1}, {RW_C24 + 4, 1, 0, 0},
+                          {RW_C24 + 1, 3, 0, 1}, {RW_C24 + 2, 8, 0, 0}, {RW_C24 + 4, 2, 0, 1},
+                          {RW_C24 + 1, 1, 1, 0}, {RW_C24 + 2, 1, 1, 1}, {RW_C24 + 4, 1, 1, 0}};
+    const int n_cfg = (int)(sizeof cfg / sizeof cfg[0]);
+    double worst = 0;
+    int worst_cfg = 0;
+    for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
+        prob p;
+        REQUIRE(prob_init(&p, 0, 2, 4, shapes[si].rows, shapes[si].cols, 1, 1200 + si) == 0);
+        check_cfgs(&p, cfg, n_cfg, "c24", 80, 0, &worst, &worst_cfg);
+        prob_free(&p);
+    }
+    fprintf(stderr, "  c24 worst rel L2 %.3g (config %d)\n", worst, worst_cfg);
+    /* fallbacks: another pattern, more than one vector, then x 4 bytes past a 16-byte boundary */
+    const int fb[][3] = {{4, 8, 1}, {2, 4, 3}};
+    for (int i = 0; i < 2; i++) {
+        prob p;
+        REQUIRE(prob_init(&p, 0, fb[i][0], fb[i][1], 70, 1024, fb[i][2], 1300 + i) == 0);
+        for (int k = 0; k < 3; k++) {
+            sd_nm_spmv_args a = prob_args(&p, 0, 0, RW_C24 + (1 << k), 1);
+            double e = run_check(&p, &a, 90 + i);
+            CHECK_MSG(e >= 0 && e < 1e-3, "c24 fallback %d:%d B=%d rw %d: rel L2 %g", fb[i][0], fb[i][1],
+                      fb[i][2], RW_C24 + (1 << k), e);
+        }
+        prob_free(&p);
+    }
+    prob p;
+    REQUIRE(prob_init(&p, 0, 2, 4, 70, 1024, 1, 1310) == 0);
+    uint16_t *shifted = NULL;
+    REQUIRE(CU(cudaMalloc((void **)&shifted, (size_t)p.ldx * 2 + 16)));
+    REQUIRE(CU(cudaMemcpy(shifted + 2, p.xh, (size_t)p.ldx * 2, cudaMemcpyHostToDevice)));
+    sd_nm_spmv_args a = prob_args(&p, 0, 0, RW_C24 + 2, 1);
+    a.x = shifted + 2;
+    double e = run_check(&p, &a, 95);
+    CHECK_MSG(e >= 0 && e < 1e-3, "c24 fallback, unaligned x: rel L2 %g", e);
+    cudaFree(shifted);
+    for (int fill = 0; fill < 2; fill++) {
+        REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(70 * 1024 / 32) * 4)));
+        for (int k = 0; k < 3; k++) {
+            a = prob_args(&p, 0, 0, RW_C24 + (1 << k), 1);
+            CHECK(sd_nm_spmv_launch(&a, 0) == 0);
+            CHECK_MSG(CU(cudaDeviceSynchronize()), "c24 mask fill %d rw %d: %s", fill, RW_C24 + (1 << k),
+                      cudaGetErrorString(rc_cu));
+        }
+    }
+    prob_free(&p);
+}
+
 /* Bad arguments are refused before any launch. */
 static void test_gpu_bad_args(void)
 {
@@ -397,6 +457,8 @@ static void test_gpu_bad_args(void)
     sd_nm_spmv_args a = prob_args(&p, 1, 0, 2, 4); /* split-K with bf16 output */
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
     a = prob_args(&p, 0, 0, 3, 1); /* rows per warp 3 */
+    CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
+    a = prob_args(&p, 0, 0, RW_C24 + 3, 1); /* the compacting kernel with 3 rows per warp */
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
     a = prob_args(&p, 1, 0, 16, 2); /* split-K with bf16 output, tensor-core kernel */
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
@@ -529,6 +591,7 @@ int main(void)
     RUN(test_gpu_tcx_2_4);
     RUN(test_gpu_tcx_4_8);
     RUN(test_gpu_tcx_fallback);
+    RUN(test_gpu_c24);
     RUN(test_gpu_bad_args);
     RUN(test_gpu_autotune);
     RUN(test_gpu_autotune_tcx);

@@ -1,0 +1,155 @@
+// nm_spmv_c24: the batch-1 2:4 SpMV that compacts x beside the values instead of gathering it.
+//
+// Why: the word-per-lane gather kernel (nm_spmv.cu) spends per kept value a bit scan (FLO, BMSK),
+// an address, one shared-memory gather of x and an FMA: ~7 instructions, and the 32 lanes' gathers
+// land on random banks (~2.6-way conflicts). On the large 8B shapes that keeps the L1 pipe ~80%
+// busy at 80% of the DRAM rate (kernels/NOTES.md v10). Under 2:4 every 4-column nibble of a mask
+// word holds exactly two values, stored side by side in one u32. So a lane loads its word's 32
+// columns of x once (four conflict-free LDS.128, shared by the warp's rows) and, per nibble, one
+// byte permute picks the two x values the pair needs out of the nibble's two x pairs. The
+// permute's selector comes from the nibble by two more permutes on constants (no table load, no
+// bit scan): nibble & 7 tells the six two-bit nibbles apart. ~10 instructions per two values,
+// and ~1/8 of the gather kernel's shared-memory wavefronts for x.
+//
+// Everything else is the gather kernel's: a lane owns one mask word per step (cursor over the
+// (K-tile, word) steps), RW rows per warp, the first step's weights loaded before the PDL wait,
+// the next step's while this one computes, split-K over grid.y with fp32 atomics.
+#include "kernels/nm_spmv_impl.h"
+#include "kernels/nm_device.cuh"
+#include "kernels/nm_gather.cuh"
+#include "kernels/pdl.cuh"
+
+#include <stdint.h>
+
+namespace
+{
+using namespace sd_nm_dev;
+using namespace sd_nm_gather;
+using namespace sd_pdl;
+
+// Staged x: one word (32 bf16 = four 16-byte units) per 5 units. The odd stride puts the 8
+// lanes of an LDS.128 phase (consecutive words) on 8 distinct bank groups.
+constexpr int kUnitsPerWord = 5;
+
+// prmt.b32 in its plain mode (each selector nibble's bit 3 must be clear: it asks for sign
+// replication). Every selector below keeps it clear.
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
+{
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+}
+
+// Byte k of kPos (k = nibble & 7) is a | b << 4 for the nibble's kept columns a < b:
+// nibble 3 (0011) -> 0x10, 5 -> 0x20, 6 -> 0x21, 9 -> 0x30, 10 -> 0x31, 12 -> 0x32; the two
+// indices no 2:4 nibble maps to (0, 7) hold 0x10 (a corrupt mask gives wrong numbers only).
+constexpr uint32_t kPosLo = 0x10313010u; // k = 0..3
+constexpr uint32_t kPosHi = 0x10212032u; // k = 4..7
+// Byte i of kPairSel is the selector pair of the bf16 in column i of a nibble: (2i) | (2i+1) << 4.
+constexpr uint32_t kPairSel = 0x76543210u;
+
+// One 2:4 mask word of one row against its 16 values (v0, v1) and the word's x (bf16 pairs
+// xv[0..15], pair h = columns 2h, 2h+1). Nibble g's values 2g, 2g+1 share u32 g; they meet
+// x[4g+a], x[4g+b], picked from pairs 2g and 2g+1 by one permute.
+__device__ __forceinline__ void c24_word(uint32_t bits, const uint4 &v0, const uint4 &v1,
+                                         const uint32_t (&xv)[16], float &acc0, float &acc1)
+{
+    const uint32_t u[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+    const uint32_t b7 = bits & 0x77777777u; // nibble & 7, bit 3 of every selector nibble clear
+#pragma unroll
+    for (int g = 0; g < 8; g++) {
+        const uint32_t pos = prmt(kPosLo, kPosHi, b7 >> (4 * g)); // byte 0: a | b << 4
+        const uint32_t sel = prmt(kPairSel, 0u, pos);             // low half: x[a]'s bytes, x[b]'s
+        const uint32_t xp = prmt(xv[2 * g], xv[2 * g + 1], sel);
+        acc0 = fmaf(bf16_lo(u[g]), bf16_lo(xp), acc0);
+        acc1 = fmaf(bf16_hi(u[g]), bf16_hi(xp), acc1);
+    }
+}
+
+// x of words [t0, t0 + kt) as bf16, word wl at units [wl * kUnitsPerWord, + 4).
+__device__ void stage_x_c24(uint4 *xs, const KParams &p, int64_t t0, int kt)
+{
+    const uint4 *src = reinterpret_cast<const uint4 *>(p.x + t0 * 32);
+    for (int i = threadIdx.x; i < kt * 4; i += kThreads)
+        xs[(i >> 2) * kUnitsPerWord + (i & 3)] = __ldg(src + i);
+}
+
+template <int RW> __global__ void __launch_bounds__(kThreads) c24_spmv_kernel(KParams p)
+{
+    extern __shared__ uint4 xs[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t words = p.cols >> 5, row0 = ((int64_t)blockIdx.x * kWarps + warp) * RW;
+    const int64_t w_begin = blockIdx.y * p.units_per_split;
+    const int64_t w_end = min(words, w_begin + p.units_per_split);
+    const uint32_t *mrow[RW];
+    const uint4 *vrow[RW];
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+        int64_t row = min(row0 + r, p.rows - 1); // tail rows recompute the last row, not stored
+        mrow[r] = p.mask + row * words;
+        vrow[r] = reinterpret_cast<const uint4 *>(p.values + row * (p.cols >> 1));
+    }
+    constexpr int U = RW >= 2 ? 1 : 2; // words per lane in flight (and the next step's)
+    Cursor cur = cursor_first(w_begin, w_end, p.kt, lane);
+    WordLoads<RW, U> w;
+    if (cur.valid) // the first step's weights, while the grid before may still run
+        load_words<RW, U>(w, mrow, vrow, cur);
+    pdl_wait(); // x is written by the grid before (pdl.cuh)
+    pdl_trigger();
+    float acc[RW][2] = {};
+    for (int64_t t0 = w_begin; t0 < w_end; t0 += p.kt) {
+        const int kt = (int)min((int64_t)p.kt, w_end - t0);
+        __syncthreads();
+        stage_x_c24(xs, p, t0, kt);
+        __syncthreads();
+        for (; cur.valid && cur.t0 == t0;) {
+            const Cursor nxt = cursor_next<U>(cur, p.kt, lane);
+            WordLoads<RW, U> wn;
+            if (nxt.valid) // the next step's weights in flight while this one computes
+                load_words<RW, U>(wn, mrow, vrow, nxt);
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int wl = cur.u0 + 32 * u;
+                if (u > 0 && wl >= kt)
+                    break;
+                const uint4 *xw = xs + wl * kUnitsPerWord;
+                const uint4 x0 = xw[0], x1 = xw[1], x2 = xw[2], x3 = xw[3];
+                const uint32_t xv[16] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w,
+                                         x2.x, x2.y, x2.z, x2.w, x3.x, x3.y, x3.z, x3.w};
+#pragma unroll
+                for (int r = 0; r < RW; r++)
+                    c24_word(w.mk[u][r], w.v0[u][r], w.v1[u][r], xv, acc[r][0], acc[r][1]);
+            }
+            cur = nxt;
+            w = wn;
+        }
+    }
+    float sum[RW][1];
+#pragma unroll
+    for (int r = 0; r < RW; r++)
+        sum[r][0] = acc[r][0] + acc[r][1];
+    store_rows<1, RW>(p, sum, row0, lane);
+}
+
+} // namespace
+
+extern "C" int sd__nm_c24_supported(const sd_nm_spmv_args *a)
+{
+    return a->n == 2 && a->m == 4 && a->B == 1 && a->cols % 32 == 0 && ((uintptr_t)a->x & 15) == 0;
+}
+
+namespace sd_nm_gather
+{
+kernel_fn c24_kernel(int rw)
+{
+    return rw >= 4 ? c24_spmv_kernel<4> : rw == 2 ? c24_spmv_kernel<2> : c24_spmv_kernel<1>;
+}
+int c24_kt_max()
+{
+    return (kSmemBudget / (kUnitsPerWord * 16)) & ~31;
+}
+size_t c24_smem(int kt)
+{
+    return (size_t)kt * kUnitsPerWord * 16;
+}
+} // namespace sd_nm_gather
