@@ -392,7 +392,7 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
                 "over the read-only ceiling; per kernel: median of %d replays of a CUDA graph of 20 launches "
                 "/ 20, weights rotated over copies > 3× L2; programmatic dependent launch %s; the 2:4 / 4:8 "
                 "register-expanding tensor-core kernels (cfg 24, 128) %s; the batch-1 2:4 compacting "
-                "kernel (cfg 101, 102, 104) %s\n\n",
+                "kernel (cfg 101, 102, 103) %s\n\n",
                 date, prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, cmdline, b->read_gbs,
                 b->copy_gbs, b->reps, b->pdl ? "on (the default)" : "off (--no-pdl)",
                 b->tcx ? "among the candidates (the default)" : "not tried (--no-tcx)",

@@ -166,7 +166,7 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                        SD_NM_RW_ROWS_SK,
                        SD_NM_RW_C24 + 1,
                        SD_NM_RW_C24 + 2,
-                       SD_NM_RW_C24 + 4};
+                       SD_NM_RW_C24 + 3};
     const int splits[] = {1, 2, 3, 4, 6, 8};
     for (int rw : rws)
         for (int split : splits) {

@@ -361,7 +361,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
     const int tcx_kernel = rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW;
     const int c24_rw = rw - SD_NM_RW_C24; // rows per warp of the 2:4 compacting kernel, if asked for
-    const int c24_asked = c24_rw == 1 || c24_rw == 2 || c24_rw == 4;
+    const int c24_asked = c24_rw >= 1 && c24_rw <= 3;
     if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_TC && !tcx_kernel && !rows_kernel && !c24_asked)
         return SD_EINVAL;
     if (split < 1 || (split > 1 && a->y_bf16))
@@ -385,8 +385,9 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         rw = 2; // likewise a hint
     }
     const int c24 = c24_asked && !dense && sd__nm_c24_supported(a);
-    if (c24_asked)
-        rw = c24_rw; // the compacting kernel, or (a hint) the gather kernel with as many rows per warp
+    const int c24_cfg = c24_rw; // which compacting kernel (c24_kernel)
+    if (c24_asked)              // its rows per warp (or, as a hint, the gather kernel's)
+        rw = c24_rw == 2 ? 2 : 1;
     const int bi = bt_index(a->B), BT = 1 << bi;
     const int64_t units = dense ? a->cols / 8 : a->cols / 32;
     int64_t ups = (units + split - 1) / split;
@@ -409,7 +410,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     if (zero_first &&
         cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
         return SD_ECUDA;
-    kernel_fn k = c24            ? c24_kernel(rw)
+    kernel_fn k = c24            ? c24_kernel(c24_cfg)
                   : dense        ? k_gemv[bi][rw_index(rw)]
                   : unstructured ? k_un[bi]
                                  : k_nm[bi][rw_index(rw)];
@@ -435,7 +436,7 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
             split = split > 0 ? split : csplit;
         }
     }
-    // Single vectors go to the word-per-lane gather kernel, B = 2..4 to the row-per-lane one
+    // Single vectors go to the word-per-lane gather kernel (2:4: the compacting one, below), B = 2..4
     // (1.05-1.6x the tensor-core kernel on the 8B shapes, kernels/NOTES.md v4), larger batches
     // to the tensor cores.
     if (rw <= 0 && !dense && a->B >= 2 && a->B <= 4 && sd__nm_rows_supported(a, SD_NM_RW_ROWS)) {
@@ -444,6 +445,10 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
     }
     if (rw <= 0 && a->B > SD_NM_MAX_B)
         rw = SD_NM_RW_TCXW; // the only kernel for that many vectors (2:4, 4:8)
+    // Single 2:4 vectors: the compacting kernel (1.1-1.3x the gather kernel on the 8B shapes,
+    // kernels/NOTES.md v11), unless the ctx turns it off.
+    if (rw <= 0 && !dense && (!a->ctx || a->ctx->c24) && sd__nm_c24_supported(a))
+        rw = SD_NM_RW_C24 + 3;
     if (rw <= 0)
         rw = a->B >= 2 && sd__nm_tc_supported(a, dense) ? SD_NM_RW_TC : 2;
     if (split <= 0) {
@@ -451,7 +456,8 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
         int n_sm = a->ctx ? a->ctx->n_sm : 132;
         int64_t rows_per_block = rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX ? 16
                                  : rw == SD_NM_RW_TCXW                   ? 16 * kWarps
-                                 : rw > SD_NM_RW_C24                     ? kWarps * (rw - SD_NM_RW_C24)
+                                 : rw == SD_NM_RW_C24 + 2                ? kWarps * 2
+                                 : rw > SD_NM_RW_C24                     ? kWarps
                                                                          : kWarps * rw;
         int64_t blocks = (a->rows + rows_per_block - 1) / rows_per_block;
         int64_t units = dense ? a->cols / 8 : a->cols / 32;

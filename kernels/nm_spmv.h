@@ -47,8 +47,9 @@ void sd_kernels_ctx_set_pdl(sd_kernels_ctx *ctx, int on);
  * either way. */
 void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on);
 /* Whether the autotuner also times the batch-1 2:4 kernel that compacts x beside the values
- * (kernels/nm_spmv_c24.cu): on by default; off only to measure what it brings. An explicit
- * rows_per_warp of 101, 102 or 104 launches it either way. */
+ * (kernels/nm_spmv_c24.cu), and whether the default heuristic picks it: on by default (and when
+ * ctx is NULL); off only to measure what it brings. An explicit rows_per_warp of 101, 102 or 103
+ * launches it either way. */
 void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int on);
 /* Deterministic launches: neither the autotuner nor the default heuristic splits K (split-K adds
  * its partial sums with atomics, in arrival order, so results vary in the last bits). An explicit
@@ -72,8 +73,8 @@ typedef struct sd_nm_spmv_args {
     int accumulate;    /* 1: y += W x (residual add); 0: y = W x */
     int rows_per_warp; /* kernel choice: 1, 2 or 4 (gather), 16 (tensor cores), 24 (2:4 tensor cores,
                           and 4:8, fragments expanded in registers), 128 (its wide twin, B <= 64),
-                          32/48/64/96 (row per lane, B <= 4), 101/102/104 (2:4, B = 1: x compacted
-                          beside the values, 1/2/4 rows per warp);
+                          32/48/64/96 (row per lane, B <= 4), 101/102/103 (2:4, B = 1: x compacted
+                          beside the values; 1 / 2 rows per warp / 1 with registers capped);
                           0: from the ctx cache / heuristic. A kernel that does not take the
                           problem falls back to one that does. */
     int split;         /* split-K factor (fp32 output only, atomics); 0: from the cache / heuristic */

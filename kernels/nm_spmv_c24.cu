@@ -74,7 +74,8 @@ __device__ void stage_x_c24(uint4 *xs, const KParams &p, int64_t t0, int kt)
         xs[(i >> 2) * kUnitsPerWord + (i & 3)] = __ldg(src + i);
 }
 
-template <int RW> __global__ void __launch_bounds__(kThreads) c24_spmv_kernel(KParams p)
+// RW rows per warp; MINB: blocks per SM the registers must leave room for (0: no cap).
+template <int RW, int MINB> __global__ void __launch_bounds__(kThreads, MINB) c24_spmv_kernel(KParams p)
 {
     extern __shared__ uint4 xs[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -89,7 +90,7 @@ template <int RW> __global__ void __launch_bounds__(kThreads) c24_spmv_kernel(KP
         mrow[r] = p.mask + row * words;
         vrow[r] = reinterpret_cast<const uint4 *>(p.values + row * (p.cols >> 1));
     }
-    constexpr int U = RW >= 2 ? 1 : 2; // words per lane in flight (and the next step's)
+    constexpr int U = 2; // words per lane in flight (and the next step's): 1 was slower everywhere
     Cursor cur = cursor_first(w_begin, w_end, p.kt, lane);
     WordLoads<RW, U> w;
     if (cur.valid) // the first step's weights, while the grid before may still run
@@ -142,7 +143,9 @@ namespace sd_nm_gather
 {
 kernel_fn c24_kernel(int rw)
 {
-    return rw >= 4 ? c24_spmv_kernel<4> : rw == 2 ? c24_spmv_kernel<2> : c24_spmv_kernel<1>;
+    // 1 row per warp (78 registers, 3 blocks per SM), 2 rows (127, 2 blocks), 1 row capped at
+    // 64 registers (4 blocks): each wins somewhere (kernels/NOTES.md v11)
+    return rw == 2 ? c24_spmv_kernel<2, 0> : rw == 3 ? c24_spmv_kernel<1, 4> : c24_spmv_kernel<1, 0>;
 }
 int c24_kt_max()
 {

@@ -26,7 +26,7 @@ struct sd_kernels_ctx {
     int n_sm;
     int pdl;                              /* launch with programmatic serialization (pdl.cuh) */
     int tcx;                              /* the autotuner also times SD_NM_RW_TCX */
-    int c24;                              /* the autotuner also times SD_NM_RW_C24 + 1, 2, 4 */
+    int c24;                              /* the autotuner also times SD_NM_RW_C24 + 1, 2, 3 */
     int deterministic;                    /* no split-K (atomics) from the autotuner or heuristic */
     int n_entries, next_slot;             /* next_slot: round-robin replacement when full */
     sd_nm_entry entries[SD_NM_CACHE_MAX]; /* the autotune cache */
@@ -65,8 +65,9 @@ int sd__nm_rows_supported(const sd_nm_spmv_args *a, int rw);
 int sd__nm_rows_launch(const sd_nm_spmv_args *a, int rw, int split, cudaStream_t s);
 
 /* The batch-1 2:4 kernel that compacts x beside the values (nm_spmv_c24.cu), chosen by
- * rows_per_warp == SD_NM_RW_C24 + RW (RW = 1, 2 or 4 rows per warp): 2:4, B == 1, x 16-byte
- * aligned. Elsewhere the code is a hint for the gather kernel with RW rows per warp. */
+ * rows_per_warp == SD_NM_RW_C24 + c: c = 1 one row per warp, 2 two rows, 3 one row with
+ * registers capped for 4 blocks per SM. It takes 2:4, B == 1, x 16-byte aligned; elsewhere the
+ * code is a hint for the gather kernel with as many rows per warp. */
 #define SD_NM_RW_C24 100
 int sd__nm_c24_supported(const sd_nm_spmv_args *a);
 
