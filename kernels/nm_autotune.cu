@@ -173,7 +173,7 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
             const int rows_kernel = rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK ||
                                     rw == SD_NM_RW_ROWS_SK3;
             const int stream_k = rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3; // split unused
-            const int c24 = rw > SD_NM_RW_C24;
+            const int c24 = rw >= SD_NM_RW_C24 + 1 && rw <= SD_NM_RW_C24 + 3;       // not the wide 128
             if ((unstructured && (rw != 1 || split != 1)) ||
                 (split > 1 && (a->y_bf16 || ctx->deterministic)) ||
                 (rw == SD_NM_RW_TC && !sd__nm_tc_supported(a, dense)) ||
@@ -197,6 +197,11 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
             if (ms < best)
                 best = ms, best_rw = rw, best_split = split;
         }
+    if (!best_rw) { // nothing timed: caching 0 would leave the launch to the untuned heuristic
+        rc = sd_diag_set(d, SD_EINVAL, "autotune %s %lldx%lld B=%d: no candidate config takes this problem",
+                         dense ? "gemv" : "spmv", (long long)a->rows, (long long)a->cols, a->B);
+        goto done;
+    }
     {
         sd_nm_key k = make_key(a, dense);
         cache_put(ctx, &k, best_rw, best_split);

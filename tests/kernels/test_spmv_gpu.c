@@ -10,6 +10,7 @@
 #include "kernels/nm_format.h"
 #include "kernels/nm_spmv.h"
 #include "kernels/nm_spmv_cpu.h"
+#include "kernels/nm_spmv_impl.h" /* sd__nm_cache_lookup: what the autotuner cached */
 #include "tests/kernels/nm_test_util.h"
 
 #define CU(call) (rc_cu = (call)) == cudaSuccess
@@ -543,7 +544,9 @@ static void test_gpu_deterministic_no_split(void)
 }
 
 /* With the register-expanding kernels among the candidates (the default), the tuned 2:4 launches
- * stay correct whichever kernel wins. */
+ * stay correct whichever kernel wins; above SD_NM_MAX_B the wide kernel is the one candidate and
+ * must have been timed (the cache holds it), and a dense problem of that many vectors, which no
+ * kernel takes, is an error, not an untuned cache entry. */
 static void test_gpu_autotune_tcx(void)
 {
     if (!have_gpu())
@@ -563,8 +566,19 @@ static void test_gpu_autotune_tcx(void)
         double e = run_check(&p, &a, 60 + i);
         CHECK_MSG(e >= 0 && e < 1e-3, "B=%d after autotune (rw=%d split=%d): rel L2 %g", Bs[i], rw, split, e);
         fprintf(stderr, "  2:4 1024x4096 B=%d: autotune picked rw=%d split=%d\n", Bs[i], rw, split);
+        if (Bs[i] > SD_NM_MAX_B) { /* the cached config itself, not the heuristic's fill-in */
+            int crw = 0, csplit = 0;
+            CHECK_MSG(sd__nm_cache_lookup(ctx, &a, 0, &crw, &csplit) == 0 && crw == RW_TCXW && csplit >= 1,
+                      "B=%d: cache holds rw=%d split=%d", Bs[i], crw, csplit);
+        }
         prob_free(&p);
     }
+    prob p;
+    REQUIRE(prob_init(&p, 1, 0, 0, 256, 1024, 8, 710) == 0);
+    sd_nm_spmv_args a = prob_args(&p, 0, 0, 0, 0);
+    a.B = SD_NM_MAX_B + 1; /* more vectors than the dense GEMV takes (the buffers are not touched) */
+    CHECK(sd_nm_autotune(ctx, &a, 1, 1, 0, &d) == SD_EINVAL);
+    prob_free(&p);
     sd_kernels_ctx_free(ctx);
 }
 #else
