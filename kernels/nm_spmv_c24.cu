@@ -13,8 +13,10 @@
 //
 // Everything else is the gather kernel's: a lane owns one mask word per step (cursor over the
 // (K-tile, word) steps), RW rows per warp, the first step's weights loaded before the PDL wait,
-// the next step's while this one computes, split-K over grid.y with fp32 atomics.
+// the next step's while this one computes, split-K over grid.y with fp32 atomics. The per-word
+// math lives in nm_c24.h (host and device: tests/kernels/test_nm_c24.c runs it on the CPU).
 #include "kernels/nm_spmv_impl.h"
+#include "kernels/nm_c24.h"
 #include "kernels/nm_device.cuh"
 #include "kernels/nm_gather.cuh"
 #include "kernels/pdl.cuh"
@@ -31,39 +33,12 @@ using namespace sd_pdl;
 // lanes of an LDS.128 phase (consecutive words) on 8 distinct bank groups.
 constexpr int kUnitsPerWord = 5;
 
-// prmt.b32 in its plain mode (each selector nibble's bit 3 must be clear: it asks for sign
-// replication). Every selector below keeps it clear.
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
-{
-    uint32_t r;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-    return r;
-}
-
-// Byte k of kPos (k = nibble & 7) is a | b << 4 for the nibble's kept columns a < b:
-// nibble 3 (0011) -> 0x10, 5 -> 0x20, 6 -> 0x21, 9 -> 0x30, 10 -> 0x31, 12 -> 0x32; the two
-// indices no 2:4 nibble maps to (0, 7) hold 0x10 (a corrupt mask gives wrong numbers only).
-constexpr uint32_t kPosLo = 0x10313010u; // k = 0..3
-constexpr uint32_t kPosHi = 0x10212032u; // k = 4..7
-// Byte i of kPairSel is the selector pair of the bf16 in column i of a nibble: (2i) | (2i+1) << 4.
-constexpr uint32_t kPairSel = 0x76543210u;
-
-// One 2:4 mask word of one row against its 16 values (v0, v1) and the word's x (bf16 pairs
-// xv[0..15], pair h = columns 2h, 2h+1). Nibble g's values 2g, 2g+1 share u32 g; they meet
-// x[4g+a], x[4g+b], picked from pairs 2g and 2g+1 by one permute.
-__device__ __forceinline__ void c24_word(uint32_t bits, const uint4 &v0, const uint4 &v1,
-                                         const uint32_t (&xv)[16], float &acc0, float &acc1)
+// sd_c24_word on the two 16-byte halves of a lane's word as loaded.
+__device__ __forceinline__ sd_c24_acc c24_word(uint32_t bits, const uint4 &v0, const uint4 &v1,
+                                               const uint32_t (&xv)[16], sd_c24_acc acc)
 {
     const uint32_t u[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-    const uint32_t b7 = bits & 0x77777777u; // nibble & 7, bit 3 of every selector nibble clear
-#pragma unroll
-    for (int g = 0; g < 8; g++) {
-        const uint32_t pos = prmt(kPosLo, kPosHi, b7 >> (4 * g)); // byte 0: a | b << 4
-        const uint32_t sel = prmt(kPairSel, 0u, pos);             // low half: x[a]'s bytes, x[b]'s
-        const uint32_t xp = prmt(xv[2 * g], xv[2 * g + 1], sel);
-        acc0 = fmaf(bf16_lo(u[g]), bf16_lo(xp), acc0);
-        acc1 = fmaf(bf16_hi(u[g]), bf16_hi(xp), acc1);
-    }
+    return sd_c24_word(bits, u, xv, acc);
 }
 
 // x of words [t0, t0 + kt) as bf16, word wl at units [wl * kUnitsPerWord, + 4).
@@ -97,7 +72,7 @@ template <int RW, int MINB> __global__ void __launch_bounds__(kThreads, MINB) c2
         load_words<RW, U>(w, mrow, vrow, cur);
     pdl_wait(); // x is written by the grid before (pdl.cuh)
     pdl_trigger();
-    float acc[RW][2] = {};
+    sd_c24_acc acc[RW] = {};
     for (int64_t t0 = w_begin; t0 < w_end; t0 += p.kt) {
         const int kt = (int)min((int64_t)p.kt, w_end - t0);
         __syncthreads();
@@ -119,7 +94,7 @@ template <int RW, int MINB> __global__ void __launch_bounds__(kThreads, MINB) c2
                                          x2.x, x2.y, x2.z, x2.w, x3.x, x3.y, x3.z, x3.w};
 #pragma unroll
                 for (int r = 0; r < RW; r++)
-                    c24_word(w.mk[u][r], w.v0[u][r], w.v1[u][r], xv, acc[r][0], acc[r][1]);
+                    acc[r] = c24_word(w.mk[u][r], w.v0[u][r], w.v1[u][r], xv, acc[r]);
             }
             cur = nxt;
             w = wn;
@@ -128,7 +103,7 @@ template <int RW, int MINB> __global__ void __launch_bounds__(kThreads, MINB) c2
     float sum[RW][1];
 #pragma unroll
     for (int r = 0; r < RW; r++)
-        sum[r][0] = acc[r][0] + acc[r][1];
+        sum[r][0] = acc[r].a + acc[r].b;
     store_rows<1, RW>(p, sum, row0, lane);
 }
 
