@@ -39,6 +39,8 @@ typedef struct bk_shape {
     int64_t rows, cols;
 } bk_shape;
 
+#define BK_MAX_NB 8
+
 typedef struct bk_res {
     double cublas, gemv, sp[BK_NPAT]; /* µs, 0 = not measured */
     int gemv_rw, gemv_split, sp_rw[BK_NPAT], sp_split[BK_NPAT];
@@ -46,6 +48,7 @@ typedef struct bk_res {
 
 typedef struct bk {
     int quick, reps, pdl, tcx, c24;
+    int batches[BK_MAX_NB], n_batches; /* --batch: these instead of the default list */
     cudaStream_t s;
     cublasHandle_t blas;
     void *blas_ws; /* a fixed cuBLAS workspace, so its calls can be captured in a graph */
@@ -400,14 +403,14 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
     bk_shape shapes[64];
     int ns = bk_shapes(shapes, b->quick);
     const int Bs_full[] = {1, 2, 4, 8, 16}, Bs_quick[] = {1, 8};
-    const int *Bs = b->quick ? Bs_quick : Bs_full;
-    int nB = b->quick ? 2 : 5;
+    const int *Bs = b->n_batches ? b->batches : b->quick ? Bs_quick : Bs_full;
+    int nB = b->n_batches ? b->n_batches : b->quick ? 2 : 5;
     for (int k = 0; k < 2; k++)
         if (fs[k])
             bk_header(fs[k]);
     double worst_b1 = 1e30, worst_b8 = 1e30;
     for (int i = 0; i < ns; i++) {
-        bk_res res[5];
+        bk_res res[BK_MAX_NB];
         if (bk_run_shape(b, &shapes[i], Bs, nB, res)) {
             if (md)
                 fclose(md);
@@ -443,6 +446,21 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
     return 0;
 }
 
+/* "1,2,4": the batch sizes to measure instead of the default list; -1 on a bad list. */
+static int bk_parse_batches(bk *b, const char *list)
+{
+    b->n_batches = 0;
+    for (const char *p = list; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > SD_NM_MAX_B || b->n_batches == BK_MAX_NB || (*end && *end != ','))
+            return -1;
+        b->batches[b->n_batches++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return b->n_batches ? 0 : -1;
+}
+
 int sd_bench_kernels(int argc, char **argv)
 {
     bk b;
@@ -469,13 +487,18 @@ int sd_bench_kernels(int argc, char **argv)
             b.c24 = 0;
         } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
             out = argv[++i];
+        } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+            if (bk_parse_batches(&b, argv[++i]))
+                return fprintf(stderr, "bench kernels: --batch takes 1 to %d batch sizes of 1..%d, e.g. 1,2,4\n",
+                               BK_MAX_NB, SD_NM_MAX_B),
+                       2;
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             b.reps = atoi(argv[++i]);
             if (b.reps < 1 || b.reps > BK_MAX_REPS)
                 return fprintf(stderr, "bench kernels: --reps must be 1..%d\n", BK_MAX_REPS), 2;
         } else {
             fprintf(stderr, "usage: sparsed bench kernels [--quick] [--no-pdl] [--no-tcx] [--no-c24] [--out "
-                            "FILE] [--reps N]\n");
+                            "FILE] [--reps N] [--batch B1,B2,...]\n");
             return 2;
         }
     }

@@ -182,7 +182,7 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                  (dense || !sd__nm_tcx_supported(a) || (!ctx->tcx && a->B <= SD_NM_MAX_B))) ||
                 (a->B > SD_NM_MAX_B && rw != SD_NM_RW_TCXW) ||
                 (rows_kernel && (dense || !sd__nm_rows_supported(a, rw))) || (stream_k && split > 1) ||
-                (c24 && (dense || !ctx->c24 || !sd__nm_c24_supported(a))) ||
+                (c24 && (dense || !ctx->c24 || !sd__nm_c24_supported(a, rw - SD_NM_RW_C24))) ||
                 (rw == SD_NM_RW_ROWS && split > 2) || (rw == SD_NM_RW_ROWS3 && split > 1) ||
                 (split > 1 && units / split < 32))
                 continue;

@@ -51,13 +51,18 @@ SD_C24_FN uint32_t sd_c24_prmt(uint32_t a, uint32_t b, uint32_t s)
 /* Byte i is the selector pair of a nibble's column i: (2i) | (2i+1) << 4. */
 #define SD_C24_PAIR_SEL 0x76543210u
 
-/* x[4g+a] | x[4g+b] << 16 for nibble g of a word: b7 = the mask word & 0x77777777, x01 / x23 =
- * the nibble's two x pairs. */
-SD_C24_FN uint32_t sd_c24_pick(uint32_t b7, int g, uint32_t x01, uint32_t x23)
+/* The permute selector that picks x[4g+a] | x[4g+b] << 16 out of nibble g's two x pairs: b7 =
+ * the mask word & 0x77777777. It depends on the mask only, so a batch shares it. */
+SD_C24_FN uint32_t sd_c24_sel(uint32_t b7, int g)
 {
     const uint32_t pos = sd_c24_prmt(SD_C24_POS_LO, SD_C24_POS_HI, b7 >> (4 * g)); /* byte 0: a | b << 4 */
-    const uint32_t sel = sd_c24_prmt(SD_C24_PAIR_SEL, 0u, pos); /* low half: x[a]'s bytes, x[b]'s */
-    return sd_c24_prmt(x01, x23, sel);
+    return sd_c24_prmt(SD_C24_PAIR_SEL, 0u, pos); /* low half: x[a]'s bytes, x[b]'s */
+}
+
+/* x[4g+a] | x[4g+b] << 16 for nibble g of a word: x01 / x23 = the nibble's two x pairs. */
+SD_C24_FN uint32_t sd_c24_pick(uint32_t b7, int g, uint32_t x01, uint32_t x23)
+{
+    return sd_c24_prmt(x01, x23, sd_c24_sel(b7, g));
 }
 
 SD_C24_FN float sd_c24_lo(uint32_t u)
@@ -89,6 +94,14 @@ typedef struct sd_c24_acc {
     float a, b;
 } sd_c24_acc;
 
+/* A stored pair u (two values) times the picked x pair xp, added to acc. */
+SD_C24_FN sd_c24_acc sd_c24_fma(uint32_t u, uint32_t xp, sd_c24_acc acc)
+{
+    acc.a = fmaf(sd_c24_lo(u), sd_c24_lo(xp), acc.a);
+    acc.b = fmaf(sd_c24_hi(u), sd_c24_hi(xp), acc.b);
+    return acc;
+}
+
 /* One 2:4 mask word of one row: its 16 values as 8 u32 (u[g]: the values of nibble g) against
  * the word's x as 16 bf16 pairs (xv[h]: columns 2h, 2h+1), added to acc. */
 SD_C24_FN sd_c24_acc sd_c24_word(uint32_t bits, const uint32_t *u, const uint32_t *xv, sd_c24_acc acc)
@@ -97,12 +110,25 @@ SD_C24_FN sd_c24_acc sd_c24_word(uint32_t bits, const uint32_t *u, const uint32_
 #ifdef __CUDA_ARCH__
 #pragma unroll
 #endif
-    for (int g = 0; g < 8; g++) {
-        const uint32_t xp = sd_c24_pick(b7, g, xv[2 * g], xv[2 * g + 1]);
-        acc.a = fmaf(sd_c24_lo(u[g]), sd_c24_lo(xp), acc.a);
-        acc.b = fmaf(sd_c24_hi(u[g]), sd_c24_hi(xp), acc.b);
-    }
+    for (int g = 0; g < 8; g++)
+        acc = sd_c24_fma(u[g], sd_c24_pick(b7, g, xv[2 * g], xv[2 * g + 1]), acc);
     return acc;
+}
+
+/* The same word against nb vectors (batched decode): xv[b] is vector b's x of the word, acc[b]
+ * its sums. One selector per nibble serves every vector. */
+SD_C24_FN void sd_c24_word_batch(uint32_t bits, const uint32_t *u, const uint32_t *const *xv, int nb,
+                                 sd_c24_acc *acc)
+{
+    const uint32_t b7 = bits & 0x77777777u;
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+    for (int g = 0; g < 8; g++) {
+        const uint32_t sel = sd_c24_sel(b7, g);
+        for (int b = 0; b < nb; b++)
+            acc[b] = sd_c24_fma(u[g], sd_c24_prmt(xv[b][2 * g], xv[b][2 * g + 1], sel), acc[b]);
+    }
 }
 
 #endif

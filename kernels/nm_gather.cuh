@@ -112,11 +112,11 @@ __device__ __forceinline__ void load_words(WordLoads<RW, U> &w, const uint32_t *
 
 typedef void (*kernel_fn)(KParams);
 
-// The 2:4 batch-1 compacting kernel (nm_spmv_c24.cu) of config 1, 2 or 3 (nm_spmv_impl.h), the
-// largest K-tile (words, a multiple of 32) its staged x may take, and that x's bytes for kt words.
-kernel_fn c24_kernel(int rw);
-int c24_kt_max();
-size_t c24_smem(int kt);
+// The 2:4 compacting kernel (nm_spmv_c24.cu) of config 1, 2 or 3 (nm_spmv_impl.h) for B vectors,
+// the largest K-tile (words, a multiple of 32) its staged x may take, and that x's bytes for kt words.
+kernel_fn c24_kernel(int cfg, int B);
+int c24_kt_max(int B);
+size_t c24_smem(int kt, int B);
 
 } // namespace sd_nm_gather
 #endif

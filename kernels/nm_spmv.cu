@@ -384,7 +384,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
             return sd__nm_rows_launch(a, rw, split, s);
         rw = 2; // likewise a hint
     }
-    const int c24 = c24_asked && !dense && sd__nm_c24_supported(a);
+    const int c24 = c24_asked && !dense && sd__nm_c24_supported(a, c24_rw);
     const int c24_cfg = c24_rw; // which compacting kernel (c24_kernel)
     if (c24_asked)              // its rows per warp (or, as a hint, the gather kernel's)
         rw = c24_rw == 2 ? 2 : 1;
@@ -401,7 +401,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     p.rows = a->rows, p.cols = a->cols, p.ldx = a->ldx, p.ldy = a->ldy;
     p.units_per_split = ups;
     p.B = a->B;
-    const int ktm = c24 ? c24_kt_max() : kt_max(dense, BT);
+    const int ktm = c24 ? c24_kt_max(a->B) : kt_max(dense, BT);
     p.kt = (int)((ups + 31) / 32 * 32 < ktm ? (ups + 31) / 32 * 32 : ktm);
     p.y_bf16 = a->y_bf16, p.accumulate = a->accumulate, p.atomic = nsplit > 1;
     // Split-K zeroes y first: a memset node, after which a programmatic launch has nothing to
@@ -410,11 +410,11 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     if (zero_first &&
         cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
         return SD_ECUDA;
-    kernel_fn k = c24            ? c24_kernel(c24_cfg)
+    kernel_fn k = c24            ? c24_kernel(c24_cfg, a->B)
                   : dense        ? k_gemv[bi][rw_index(rw)]
                   : unstructured ? k_un[bi]
                                  : k_nm[bi][rw_index(rw)];
-    size_t smem = c24     ? c24_smem(p.kt)
+    size_t smem = c24     ? c24_smem(p.kt, a->B)
                   : dense ? (size_t)BT * p.kt * 8 * 4
                           : (size_t)(33 * BT + (BT >= 8 ? 4 : 0)) * p.kt * 4;
     if (smem > 48 * 1024 && cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -447,7 +447,7 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
         rw = SD_NM_RW_TCXW; // the only kernel for that many vectors (2:4, 4:8)
     // Single 2:4 vectors: the compacting kernel (1.1-1.3x the gather kernel on the 8B shapes,
     // kernels/NOTES.md v11), unless the ctx turns it off.
-    if (rw <= 0 && !dense && (!a->ctx || a->ctx->c24) && sd__nm_c24_supported(a))
+    if (rw <= 0 && !dense && a->B == 1 && (!a->ctx || a->ctx->c24) && sd__nm_c24_supported(a, 3))
         rw = SD_NM_RW_C24 + 3;
     if (rw <= 0)
         rw = a->B >= 2 && sd__nm_tc_supported(a, dense) ? SD_NM_RW_TC : 2;

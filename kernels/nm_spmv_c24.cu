@@ -41,16 +41,34 @@ __device__ __forceinline__ sd_c24_acc c24_word(uint32_t bits, const uint4 &v0, c
     return sd_c24_word(bits, u, xv, acc);
 }
 
-// x of words [t0, t0 + kt) as bf16, word wl at units [wl * kUnitsPerWord, + 4).
-__device__ void stage_x_c24(uint4 *xs, const KParams &p, int64_t t0, int kt)
+// x of words [t0, t0 + kt) as bf16, for each of the BT vectors: vector b's word wl at units
+// [(b * kt + wl) * kUnitsPerWord, + 4).
+template <int BT> __device__ void stage_x_c24(uint4 *xs, const KParams &p, int64_t t0, int kt)
 {
-    const uint4 *src = reinterpret_cast<const uint4 *>(p.x + t0 * 32);
-    for (int i = threadIdx.x; i < kt * 4; i += kThreads)
-        xs[(i >> 2) * kUnitsPerWord + (i & 3)] = __ldg(src + i);
+#pragma unroll
+    for (int b = 0; b < BT; b++) {
+        const uint4 *src = reinterpret_cast<const uint4 *>(p.x + b * p.ldx + t0 * 32);
+        uint4 *dst = xs + b * kt * kUnitsPerWord;
+        for (int i = threadIdx.x; i < kt * 4; i += kThreads)
+            dst[(i >> 2) * kUnitsPerWord + (i & 3)] = __ldg(src + i);
+    }
 }
 
-// RW rows per warp; MINB: blocks per SM the registers must leave room for (0: no cap).
-template <int RW, int MINB> __global__ void __launch_bounds__(kThreads, MINB) c24_spmv_kernel(KParams p)
+// The word's x of vector b (staged by stage_x_c24) as 16 bf16 pairs.
+__device__ __forceinline__ void load_xv(uint32_t (&xv)[16], const uint4 *xw)
+{
+    const uint4 x0 = xw[0], x1 = xw[1], x2 = xw[2], x3 = xw[3];
+    const uint32_t v[16] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w,
+                            x2.x, x2.y, x2.z, x2.w, x3.x, x3.y, x3.z, x3.w};
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+        xv[i] = v[i];
+}
+
+// RW rows per warp; MINB: blocks per SM the registers must leave room for (0: no cap); BT:
+// vectors (batch 1 to 4; the selectors of a word serve them all).
+template <int RW, int MINB, int BT>
+__global__ void __launch_bounds__(kThreads, MINB) c24_spmv_kernel(KParams p)
 {
     extern __shared__ uint4 xs[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -72,11 +90,11 @@ template <int RW, int MINB> __global__ void __launch_bounds__(kThreads, MINB) c2
         load_words<RW, U>(w, mrow, vrow, cur);
     pdl_wait(); // x is written by the grid before (pdl.cuh)
     pdl_trigger();
-    sd_c24_acc acc[RW] = {};
+    sd_c24_acc acc[RW][BT] = {};
     for (int64_t t0 = w_begin; t0 < w_end; t0 += p.kt) {
         const int kt = (int)min((int64_t)p.kt, w_end - t0);
         __syncthreads();
-        stage_x_c24(xs, p, t0, kt);
+        stage_x_c24<BT>(xs, p, t0, kt);
         __syncthreads();
         for (; cur.valid && cur.t0 == t0;) {
             const Cursor nxt = cursor_next<U>(cur, p.kt, lane);
@@ -88,46 +106,76 @@ template <int RW, int MINB> __global__ void __launch_bounds__(kThreads, MINB) c2
                 const int wl = cur.u0 + 32 * u;
                 if (u > 0 && wl >= kt)
                     break;
-                const uint4 *xw = xs + wl * kUnitsPerWord;
-                const uint4 x0 = xw[0], x1 = xw[1], x2 = xw[2], x3 = xw[3];
-                const uint32_t xv[16] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w,
-                                         x2.x, x2.y, x2.z, x2.w, x3.x, x3.y, x3.z, x3.w};
+                if constexpr (BT == 1) {
+                    const uint4 *xw = xs + wl * kUnitsPerWord;
+                    const uint4 x0 = xw[0], x1 = xw[1], x2 = xw[2], x3 = xw[3];
+                    const uint32_t xv[16] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w,
+                                             x2.x, x2.y, x2.z, x2.w, x3.x, x3.y, x3.z, x3.w};
 #pragma unroll
-                for (int r = 0; r < RW; r++)
-                    acc[r] = c24_word(w.mk[u][r], w.v0[u][r], w.v1[u][r], xv, acc[r]);
+                    for (int r = 0; r < RW; r++)
+                        acc[r][0] = c24_word(w.mk[u][r], w.v0[u][r], w.v1[u][r], xv, acc[r][0]);
+                } else {
+                    uint32_t xv[BT][16];
+                    const uint32_t *xp[BT];
+#pragma unroll
+                    for (int b = 0; b < BT; b++) {
+                        load_xv(xv[b], xs + (b * kt + wl) * kUnitsPerWord);
+                        xp[b] = xv[b];
+                    }
+#pragma unroll
+                    for (int r = 0; r < RW; r++) {
+                        const uint4 &v0 = w.v0[u][r], &v1 = w.v1[u][r];
+                        const uint32_t uv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+                        sd_c24_word_batch(w.mk[u][r], uv, xp, BT, acc[r]);
+                    }
+                }
             }
             cur = nxt;
             w = wn;
         }
     }
-    float sum[RW][1];
+    float sum[RW][BT];
 #pragma unroll
     for (int r = 0; r < RW; r++)
-        sum[r][0] = acc[r].a + acc[r].b;
-    store_rows<1, RW>(p, sum, row0, lane);
+#pragma unroll
+        for (int b = 0; b < BT; b++)
+            sum[r][b] = acc[r][b].a + acc[r][b].b;
+    store_rows<BT, RW>(p, sum, row0, lane);
 }
 
 } // namespace
 
-extern "C" int sd__nm_c24_supported(const sd_nm_spmv_args *a)
+extern "C" int sd__nm_c24_supported(const sd_nm_spmv_args *a, int cfg)
 {
-    return a->n == 2 && a->m == 4 && a->B == 1 && a->cols % 32 == 0 && ((uintptr_t)a->x & 15) == 0;
+    return a->n == 2 && a->m == 4 && a->B >= 1 && a->B <= SD_NM_C24_MAX_B && (a->B == 1 || cfg != 2) &&
+           a->cols % 32 == 0 && ((uintptr_t)a->x & 15) == 0 && (a->B == 1 || a->ldx % 8 == 0);
 }
 
 namespace sd_nm_gather
 {
-kernel_fn c24_kernel(int rw)
+template <int BT> static kernel_fn c24_batch_kernel(int cfg)
 {
-    // 1 row per warp (78 registers, 3 blocks per SM), 2 rows (127, 2 blocks), 1 row capped at
-    // 64 registers (4 blocks): each wins somewhere (kernels/NOTES.md v11)
-    return rw == 2 ? c24_spmv_kernel<2, 0> : rw == 3 ? c24_spmv_kernel<1, 4> : c24_spmv_kernel<1, 0>;
+    return cfg == 3 ? c24_spmv_kernel<1, 3, BT> : c24_spmv_kernel<1, 0, BT>;
 }
-int c24_kt_max()
+
+kernel_fn c24_kernel(int cfg, int B)
 {
-    return (kSmemBudget / (kUnitsPerWord * 16)) & ~31;
+    // Batch 1: 1 row per warp (78 registers, 3 blocks per SM), 2 rows (127, 2 blocks), 1 row
+    // capped at 64 registers (4 blocks): each wins somewhere (kernels/NOTES.md v11). Batch 2:
+    // one row per warp, uncapped (97 registers) or capped for 3 blocks per SM (78); at 3 and 4
+    // vectors the staged x's loads bind and the tensor-core kernel was faster everywhere (v12).
+    if (B == 2)
+        return c24_batch_kernel<2>(cfg);
+    return cfg == 2   ? c24_spmv_kernel<2, 0, 1>
+           : cfg == 3 ? c24_spmv_kernel<1, 4, 1>
+                      : c24_spmv_kernel<1, 0, 1>;
 }
-size_t c24_smem(int kt)
+int c24_kt_max(int B)
 {
-    return (size_t)kt * kUnitsPerWord * 16;
+    return (kSmemBudget / (B * kUnitsPerWord * 16)) & ~31;
+}
+size_t c24_smem(int kt, int B)
+{
+    return (size_t)B * kt * kUnitsPerWord * 16;
 }
 } // namespace sd_nm_gather

@@ -92,10 +92,41 @@ static void test_rows_against_reference(void)
     }
 }
 
+/* The batched word function (one selector per nibble for every vector) gives each vector exactly
+ * the single-vector sums: random 2:4 words (one corrupt), 2..4 vectors, running sums carried. */
+static void test_batch_matches_single(void)
+{
+    uint64_t s = 77;
+    for (int nb = 2; nb <= 4; nb++)
+        for (int it = 0; it < 64; it++) {
+            uint32_t mask, u[8], xs[4][16];
+            uint16_t w[32];
+            nmt_fill_bf16(w, 32, &s);
+            REQUIRE(nmt_random_mask(&mask, 1, 32, 2, 4, &s) == 0);
+            if (it == 63)
+                mask ^= 0x10u; /* a corrupt nibble: both must still agree */
+            memcpy(u, w, sizeof u);
+            for (int b = 0; b < nb; b++)
+                nmt_fill_bf16((uint16_t *)xs[b], 32, &s);
+            const uint32_t *xp[4] = {xs[0], xs[1], xs[2], xs[3]};
+            sd_c24_acc acc[4], one[4];
+            for (int b = 0; b < nb; b++)
+                acc[b].a = one[b].a = 0.25f * (float)b, acc[b].b = one[b].b = -0.5f;
+            sd_c24_word_batch(mask, u, xp, nb, acc);
+            for (int b = 0; b < nb; b++) {
+                one[b] = sd_c24_word(mask, u, xs[b], one[b]);
+                CHECK_MSG(memcmp(&acc[b], &one[b], sizeof acc[b]) == 0,
+                          "nb %d it %d vector %d: %g %g vs %g %g", nb, it, b, acc[b].a, acc[b].b, one[b].a,
+                          one[b].b);
+            }
+        }
+}
+
 int main(void)
 {
     RUN(test_prmt);
     RUN(test_pick_every_nibble);
     RUN(test_rows_against_reference);
+    RUN(test_batch_matches_single);
     return sd_test_done();
 }

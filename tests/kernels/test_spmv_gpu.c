@@ -413,8 +413,8 @@ static void test_gpu_c24(void)
         prob_free(&p);
     }
     fprintf(stderr, "  c24 worst rel L2 %.3g (config %d)\n", worst, worst_cfg);
-    /* fallbacks: another pattern, more than one vector, then x 4 bytes past a 16-byte boundary */
-    const int fb[][3] = {{4, 8, 1}, {2, 4, 3}};
+    /* fallbacks: another pattern, more vectors than it takes, then x 4 bytes past a 16-byte boundary */
+    const int fb[][3] = {{4, 8, 1}, {2, 4, 5}};
     for (int i = 0; i < 2; i++) {
         prob p;
         REQUIRE(prob_init(&p, 0, fb[i][0], fb[i][1], 70, 1024, fb[i][2], 1300 + i) == 0);
@@ -446,6 +446,29 @@ static void test_gpu_c24(void)
         }
     }
     prob_free(&p);
+}
+
+/* The compacting kernel on batches of 2 (configs 101 and 103; 102 takes one vector only, so it
+ * falls back to the gather kernel, as every config does at B = 3): odd rows, several K-tiles (its x
+ * tile halves at B = 2), split-K, fp32 / bf16 output, accumulate. */
+static void test_gpu_c24_batch(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
+    static const shp shapes[] = {{1, 32}, {7, 96}, {257, 1056}, {1000, 4096}, {61, 14336}, {130, 24608}, {9, 57344}};
+    const int cfg[][4] = {{RW_C24 + 1, 1, 0, 0}, {RW_C24 + 3, 1, 0, 0}, {RW_C24 + 1, 3, 0, 1}, {RW_C24 + 3, 2, 0, 0},
+                          {RW_C24 + 1, 1, 1, 0}, {RW_C24 + 3, 1, 1, 1}, {RW_C24 + 2, 1, 0, 0}};
+    const int n_cfg = (int)(sizeof cfg / sizeof cfg[0]);
+    double worst = 0;
+    int worst_cfg = 0;
+    for (int B = 2; B <= 3; B++)
+        for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
+            prob p;
+            REQUIRE(prob_init(&p, 0, 2, 4, shapes[si].rows, shapes[si].cols, B, 1400 + 10 * B + si) == 0);
+            check_cfgs(&p, cfg, n_cfg, "c24 batch", 120, 0, &worst, &worst_cfg);
+            prob_free(&p);
+        }
+    fprintf(stderr, "  c24 batch worst rel L2 %.3g (config %d)\n", worst, worst_cfg);
 }
 
 /* Bad arguments are refused before any launch. */
@@ -606,6 +629,7 @@ int main(void)
     RUN(test_gpu_tcx_4_8);
     RUN(test_gpu_tcx_fallback);
     RUN(test_gpu_c24);
+    RUN(test_gpu_c24_batch);
     RUN(test_gpu_bad_args);
     RUN(test_gpu_autotune);
     RUN(test_gpu_autotune_tcx);
