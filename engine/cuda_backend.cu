@@ -223,7 +223,7 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         b->mm.tp = &b->tp; /* first-use timing drains the stream under the group's deadline */
     if (!rc) {
         sd_kernels_ctx_set_pdl((sd_kernels_ctx *)b->mm.spmv, b->pdl);
-        /* SD_NM_TCX=0: without the 2:4 / 4:8 register-expanding kernels (kernels/NOTES.md v8),
+        /* SD_NM_TCX=0: without the 2:4 / 4:8 / 8:16 register-expanding kernels (kernels/NOTES.md v8),
          * to measure what they bring */
         const char *tcx = getenv("SD_NM_TCX");
         sd_kernels_ctx_set_tcx((sd_kernels_ctx *)b->mm.spmv, !(tcx && !strcmp(tcx, "0")));

@@ -191,7 +191,7 @@ typedef struct sd_cu_mm {
     __nv_bfloat16 *scratch; /* dense expansion of one bitmask linear: [max rows*cols] */
     size_t scratch_elems;
     float *tune_y; /* first-use timing writes here, not to the caller's output: [16, max rows], or
-                      [64, max 2:4 / 4:8 rows] where that is larger */
+                      [64, max 2:4 / 4:8 / 8:16 rows] where that is larger */
     void *spmv;    /* sd_kernels_ctx: the SpMV/GEMV autotune cache */
     int tune_log;  /* SD_TUNE_LOG=1: one stderr line per first-use decision */
     sd_cu_tuned tuned[SD_CU_MAX_TUNED]; /* problems already autotuned */

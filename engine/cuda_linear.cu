@@ -1,4 +1,4 @@
-/* cuda_linear: y = x W^T for the CUDA backend's linears. Decode (up to SD_NM_MAX_B rows; 2:4 and 4:8:
+/* cuda_linear: y = x W^T for the CUDA backend's linears. Decode (up to SD_NM_MAX_B rows; 2:4, 4:8, 8:16:
  * up to SD_NM_MAX_B_WIDE): the kernels' bitmask SpMV / dense GEMV, reading the
  * weights once for all rows. Prefill and larger batches: cuBLAS bf16 GEMM (bitmask weights
  * expanded into a dense scratch first). */
@@ -28,7 +28,7 @@ int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_dia
                 need = linear_elems(ls[k]);
             if (ls[k]->rows > max_rows)
                 max_rows = ls[k]->rows;
-            if (ls[k]->bitmask && (ls[k]->nm_m == 4 || ls[k]->nm_m == 8) && ls[k]->rows > max_wide_rows)
+            if (ls[k]->bitmask && ls[k]->nm_m >= 4 && ls[k]->nm_m <= 16 && ls[k]->rows > max_wide_rows)
                 max_wide_rows = ls[k]->rows;
         }
     }
@@ -87,7 +87,7 @@ static void spmv_args(sd_nm_spmv_args *a, const sd_cu_mm *mm, const sd_cu_linear
 }
 
 /* The bitmask SpMV / dense GEMV: weights read once for all T rows (T <= SD_NM_MAX_B, or up to
- * SD_NM_MAX_B_WIDE for 2:4 and 4:8: wide_ok). */
+ * SD_NM_MAX_B_WIDE for 2:4, 4:8 and 8:16: wide_ok). */
 static int run_kernel(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
                       int acc, cudaStream_t st, sd_diag *d)
 {
@@ -187,13 +187,14 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, in
     return 0;
 }
 
-/* 17..64 rows of a 2:4 or 4:8 linear may take the wide register-expanding kernel (unless SD_NM_TCX=0;
+/* 17..64 rows of a 2:4, 4:8 or 8:16 linear may take the wide register-expanding kernel (unless SD_NM_TCX=0;
  * first use times it against cuBLAS like any other problem). */
 static int wide_ok(const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, int T)
 {
     return sd_kernels_ctx_tcx((const sd_kernels_ctx *)mm->spmv) && l->bitmask &&
-           ((l->nm_n == 2 && l->nm_m == 4) || (l->nm_n == 4 && l->nm_m == 8)) && l->cols % 64 == 0 &&
-           ((uintptr_t)in & 15) == 0 && T <= SD_NM_MAX_B_WIDE;
+           ((l->nm_n == 2 && l->nm_m == 4) || (l->nm_n == 4 && l->nm_m == 8) ||
+            (l->nm_n == 8 && l->nm_m == 16)) &&
+           l->cols % 64 == 0 && ((uintptr_t)in & 15) == 0 && T <= SD_NM_MAX_B_WIDE;
 }
 
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,

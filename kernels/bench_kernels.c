@@ -394,6 +394,7 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
                 "- %%rd = effective GB/s on the bytes the kernel must move (weights [+ masks] + x + y fp32) "
                 "over the read-only ceiling; per kernel: median of %d replays of a CUDA graph of 20 launches "
                 "/ 20, weights rotated over copies > 3× L2; programmatic dependent launch %s; the 2:4 / 4:8 "
+                "/ 8:16 "
                 "register-expanding tensor-core kernels (cfg 24, 128) %s; the batch-1 2:4 compacting "
                 "kernel (cfg 101, 102, 103) %s\n\n",
                 date, prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, cmdline, b->read_gbs,
@@ -489,7 +490,8 @@ int sd_bench_kernels(int argc, char **argv)
             out = argv[++i];
         } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
             if (bk_parse_batches(&b, argv[++i]))
-                return fprintf(stderr, "bench kernels: --batch takes 1 to %d batch sizes of 1..%d, e.g. 1,2,4\n",
+                return fprintf(stderr,
+                               "bench kernels: --batch takes 1 to %d batch sizes of 1..%d, e.g. 1,2,4\n",
                                BK_MAX_NB, SD_NM_MAX_B),
                        2;
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {

@@ -333,7 +333,7 @@ int kt_max(int dense, int BT)
 int check_args(const sd_nm_spmv_args *a, int dense)
 {
     if (!a || !a->values || !a->x || !a->y || a->rows <= 0 || a->cols <= 0 || a->B < 1 ||
-        a->B > SD_NM_MAX_B_WIDE) // more than SD_NM_MAX_B: the wide 2:4 / 4:8 kernel only (launch_cfg)
+        a->B > SD_NM_MAX_B_WIDE) // more than SD_NM_MAX_B: the wide 2:4 / 4:8 / 8:16 kernel only (launch_cfg)
         return SD_EINVAL;
     if (a->cols % (dense ? 8 : 32) != 0 || a->ldx < a->cols || a->ldx % 2 != 0 || a->ldy < a->rows)
         return SD_EINVAL;
@@ -444,7 +444,7 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
         split = split > 0 ? split : 1; // one block per 32 rows already fills the GPU
     }
     if (rw <= 0 && a->B > SD_NM_MAX_B)
-        rw = SD_NM_RW_TCXW; // the only kernel for that many vectors (2:4, 4:8)
+        rw = SD_NM_RW_TCXW; // the only kernel for that many vectors (2:4, 4:8, 8:16)
     // Single 2:4 vectors: the compacting kernel (1.1-1.3x the gather kernel on the 8B shapes,
     // kernels/NOTES.md v11), unless the ctx turns it off.
     if (rw <= 0 && !dense && a->B == 1 && (!a->ctx || a->ctx->c24) && sd__nm_c24_supported(a, 3))

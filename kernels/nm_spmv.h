@@ -18,8 +18,9 @@ extern "C" {
 #endif
 
 #define SD_NM_MAX_B 16
-/* 2:4 and 4:8 weights take up to this many vectors (the wide register-expanding tensor-core
- * kernel, rows_per_warp 128); the other patterns and the dense GEMV up to SD_NM_MAX_B. */
+/* 2:4, 4:8 and 8:16 weights take up to this many vectors (the wide register-expanding
+ * tensor-core kernel, rows_per_warp 128); 16:32, unstructured and the dense GEMV up to
+ * SD_NM_MAX_B. */
 #define SD_NM_MAX_B_WIDE 64
 
 /* The batch size a tuned config is kept under: B itself up to SD_NM_MAX_B, above it the next
@@ -40,7 +41,7 @@ void sd_kernels_ctx_free(sd_kernels_ctx *ctx);
 /* Programmatic dependent launch of the gather SpMV / GEMV kernels (kernels/pdl.cuh): on by
  * default (and when ctx is NULL); off only to measure what it brings. */
 void sd_kernels_ctx_set_pdl(sd_kernels_ctx *ctx, int on);
-/* Whether the autotuner also times the 2:4 / 4:8 kernels that expand bitmask weights into
+/* Whether the autotuner also times the 2:4 / 4:8 / 8:16 kernels that expand bitmask weights into
  * tensor-core fragments in registers (kernels/nm_tcx.h), and whether callers should send 17..64
  * vectors of those patterns to the wide one (sd_kernels_ctx_tcx): on by default (and when ctx is
  * NULL); off only to measure what they bring. An explicit rows_per_warp of 24 or 128 launches them
@@ -61,7 +62,7 @@ typedef struct sd_nm_spmv_args {
     const sd_kernels_ctx *ctx; /* may be NULL: then the default heuristic picks the config */
     int n, m;                  /* N:M pattern, or 0,0 = unstructured (ignored by the dense GEMV) */
     int64_t rows, cols;        /* W is [rows, cols]; cols % 32 == 0 (dense: cols % 8 == 0) */
-    int B;                     /* number of vectors, 1..SD_NM_MAX_B (2:4, 4:8: ..SD_NM_MAX_B_WIDE) */
+    int B;                     /* number of vectors, 1..SD_NM_MAX_B (2:4, 4:8, 8:16: ..SD_NM_MAX_B_WIDE) */
     const uint16_t
         *values;          /* bf16 [rows, cols/2] (dense GEMV: the weights, bf16 [rows, cols]); 16-B aligned */
     const uint32_t *mask; /* u32 [rows, cols/32] (unused by the dense GEMV) */
@@ -71,9 +72,9 @@ typedef struct sd_nm_spmv_args {
     int64_t ldy;
     int y_bf16;        /* output dtype: 0 fp32, 1 bf16 */
     int accumulate;    /* 1: y += W x (residual add); 0: y = W x */
-    int rows_per_warp; /* kernel choice: 1, 2 or 4 (gather), 16 (tensor cores), 24 (2:4 tensor cores,
-                          and 4:8, fragments expanded in registers), 128 (its wide twin, B <= 64),
-                          32/48/64/96 (row per lane, B <= 4), 101/102/103 (2:4, B = 1: x compacted
+    int rows_per_warp; /* kernel choice: 1, 2 or 4 (gather), 16 (tensor cores), 24 (2:4, 4:8 and 8:16
+                          on tensor cores, fragments expanded in registers), 128 (its wide twin, B <= 64),
+                          32/48/64/96 (row per lane, B <= 4), 101/102/103 (2:4, B <= 2: x compacted
                           beside the values; 1 / 2 rows per warp / 1 with registers capped);
                           0: from the ctx cache / heuristic. A kernel that does not take the
                           problem falls back to one that does. */

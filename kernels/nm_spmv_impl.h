@@ -39,9 +39,9 @@ int sd__nm_cache_lookup(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
 #define SD_NM_RW_TC 16
 int sd__nm_tc_supported(const sd_nm_spmv_args *a, int dense);
 int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_t s);
-/* The 2:4 / 4:8 tensor-core kernel that expands the A fragments in registers (nm_tcx.h), chosen
- * by rows_per_warp == SD_NM_RW_TCX: 2:4 and 4:8 only, cols % 64 == 0, x 16-byte aligned rows. A candidate
- * of the autotuner unless the context turns it off (sd_kernels_ctx_set_tcx). */
+/* The 2:4 / 4:8 / 8:16 tensor-core kernel that expands the A fragments in registers (nm_tcx.h),
+ * chosen by rows_per_warp == SD_NM_RW_TCX: those patterns only, cols % 64 == 0, x 16-byte aligned rows. A
+ * candidate of the autotuner unless the context turns it off (sd_kernels_ctx_set_tcx). */
 #define SD_NM_RW_TCX 24
 /* Its wide twin for batches up to SD_NM_MAX_B_WIDE: 128 rows a block, a warp per 16 rows, each
  * warp over the block's whole K share, weights and x staged in shared memory (x read once per

@@ -3,7 +3,7 @@
 // zeroed shared-memory tile (the same fixed 16-step bit scan as the B=1 kernel, but scattering
 // values instead of gathering x), then multiplies it by x with mma.m16n8k16 (bf16 in, fp32
 // accumulate); the cost per kept weight no longer grows with B. Dense: the weights go straight
-// from global memory into the A fragments. 2:4 and 4:8 can skip the shared tile: tcx_spmv_kernel
+// from global memory into the A fragments. 2:4, 4:8, 8:16 can skip the shared tile: tcx_spmv_kernel
 // expands the bitmask weights into the A fragments in registers (kernels/nm_tcx.h), and its wide
 // twin takes up to 64 vectors. The 8 warps' partial tiles are summed in shared memory.
 //
@@ -218,6 +218,17 @@ struct Tcx48 {
     }
 };
 
+struct Tcx816 {
+    __device__ static uint32_t entry(int i)
+    {
+        return sd_tcx816_entry((uint32_t)i >> 1, i & 1);
+    }
+    __device__ static void expand(const uint32_t (&v)[4], uint32_t m16, const uint32_t *tab, uint32_t (&a)[8])
+    {
+        sd_tcx816_expand(v, m16, tab, a);
+    }
+};
+
 // What a lane loads per step: [piece][row g, g+8] values and masks (the nm_tcx.h layout).
 struct TcxRegs {
     uint4 v[2][2];
@@ -275,7 +286,7 @@ template <class E> __device__ __forceinline__ void tcx_table(uint32_t *tab)
         tab[threadIdx.x] = E::entry(threadIdx.x);
 }
 
-// 2:4 / 4:8 with the A fragments expanded in registers (kernels/nm_tcx.h): the same block shape,
+// 2:4 / 4:8 / 8:16 with the A fragments expanded in registers (kernels/nm_tcx.h): the same block shape,
 // K split and x loads as the dense kernel, but each lane loads 16 bytes of values and 16 mask
 // bits per row and piece, and byte-permutes them into its fragments. The next step's weights are
 // loaded while this one multiplies, the first step's before the PDL wait.
@@ -355,7 +366,7 @@ template <int NT> __device__ __forceinline__ void stage_x(const TcParams &p, uin
 }
 
 constexpr int kStages = 3;
-constexpr int kWRow = 128; // bytes of a row's values per step (128 columns at 2:4 / 4:8)
+constexpr int kWRow = 128; // bytes of a row's values per step (128 columns at 50%)
 
 // One step's shared memory in the wide kernel with nt n-tiles: values, masks, then x.
 constexpr int kWideVals = 16 * kWarps * kWRow; // [128 rows][8 chunks of 16 B], swizzled
@@ -401,7 +412,7 @@ __device__ __forceinline__ void stage_w(const TcParams &p, char *st, int64_t blk
     }
 }
 
-// 2:4 / 4:8, wide (batches up to 64, rows_per_warp SD_NM_RW_TCXW): a block of 8 warps owns 128
+// 2:4 / 4:8 / 8:16, wide (batches up to 64, rows_per_warp SD_NM_RW_TCXW): a block of 8 warps owns 128
 // rows, 16 per warp, and every warp walks the block's whole K share in step with the others. Per
 // step (128 columns) the block copies its rows' values and masks and x for all vectors into
 // shared memory with cp.async, kStages steps ahead (one copy group per step). At B = 64 a warp
@@ -531,8 +542,8 @@ extern "C" int sd__nm_tc_supported(const sd_nm_spmv_args *a, int dense)
 
 extern "C" int sd__nm_tcx_supported(const sd_nm_spmv_args *a)
 {
-    return ((a->n == 2 && a->m == 4) || (a->n == 4 && a->m == 8)) && a->cols % 64 == 0 && a->ldx % 8 == 0 &&
-           ((uintptr_t)a->x & 15) == 0;
+    return ((a->n == 2 && a->m == 4) || (a->n == 4 && a->m == 8) || (a->n == 8 && a->m == 16)) &&
+           a->cols % 64 == 0 && a->ldx % 8 == 0 && ((uintptr_t)a->x & 15) == 0;
 }
 
 namespace
@@ -565,17 +576,22 @@ size_t wide_smem(int B)
     return kStages * (size_t)wide_stage_bytes(wide_nt(B));
 }
 
+// The 16-row expanding kernel of pattern E for B <= 16 vectors.
+template <class E> void (*tcx_kernel(int B))(TcParams)
+{
+    return B <= 8 ? tcx_spmv_kernel<E, 1> : tcx_spmv_kernel<E, 2>;
+}
+
 // The kernel of a kind for B vectors (NT n-tiles of 8; the 16-row kernels take B <= 16) and, for
-// the expanding kinds, pattern m (4: 2:4, 8: 4:8).
+// the expanding kinds, pattern m (4: 2:4, 8: 4:8, 16: 8:16).
 void (*tc_kernel(TcKind kind, int B, int m))(TcParams)
 {
     const bool one = B <= 8;
     switch (kind) {
     case kTcExpandWide:
-        return m == 4 ? tcxw_kernel<Tcx24>(B) : tcxw_kernel<Tcx48>(B);
+        return m == 4 ? tcxw_kernel<Tcx24>(B) : m == 8 ? tcxw_kernel<Tcx48>(B) : tcxw_kernel<Tcx816>(B);
     case kTcExpand:
-        return m == 4 ? (one ? tcx_spmv_kernel<Tcx24, 1> : tcx_spmv_kernel<Tcx24, 2>)
-                      : (one ? tcx_spmv_kernel<Tcx48, 1> : tcx_spmv_kernel<Tcx48, 2>);
+        return m == 4 ? tcx_kernel<Tcx24>(B) : m == 8 ? tcx_kernel<Tcx48>(B) : tcx_kernel<Tcx816>(B);
     case kTcDense:
         return one ? tc_gemv_kernel<1> : tc_gemv_kernel<2>;
     default:

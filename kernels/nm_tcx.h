@@ -1,5 +1,5 @@
 /* nm_tcx: how the register-expanded tensor-core SpMV (tcx_spmv_kernel and its wide twin in
- * nm_spmv_tc.cu) turns 2:4 and 4:8 bitmask weights into mma.m16n8k16 A fragments without a
+ * nm_spmv_tc.cu) turns 2:4, 4:8 and 8:16 bitmask weights into mma.m16n8k16 A fragments without a
  * shared-memory tile. Host and device code: the kernels call these functions, and
  * tests/kernels/test_nm_tcx.c runs the same functions on the CPU and multiplies the fragments
  * the way the PTX fragment layout says, so the index arithmetic is checked without a GPU.
@@ -7,7 +7,7 @@
  * Layout. A block owns 16 rows; a warp step covers 128 columns (4 mask words) as two 64-column
  * pieces. Lane (g = lane / 4, t = lane % 4) holds, of each piece, columns [16t, 16t + 16) of
  * rows g and g + 8 (the K permutation of nm_spmv_tc.cu: mma j takes columns 16t + 4j + {0,1} as
- * its k-slots {2t, 2t+1} and 16t + 4j + {2,3} as {2t+8, 2t+9}). Under 2:4 and 4:8 those 16
+ * its k-slots {2t, 2t+1} and 16t + 4j + {2,3} as {2t+8, 2t+9}). Under 2:4, 4:8 and 8:16 those 16
  * columns hold exactly 8 values, stored contiguously: one aligned 16-byte load per row and
  * piece. Their 16 mask bits are one half of a mask word.
  *
@@ -132,6 +132,53 @@ SD_TCX_FN void sd_tcx48_expand(const uint32_t v[4], uint32_t m16, const uint32_t
             a[k + 1] = sd_tcx_perm(sd_tcx_perm(va, vb, base + (e2 & 0xffffu)), 0, e1 >> 16);
             base += e2 >> 16;
         }
+    }
+}
+
+/* 8:16. A lane's 16 columns are one 8:16 group: 8 values (v[0..3], column order), but a dense
+ * u32 may need any two consecutive ones, anywhere in the four registers. So the group's 128 bits
+ * are a queue: the next dense u32's values are always the low 32 bits of register 0, one permute
+ * with a zero source places them (the 4:8 placing selectors), and then the queue shifts right by
+ * 16 bits per value that u32 took (funnel shifts in clamp mode: 32 bits moves a whole register).
+ * Registers that no later u32 can reach are not shifted: after u32 k the other 7 - k need at most
+ * 7 - k registers. Table entry of a nibble: word 0 = the two placing selectors (as 4:8), word 1 =
+ * the shifts after its low u32 (low half) and its high u32 (high half). A corrupt group (more
+ * than 8 values) shifts zeros in, never reads outside its registers. */
+SD_TCX_FN uint32_t sd_tcx_shr(uint32_t lo, uint32_t hi, uint32_t n)
+{
+#ifdef __CUDA_ARCH__
+    return __funnelshift_rc(lo, hi, n);
+#else
+    return (uint32_t)(((uint64_t)hi << 32 | lo) >> (n < 32 ? n : 32));
+#endif
+}
+
+SD_TCX_FN uint32_t sd_tcx816_entry(uint32_t nib, int word)
+{
+    if (word == 0)
+        return sd_tcx48_entry(nib, 0);
+    return 16u * (uint32_t)sd_tcx_popc(nib & 3) | (16u * (uint32_t)sd_tcx_popc((nib >> 2) & 3)) << 16;
+}
+
+/* As sd_tcx_expand, for 8:16 (and any mask whose 16-column groups hold 8 values each). tab: the
+ * 32-word table of sd_tcx816_entry. */
+SD_TCX_FN void sd_tcx816_expand(const uint32_t v[4], uint32_t m16, const uint32_t *tab, uint32_t a[8])
+{
+    uint32_t q[4] = {v[0], v[1], v[2], v[3]};
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+    for (int k = 0; k < 8; k++) {
+        const uint32_t nib = (m16 >> (4 * (k >> 1))) & 15;
+        const int h = 16 * (k & 1);
+        a[k] = sd_tcx_perm(q[0], 0, tab[2 * nib] >> h);
+        const uint32_t n = (tab[2 * nib + 1] >> h) & 0xffffu;
+        const int live = 7 - k < 4 ? 7 - k : 4;
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+        for (int r = 0; r < live; r++)
+            q[r] = sd_tcx_shr(q[r], r + 1 < 4 ? q[r + 1] : 0u, n);
     }
 }
 

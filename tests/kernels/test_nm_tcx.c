@@ -1,4 +1,4 @@
-/* CPU tests for kernels/nm_tcx.h, the 2:4 and 4:8 fragment expansion of the register-expanded
+/* CPU tests for kernels/nm_tcx.h, the 2:4, 4:8 and 8:16 fragment expansion of the register-expanded
  * tensor-core SpMV (tcx_spmv_kernel and its wide twin in kernels/nm_spmv_tc.cu). The kernels' own
  * functions run here on the host; the warp is emulated lane by lane with the kernels' loops
  * (splits, warps, steps, pieces) and its mma.m16n8k16 calls are multiplied the way the PTX ISA
@@ -88,17 +88,19 @@ static void mma_emul(double D[16][8], const uint32_t A[32][4], const uint32_t Bf
                 D[r][n] += (double)a[r][k] * b[k][n];
 }
 
-/* The kernels' two expanders (Tcx24, Tcx48 in nm_spmv_tc.cu) with the 32-word shared tables
- * they build. */
+/* The kernels' three expanders (Tcx24, Tcx48, Tcx816 in nm_spmv_tc.cu) with the 32-word shared
+ * tables they build. */
 typedef void (*expand_fn)(const uint32_t v[4], uint32_t m16, const uint32_t *tab, uint32_t a[8]);
 static void table(int m, uint32_t tab[32])
 {
     for (int i = 0; i < 32; i++)
-        tab[i] = m == 4 ? (i < 16 ? sd_tcx_sel((uint32_t)i) : 0u) : sd_tcx48_entry((uint32_t)i >> 1, i & 1);
+        tab[i] = m == 4   ? (i < 16 ? sd_tcx_sel((uint32_t)i) : 0u)
+                 : m == 8 ? sd_tcx48_entry((uint32_t)i >> 1, i & 1)
+                          : sd_tcx816_entry((uint32_t)i >> 1, i & 1);
 }
 static expand_fn expander(int m)
 {
-    return m == 4 ? sd_tcx_expand : sd_tcx48_expand;
+    return m == 4 ? sd_tcx_expand : m == 8 ? sd_tcx48_expand : sd_tcx816_expand;
 }
 
 /* 4:8: every byte of mask bits (8 columns, 0..8 set) over every value pair placement: column c
@@ -130,6 +132,35 @@ static void test_expand48_every_byte(void)
             }
         }
     }
+}
+
+/* 8:16: every 16-bit mask of a lane's group: column c gets value popc(bits below c), or zero.
+ * Where the group holds more than its 8 values (not an 8:16 mask) only the absence of faults
+ * matters. */
+static void test_expand816_every_mask(void)
+{
+    uint32_t tab[32], a[8], v[4];
+    table(16, tab);
+    uint16_t val[8];
+    for (int i = 0; i < 8; i++)
+        val[i] = (uint16_t)(0x3f80 + 0x81 * i); /* distinct, recognisable */
+    for (int i = 0; i < 4; i++)
+        v[i] = (uint32_t)val[2 * i] | (uint32_t)val[2 * i + 1] << 16;
+    int checked = 0;
+    for (uint32_t m = 0; m < 65536; m++) {
+        sd_tcx816_expand(v, m, tab, a);
+        if (__builtin_popcount(m) > 8)
+            continue;
+        int i = 0, bad = 0;
+        for (int c = 0; c < 16; c++) {
+            const uint16_t got = (uint16_t)(c & 1 ? a[c / 2] >> 16 : a[c / 2]);
+            const uint16_t want = (m >> c) & 1 ? val[i++] : 0;
+            bad |= got != want;
+        }
+        CHECK_MSG(!bad, "mask %04x: wrong expansion", m);
+        checked += __builtin_popcount(m) == 8;
+    }
+    CHECK(checked == 12870); /* every 8:16 group */
 }
 
 /* One warp of the kernel, emulated: rows r0..r0+15, the mask words from `start` by `stride`
@@ -218,10 +249,10 @@ static void emulate_launch(int m, const uint16_t *vals, const uint32_t *mask, in
     }
 }
 
-/* y from the emulated kernels against the fp64 CPU twin: 2:4 through both expanders (a 2:4 mask
- * is also a 4:8 one), 4:8 through its own; shapes with rows not a multiple of 16, cols an odd
- * number of 64-column pieces, more steps than warps; B up to 64 (the wide kernel above 16);
- * split 1..3. */
+/* y from the emulated kernels against the fp64 CPU twin: 2:4 through every expander (a 2:4 mask
+ * is also a 4:8 and an 8:16 one), 4:8 through its own and 8:16's, 8:16 through its own; shapes with rows not
+ * a multiple of 16, cols an odd number of 64-column pieces, more steps than warps; B up to 64 (the wide
+ * kernel above 16); split 1..3. */
 static void check_emulated(int n, int m, int em, uint64_t seed)
 {
     static const int64_t shapes[][2] = {{16, 64}, {5, 128}, {37, 320}, {16, 1088}, {20, 4224}};
@@ -268,6 +299,9 @@ static void test_emulated_kernel(void)
     check_emulated(2, 4, 4, 7);
     check_emulated(2, 4, 8, 8);
     check_emulated(4, 8, 8, 9);
+    check_emulated(2, 4, 16, 10); /* a 2:4 or 4:8 mask is also an 8:16 one */
+    check_emulated(4, 8, 16, 11);
+    check_emulated(8, 16, 16, 12);
 }
 
 int main(void)
@@ -275,6 +309,7 @@ int main(void)
     RUN(test_perm);
     RUN(test_expand_every_nibble);
     RUN(test_expand48_every_byte);
+    RUN(test_expand816_every_mask);
     RUN(test_emulated_kernel);
     return sd_test_done();
 }

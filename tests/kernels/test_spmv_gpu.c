@@ -309,7 +309,7 @@ static void test_gpu_rows_corrupt_mask(void)
     prob_free(&p);
 }
 
-/* The 2:4 / 4:8 kernels that expand the fragments in registers (rows_per_warp 24, and 128: the
+/* The 2:4 / 4:8 / 8:16 kernels that expand the fragments in registers (rows_per_warp 24, and 128: the
  * wide twin for B up to 64, weights and x staged in shared memory; kernels/nm_tcx.h): rows not a
  * multiple of 16 (and of 128), cols an odd number of 64-column pieces, fewer steps than warps, uneven split-K
  * shares, every B up to 16 on one shape and B = 17..64 for the wide kernel, fp32/bf16 output, accumulate;
@@ -367,14 +367,18 @@ static void test_gpu_tcx_4_8(void)
 {
     check_tcx(4, 8, 800);
 }
+static void test_gpu_tcx_8_16(void)
+{
+    check_tcx(8, 16, 900);
+}
 
-/* Asking for the register-expanding kernels where they do not apply (8:16, 16:32, cols % 64 !=
- * 0) falls back to a kernel that does, with the same result. */
+/* Asking for the register-expanding kernels where they do not apply (16:32, cols % 64 != 0)
+ * falls back to a kernel that does, with the same result. */
 static void test_gpu_tcx_fallback(void)
 {
     if (!have_gpu())
         SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
-    const int fb[][4] = {{8, 16, 70, 1024}, {16, 32, 70, 1024}, {2, 4, 70, 544}, {4, 8, 70, 544}};
+    const int fb[][4] = {{16, 32, 70, 1024}, {2, 4, 70, 544}, {4, 8, 70, 544}, {8, 16, 70, 544}};
     for (int i = 0; i < 4; i++) {
         prob p;
         REQUIRE(prob_init(&p, 0, fb[i][0], fb[i][1], fb[i][2], fb[i][3], 8, 600 + i) == 0);
@@ -455,9 +459,11 @@ static void test_gpu_c24_batch(void)
 {
     if (!have_gpu())
         SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
-    static const shp shapes[] = {{1, 32}, {7, 96}, {257, 1056}, {1000, 4096}, {61, 14336}, {130, 24608}, {9, 57344}};
-    const int cfg[][4] = {{RW_C24 + 1, 1, 0, 0}, {RW_C24 + 3, 1, 0, 0}, {RW_C24 + 1, 3, 0, 1}, {RW_C24 + 3, 2, 0, 0},
-                          {RW_C24 + 1, 1, 1, 0}, {RW_C24 + 3, 1, 1, 1}, {RW_C24 + 2, 1, 0, 0}};
+    static const shp shapes[] = {{1, 32},     {7, 96},      {257, 1056}, {1000, 4096},
+                                 {61, 14336}, {130, 24608}, {9, 57344}};
+    const int cfg[][4] = {{RW_C24 + 1, 1, 0, 0}, {RW_C24 + 3, 1, 0, 0}, {RW_C24 + 1, 3, 0, 1},
+                          {RW_C24 + 3, 2, 0, 0}, {RW_C24 + 1, 1, 1, 0}, {RW_C24 + 3, 1, 1, 1},
+                          {RW_C24 + 2, 1, 0, 0}};
     const int n_cfg = (int)(sizeof cfg / sizeof cfg[0]);
     double worst = 0;
     int worst_cfg = 0;
@@ -489,8 +495,8 @@ static void test_gpu_bad_args(void)
     a = prob_args(&p, 0, 0, 0, 0);
     a.B = SD_NM_MAX_B_WIDE + 1;
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
-    a = prob_args(&p, 0, 0, 0, 0);            /* more than SD_NM_MAX_B vectors: 2:4 and 4:8 only */
-    a.B = SD_NM_MAX_B + 1, a.n = 8, a.m = 16; /* (the 2:4 mask is a valid 8:16 one) */
+    a = prob_args(&p, 0, 0, 0, 0);             /* more than SD_NM_MAX_B vectors: 2:4, 4:8, 8:16 only */
+    a.B = SD_NM_MAX_B + 1, a.n = 16, a.m = 32; /* (the 2:4 mask is a valid 16:32 one) */
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
     a = prob_args(&p, 1, 0, 0, 0);
     a.B = SD_NM_MAX_B + 1;
@@ -627,6 +633,7 @@ int main(void)
     RUN(test_gpu_rows_corrupt_mask);
     RUN(test_gpu_tcx_2_4);
     RUN(test_gpu_tcx_4_8);
+    RUN(test_gpu_tcx_8_16);
     RUN(test_gpu_tcx_fallback);
     RUN(test_gpu_c24);
     RUN(test_gpu_c24_batch);
