@@ -1,4 +1,5 @@
-// nm_spmv_c24: the batch-1 2:4 SpMV that compacts x beside the values instead of gathering it.
+// nm_spmv_c24: the batch-1 (and batch-2) 2:4 SpMV that compacts x beside the values instead of
+// gathering it.
 //
 // Why: the word-per-lane gather kernel (nm_spmv.cu) spends per kept value a bit scan (FLO, BMSK),
 // an address, one shared-memory gather of x and an FMA: ~7 instructions, and the 32 lanes' gathers
@@ -9,7 +10,9 @@
 // byte permute picks the two x values the pair needs out of the nibble's two x pairs. The
 // permute's selector comes from the nibble by two more permutes on constants (no table load, no
 // bit scan): nibble & 7 tells the six two-bit nibbles apart. ~10 instructions per two values,
-// and ~1/8 of the gather kernel's shared-memory wavefronts for x.
+// and ~1/8 of the gather kernel's shared-memory wavefronts for x. Two vectors share each nibble's
+// selector (kernels/NOTES.md v12); at 3 and 4 the x loads bind the L1 pipe and the tensor-core
+// kernel is faster.
 //
 // Everything else is the gather kernel's: a lane owns one mask word per step (cursor over the
 // (K-tile, word) steps), RW rows per warp, the first step's weights loaded before the PDL wait,
@@ -66,7 +69,7 @@ __device__ __forceinline__ void load_xv(uint32_t (&xv)[16], const uint4 *xw)
 }
 
 // RW rows per warp; MINB: blocks per SM the registers must leave room for (0: no cap); BT:
-// vectors (batch 1 to 4; the selectors of a word serve them all).
+// vectors (1 or 2; the selectors of a word serve both).
 template <int RW, int MINB, int BT>
 __global__ void __launch_bounds__(kThreads, MINB) c24_spmv_kernel(KParams p)
 {
@@ -106,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, MINB) c24_spmv_kernel(KParams p)
                 const int wl = cur.u0 + 32 * u;
                 if (u > 0 && wl >= kt)
                     break;
-                if constexpr (BT == 1) {
+                if constexpr (BT == 1) { // as measured (v11); load_xv here changes the PTX
                     const uint4 *xw = xs + wl * kUnitsPerWord;
                     const uint4 x0 = xw[0], x1 = xw[1], x2 = xw[2], x3 = xw[3];
                     const uint32_t xv[16] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w,
