@@ -451,15 +451,16 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
 static int bk_parse_batches(bk *b, const char *list)
 {
     b->n_batches = 0;
-    for (const char *p = list; *p;) {
+    for (const char *p = list;; p++) { /* a number after every comma: "2," is refused too */
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || v < 1 || v > SD_NM_MAX_B || b->n_batches == BK_MAX_NB || (*end && *end != ','))
             return -1;
         b->batches[b->n_batches++] = (int)v;
-        p = *end ? end + 1 : end;
+        if (!*end)
+            return 0;
+        p = end;
     }
-    return b->n_batches ? 0 : -1;
 }
 
 int sd_bench_kernels(int argc, char **argv)
