@@ -28,7 +28,7 @@ int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_dia
                 need = linear_elems(ls[k]);
             if (ls[k]->rows > max_rows)
                 max_rows = ls[k]->rows;
-            if (ls[k]->bitmask && ls[k]->nm_m >= 4 && ls[k]->nm_m <= 16 && ls[k]->rows > max_wide_rows)
+            if (ls[k]->bitmask && sd_nm_tcx_pattern(ls[k]->nm_n, ls[k]->nm_m) && ls[k]->rows > max_wide_rows)
                 max_wide_rows = ls[k]->rows;
         }
     }
@@ -192,9 +192,8 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, in
 static int wide_ok(const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, int T)
 {
     return sd_kernels_ctx_tcx((const sd_kernels_ctx *)mm->spmv) && l->bitmask &&
-           ((l->nm_n == 2 && l->nm_m == 4) || (l->nm_n == 4 && l->nm_m == 8) ||
-            (l->nm_n == 8 && l->nm_m == 16)) &&
-           l->cols % 64 == 0 && ((uintptr_t)in & 15) == 0 && T <= SD_NM_MAX_B_WIDE;
+           sd_nm_tcx_pattern(l->nm_n, l->nm_m) && l->cols % 64 == 0 && ((uintptr_t)in & 15) == 0 &&
+           T <= SD_NM_MAX_B_WIDE;
 }
 
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,

@@ -57,6 +57,9 @@ void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int on);
  * split in the args still splits. Off by default. */
 void sd_kernels_ctx_set_deterministic(sd_kernels_ctx *ctx, int on);
 int sd_kernels_ctx_tcx(const sd_kernels_ctx *ctx);
+/* Whether the register-expanding kernels have an expansion for pattern n:m (2:4, 4:8, 8:16): the
+ * patterns that may take up to SD_NM_MAX_B_WIDE vectors. */
+int sd_nm_tcx_pattern(int n, int m);
 
 typedef struct sd_nm_spmv_args {
     const sd_kernels_ctx *ctx; /* may be NULL: then the default heuristic picks the config */

@@ -540,10 +540,15 @@ extern "C" int sd__nm_tc_supported(const sd_nm_spmv_args *a, int dense)
     return !(a->n == 0 && a->m == 0) && a->ldx % 8 == 0 && ((uintptr_t)a->x & 15) == 0;
 }
 
+extern "C" int sd_nm_tcx_pattern(int n, int m)
+{
+    return (n == 2 && m == 4) || (n == 4 && m == 8) || (n == 8 && m == 16);
+}
+
 extern "C" int sd__nm_tcx_supported(const sd_nm_spmv_args *a)
 {
-    return ((a->n == 2 && a->m == 4) || (a->n == 4 && a->m == 8) || (a->n == 8 && a->m == 16)) &&
-           a->cols % 64 == 0 && a->ldx % 8 == 0 && ((uintptr_t)a->x & 15) == 0;
+    return sd_nm_tcx_pattern(a->n, a->m) && a->cols % 64 == 0 && a->ldx % 8 == 0 &&
+           ((uintptr_t)a->x & 15) == 0;
 }
 
 namespace
