@@ -19,6 +19,7 @@ set -uo pipefail
 # into $OUT/r.tgz, the one file to fetch.
 OUT=${OUT:-/tmp/out}
 R=${AB_WORK:-/tmp/ab}/r
+rm -rf "$R" # a machine kept warm between calls still holds the last call's files
 mkdir -p "$R" "$OUT"
 source tools/device_env.sh
 NEW_BIN=build/gpu/sparsed
