@@ -224,17 +224,12 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     if (!rc) {
         sd_kernels_ctx_set_pdl((sd_kernels_ctx *)b->mm.spmv, b->pdl);
         /* SD_NM_TCX=0: without the 2:4 / 4:8 / 8:16 register-expanding kernels (kernels/NOTES.md v8),
-         * 1: without their 32-row variant (v14), to measure what they bring */
+         * to measure what they bring */
         const char *tcx = getenv("SD_NM_TCX");
-        int tcx_level = tcx && (!strcmp(tcx, "0") || !strcmp(tcx, "1")) ? atoi(tcx) : 2;
-        sd_kernels_ctx_set_tcx((sd_kernels_ctx *)b->mm.spmv, tcx_level);
+        sd_kernels_ctx_set_tcx((sd_kernels_ctx *)b->mm.spmv, !(tcx && !strcmp(tcx, "0")));
         /* SD_NM_C24=0: without the batch-1 2:4 kernel that compacts x (kernels/NOTES.md v11) */
         const char *c24 = getenv("SD_NM_C24");
         sd_kernels_ctx_set_c24((sd_kernels_ctx *)b->mm.spmv, !(c24 && !strcmp(c24, "0")));
-        /* SD_NM_PF=N: the register-expanding kernels ask L2 for their weights N steps ahead (0, the
-         * default: no prefetch; kernels/NOTES.md v14) */
-        const char *pf = getenv("SD_NM_PF");
-        sd_kernels_ctx_set_prefetch((sd_kernels_ctx *)b->mm.spmv, pf ? atoi(pf) : 0);
         sd_kernels_ctx_set_deterministic((sd_kernels_ctx *)b->mm.spmv, o.deterministic);
         const char *tlog = getenv("SD_TUNE_LOG");
         b->mm.tune_log = tlog && !strcmp(tlog, "1");

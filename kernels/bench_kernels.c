@@ -47,7 +47,7 @@ typedef struct bk_res {
 } bk_res;
 
 typedef struct bk {
-    int quick, reps, pdl, tcx, c24, pf;
+    int quick, reps, pdl, tcx, c24;
     int batches[BK_MAX_NB], n_batches; /* --batch: these instead of the default list */
     cudaStream_t s;
     cublasHandle_t blas;
@@ -354,7 +354,6 @@ static int bk_init(bk *b)
     sd_kernels_ctx_set_pdl(b->ctx, b->pdl);
     sd_kernels_ctx_set_tcx(b->ctx, b->tcx);
     sd_kernels_ctx_set_c24(b->ctx, b->c24);
-    sd_kernels_ctx_set_prefetch(b->ctx, b->pf);
     for (int i = 0; i < 2 * BK_MAX_REPS; i++)
         BK_CU(cudaEventCreate(&b->ev[i]));
     return 0;
@@ -396,15 +395,12 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
                 "over the read-only ceiling; per kernel: median of %d replays of a CUDA graph of 20 launches "
                 "/ 20, weights rotated over copies > 3× L2; programmatic dependent launch %s; the 2:4 / 4:8 "
                 "/ 8:16 "
-                "register-expanding tensor-core kernels (cfg 24, 25, 128) %s, their L2 prefetch %d steps "
-                "ahead (0: off, the default; --pf); the batch-1 2:4 compacting kernel (cfg 101, 102, 103) "
-                "%s\n\n",
+                "register-expanding tensor-core kernels (cfg 24, 128) %s; the batch-1 2:4 compacting "
+                "kernel (cfg 101, 102, 103) %s\n\n",
                 date, prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, cmdline, b->read_gbs,
                 b->copy_gbs, b->reps, b->pdl ? "on (the default)" : "off (--no-pdl)",
-                b->tcx == 2   ? "among the candidates (the default)"
-                : b->tcx == 1 ? "among the candidates but for cfg 25 (--tcx 1)"
-                              : "not tried (--no-tcx)",
-                b->pf, b->c24 ? "among the candidates (the default)" : "not tried (--no-c24)");
+                b->tcx ? "among the candidates (the default)" : "not tried (--no-tcx)",
+                b->c24 ? "among the candidates (the default)" : "not tried (--no-c24)");
     bk_shape shapes[64];
     int ns = bk_shapes(shapes, b->quick);
     const int Bs_full[] = {1, 2, 4, 8, 16}, Bs_quick[] = {1, 8};
@@ -473,7 +469,7 @@ int sd_bench_kernels(int argc, char **argv)
     memset(&b, 0, sizeof b);
     b.reps = 50;
     b.pdl = 1;
-    b.tcx = 2;
+    b.tcx = 1;
     b.c24 = 1;
     const char *out = NULL;
     char cmdline[1024] = "sparsed bench";
@@ -491,16 +487,6 @@ int sd_bench_kernels(int argc, char **argv)
             b.tcx = 0;
         } else if (!strcmp(argv[i], "--no-c24")) {
             b.c24 = 0;
-        } else if (!strcmp(argv[i], "--tcx") && i + 1 < argc) {
-            b.tcx = atoi(argv[++i]);
-            if (b.tcx < 0 || b.tcx > 2 || strlen(argv[i]) != 1)
-                return fprintf(stderr, "bench kernels: --tcx takes 0, 1 or 2\n"), 2;
-        } else if (!strcmp(argv[i], "--pf") && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || end == argv[i] || v < 0 || v > 16)
-                return fprintf(stderr, "bench kernels: --pf takes a prefetch distance of 0..16 steps\n"), 2;
-            b.pf = (int)v;
         } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
             out = argv[++i];
         } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
@@ -514,9 +500,8 @@ int sd_bench_kernels(int argc, char **argv)
             if (b.reps < 1 || b.reps > BK_MAX_REPS)
                 return fprintf(stderr, "bench kernels: --reps must be 1..%d\n", BK_MAX_REPS), 2;
         } else {
-            fprintf(stderr,
-                    "usage: sparsed bench kernels [--quick] [--no-pdl] [--no-tcx] [--no-c24] [--tcx 0|1|2] "
-                    "[--pf N] [--out FILE] [--reps N] [--batch B1,B2,...]\n");
+            fprintf(stderr, "usage: sparsed bench kernels [--quick] [--no-pdl] [--no-tcx] [--no-c24] [--out "
+                            "FILE] [--reps N] [--batch B1,B2,...]\n");
             return 2;
         }
     }

@@ -21,9 +21,8 @@ extern "C" int sd_kernels_ctx_init(sd_kernels_ctx **ret, sd_diag *d)
         return sd_diag_set(d, SD_ECUDA, "kernels context: %s", cudaGetErrorString(e));
     }
     ctx->pdl = 1;
-    ctx->tcx = 2;
+    ctx->tcx = 1;
     ctx->c24 = 1;
-    ctx->pf = 0;
     *ret = ctx;
     return 0;
 }
@@ -37,7 +36,7 @@ extern "C" void sd_kernels_ctx_set_pdl(sd_kernels_ctx *ctx, int on)
 extern "C" void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on)
 {
     if (ctx)
-        ctx->tcx = on < 0 ? 0 : on > 2 ? 2 : on;
+        ctx->tcx = on != 0;
 }
 
 extern "C" void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int on)
@@ -52,15 +51,9 @@ extern "C" void sd_kernels_ctx_set_deterministic(sd_kernels_ctx *ctx, int on)
         ctx->deterministic = on != 0;
 }
 
-extern "C" void sd_kernels_ctx_set_prefetch(sd_kernels_ctx *ctx, int steps)
-{
-    if (ctx)
-        ctx->pf = steps < 0 ? 0 : steps > 16 ? 16 : steps;
-}
-
 extern "C" int sd_kernels_ctx_tcx(const sd_kernels_ctx *ctx)
 {
-    return ctx ? ctx->tcx != 0 : 1;
+    return ctx ? ctx->tcx : 1;
 }
 
 extern "C" void sd_kernels_ctx_free(sd_kernels_ctx *ctx)
@@ -167,7 +160,6 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                        4,
                        SD_NM_RW_TC,
                        SD_NM_RW_TCX,
-                       SD_NM_RW_TCX2,
                        SD_NM_RW_TCXW,
                        SD_NM_RW_ROWS,
                        SD_NM_RW_ROWS3,
@@ -185,8 +177,7 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
             if ((unstructured && (rw != 1 || split != 1)) ||
                 (split > 1 && (a->y_bf16 || ctx->deterministic)) ||
                 (rw == SD_NM_RW_TC && !sd__nm_tc_supported(a, dense)) ||
-                ((rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCX2) &&
-                 (dense || ctx->tcx < (rw == SD_NM_RW_TCX2 ? 2 : 1) || !sd__nm_tcx_supported(a))) ||
+                (rw == SD_NM_RW_TCX && (dense || !ctx->tcx || !sd__nm_tcx_supported(a))) ||
                 (rw == SD_NM_RW_TCXW &&
                  (dense || !sd__nm_tcx_supported(a) || (!ctx->tcx && a->B <= SD_NM_MAX_B))) ||
                 (a->B > SD_NM_MAX_B && rw != SD_NM_RW_TCXW) ||

@@ -93,13 +93,6 @@ __device__ __forceinline__ void cp_async8_zfill(uint32_t dst, const void *src, u
                  : "memory");
 }
 
-// Asks L2 for the 128-byte line that holds p: no register, nothing to wait for. The
-// tensor-core kernels use it for weights a warp will load a few steps later (TcParams.pf).
-__device__ __forceinline__ void prefetch_l2(const void *p)
-{
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-
 } // namespace sd_nm_dev
 
 #endif

@@ -359,7 +359,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         rw = 1, split = 1; // the running value offset starts at column 0
     const int rows_kernel =
         rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
-    const int tcx_kernel = rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCX2 || rw == SD_NM_RW_TCXW;
+    const int tcx_kernel = rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW;
     const int c24_rw = rw - SD_NM_RW_C24; // rows per warp of the 2:4 compacting kernel, if asked for
     const int c24_asked = c24_rw >= 1 && c24_rw <= 3;
     if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_TC && !tcx_kernel && !rows_kernel && !c24_asked)
@@ -367,8 +367,9 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     if (split < 1 || (split > 1 && a->y_bf16))
         return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
     if (tcx_kernel || a->B > SD_NM_MAX_B) {
+        const int wide = rw != SD_NM_RW_TCX || a->B > SD_NM_MAX_B;
         if (!dense && sd__nm_tcx_supported(a))
-            return sd__nm_tcx_launch(a, tcx_kernel ? rw : SD_NM_RW_TCXW, split, s);
+            return sd__nm_tcx_launch(a, wide, split, s);
         if (a->B > SD_NM_MAX_B)
             return SD_EINVAL; // no other kernel takes more than SD_NM_MAX_B vectors
         rw = SD_NM_RW_TC;     // a hint: the shared-tile tensor-core kernel takes every N:M pattern
@@ -454,7 +455,6 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
         // Fill the GPU: at least ~2 blocks per SM, else split K (fp32 output only).
         int n_sm = a->ctx ? a->ctx->n_sm : 132;
         int64_t rows_per_block = rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX ? 16
-                                 : rw == SD_NM_RW_TCX2                   ? 32
                                  : rw == SD_NM_RW_TCXW                   ? 16 * kWarps
                                  : rw == SD_NM_RW_C24 + 2                ? kWarps * 2
                                  : rw > SD_NM_RW_C24                     ? kWarps

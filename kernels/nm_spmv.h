@@ -43,10 +43,9 @@ void sd_kernels_ctx_free(sd_kernels_ctx *ctx);
 void sd_kernels_ctx_set_pdl(sd_kernels_ctx *ctx, int on);
 /* Whether the autotuner also times the 2:4 / 4:8 / 8:16 kernels that expand bitmask weights into
  * tensor-core fragments in registers (kernels/nm_tcx.h), and whether callers should send 17..64
- * vectors of those patterns to the wide one (sd_kernels_ctx_tcx): level 0 none of them, 1 the
- * 16-row and wide kernels (24, 128), 2 also the 32-row one (25; the default, and when ctx is
- * NULL); lower levels only to measure what they bring. An explicit rows_per_warp of 24, 25 or 128 launches
- * them either way. */
+ * vectors of those patterns to the wide one (sd_kernels_ctx_tcx): on by default (and when ctx is
+ * NULL); off only to measure what they bring. An explicit rows_per_warp of 24 or 128 launches them
+ * either way. */
 void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on);
 /* Whether the autotuner also times the batch-1 2:4 kernel that compacts x beside the values
  * (kernels/nm_spmv_c24.cu), and whether the default heuristic picks it: on by default (and when
@@ -58,9 +57,6 @@ void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int on);
  * split in the args still splits. Off by default. */
 void sd_kernels_ctx_set_deterministic(sd_kernels_ctx *ctx, int on);
 int sd_kernels_ctx_tcx(const sd_kernels_ctx *ctx);
-/* The register-expanding 16/32-row kernels ask L2 for their weights this many warp steps (128
- * columns) ahead, 0..16 (0, no prefetch, is the default). */
-void sd_kernels_ctx_set_prefetch(sd_kernels_ctx *ctx, int steps);
 /* Whether the register-expanding kernels have an expansion for pattern n:m (2:4, 4:8, 8:16): the
  * patterns that may take up to SD_NM_MAX_B_WIDE vectors. */
 int sd_nm_tcx_pattern(int n, int m);
@@ -80,8 +76,7 @@ typedef struct sd_nm_spmv_args {
     int y_bf16;        /* output dtype: 0 fp32, 1 bf16 */
     int accumulate;    /* 1: y += W x (residual add); 0: y = W x */
     int rows_per_warp; /* kernel choice: 1, 2 or 4 (gather), 16 (tensor cores), 24 (2:4, 4:8 and 8:16
-                          on tensor cores, fragments expanded in registers; 25: two 16-row tiles per warp),
-                          128 (its wide twin, B <= 64),
+                          on tensor cores, fragments expanded in registers), 128 (its wide twin, B <= 64),
                           32/48/64/96 (row per lane, B <= 4), 101/102/103 (2:4, B <= 2: x compacted
                           beside the values; 1 / 2 rows per warp / 1 with registers capped);
                           0: from the ctx cache / heuristic. A kernel that does not take the

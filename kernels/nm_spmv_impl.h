@@ -24,11 +24,10 @@ typedef struct sd_nm_entry {
 struct sd_kernels_ctx {
     int device;
     int n_sm;
-    int pdl;           /* launch with programmatic serialization (pdl.cuh) */
-    int tcx;           /* the autotuner also times SD_NM_RW_TCX (1), and SD_NM_RW_TCX2 (2, the default) */
-    int c24;           /* the autotuner also times SD_NM_RW_C24 + 1, 2, 3 */
-    int deterministic; /* no split-K (atomics) from the autotuner or heuristic */
-    int pf;            /* expanding kernels' L2 prefetch distance in steps (0: off) */
+    int pdl;                              /* launch with programmatic serialization (pdl.cuh) */
+    int tcx;                              /* the autotuner also times SD_NM_RW_TCX */
+    int c24;                              /* the autotuner also times SD_NM_RW_C24 + 1, 2, 3 */
+    int deterministic;                    /* no split-K (atomics) from the autotuner or heuristic */
     int n_entries, next_slot;             /* next_slot: round-robin replacement when full */
     sd_nm_entry entries[SD_NM_CACHE_MAX]; /* the autotune cache */
 };
@@ -44,16 +43,13 @@ int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_
  * chosen by rows_per_warp == SD_NM_RW_TCX: those patterns only, cols % 64 == 0, x 16-byte aligned rows. A
  * candidate of the autotuner unless the context turns it off (sd_kernels_ctx_set_tcx). */
 #define SD_NM_RW_TCX 24
-/* The same with two 16-row tiles per warp sharing each step's x fragments (32 rows a block). */
-#define SD_NM_RW_TCX2 25
 /* Its wide twin for batches up to SD_NM_MAX_B_WIDE: 128 rows a block, a warp per 16 rows, each
  * warp over the block's whole K share, weights and x staged in shared memory (x read once per
  * 128 rows). The only kernel that takes B > SD_NM_MAX_B; a candidate of the autotuner for
  * smaller B too unless the ctx turns it off. */
 #define SD_NM_RW_TCXW 128
 int sd__nm_tcx_supported(const sd_nm_spmv_args *a);
-/* rw: SD_NM_RW_TCX, SD_NM_RW_TCX2 or SD_NM_RW_TCXW (B > SD_NM_MAX_B always takes the wide one). */
-int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int rw, int split, cudaStream_t s);
+int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_t s);
 
 /* The row-per-lane N:M kernels for B <= 4 (nm_spmv_rows.cu), chosen by rows_per_warp ==
  * SD_NM_RW_ROWS (2-stage copy pipeline) or SD_NM_RW_ROWS3 (3 stages), or their stream-K twins

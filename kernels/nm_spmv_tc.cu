@@ -35,7 +35,6 @@ struct TcParams {
     int64_t rows, cols, ldx, ldy;
     int64_t words_per_split; // multiple of 4
     int B, y_bf16, accumulate, atomic;
-    int pf; // expanding kernels: L2 prefetch of the weights this many warp steps ahead (0: none)
 };
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -242,7 +241,7 @@ struct TcxRows {
     const uint32_t *mg, *mg8;
     int t, shift;
 
-    __device__ void init(const TcParams &p, int64_t row0, int lane)
+    __device__ TcxRows(const TcParams &p, int64_t row0, int lane)
     {
         const int64_t words = p.cols >> 5;
         const int64_t rg = min(row0 + (lane >> 2), p.rows - 1), rg8 = min(row0 + (lane >> 2) + 8, p.rows - 1);
@@ -280,18 +279,6 @@ struct TcxRows {
     }
 };
 
-// Asks L2 for the weights of the 16 rows from row0 at mask word cw: lanes 0-15 the values of row
-// row0 + lane (one 128-byte line per row and step), lanes 16-31 its mask (a line serves 8 steps).
-// Computed here, not kept in TcxRows, so that the kernels without prefetch keep their registers.
-__device__ __forceinline__ void tcx_prefetch(const TcParams &p, int64_t row0, int lane, int64_t cw)
-{
-    const int64_t r = min(row0 + (lane & 15), p.rows - 1);
-    if (lane < 16)
-        prefetch_l2(p.values + r * (p.cols >> 1) + cw * 16);
-    else
-        prefetch_l2(p.mask + r * (p.cols >> 5) + cw);
-}
-
 // The block's selector table (nm_tcx.h); the caller syncs before use.
 template <class E> __device__ __forceinline__ void tcx_table(uint32_t *tab)
 {
@@ -299,71 +286,47 @@ template <class E> __device__ __forceinline__ void tcx_table(uint32_t *tab)
         tab[threadIdx.x] = E::entry(threadIdx.x);
 }
 
-// 2:4 / 4:8 / 8:16 with the A fragments expanded in registers (kernels/nm_tcx.h): the same K split
-// and x loads as the dense kernel, but each lane loads 16 bytes of values and 16 mask bits per row
-// and piece, and byte-permutes them into its fragments. The next step's weights are loaded while
-// this one multiplies, the first step's before the PDL wait. RT row tiles of 16 per warp (a block
-// owns 16 RT rows) share each step's x fragments: at RT = 2 a warp reads half the x per weight
-// byte (x is most of what the 16-row kernel reads from L2 at B = 8, kernels/NOTES.md v8). PF: each
-// warp also asks L2 for its weights p.pf steps ahead (a template flag: the address arithmetic,
-// hoisted out of the loop, costs the kernels without it 17 registers).
-template <class E, int NT, int RT, bool PF>
-__global__ void __launch_bounds__(kThreads) tcx_spmv_kernel(TcParams p)
+// 2:4 / 4:8 / 8:16 with the A fragments expanded in registers (kernels/nm_tcx.h): the same block shape,
+// K split and x loads as the dense kernel, but each lane loads 16 bytes of values and 16 mask
+// bits per row and piece, and byte-permutes them into its fragments. The next step's weights are
+// loaded while this one multiplies, the first step's before the PDL wait.
+template <class E, int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_kernel(TcParams p)
 {
     extern __shared__ uint4 smem_tc[];
     __shared__ uint32_t tab[32];
     tcx_table<E>(tab);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int64_t row0 = (int64_t)blockIdx.x * 16 * RT;
+    const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16;
     const int64_t w_begin = blockIdx.y * p.words_per_split;
-    const int64_t w_end = min(p.cols >> 5, w_begin + p.words_per_split);
-    TcxRows rows[RT];
-#pragma unroll
-    for (int i = 0; i < RT; i++)
-        rows[i].init(p, row0 + 16 * i, lane);
+    const int64_t w_end = min(words, w_begin + p.words_per_split);
+    const TcxRows rows(p, row0, lane);
     const int64_t step = 4 * kWarps;
     int64_t cw = w_begin + 4 * warp;
-    TcxRegs cur[RT];
+    TcxRegs cur;
     if (cw < w_end)
-#pragma unroll
-        for (int i = 0; i < RT; i++)
-            rows[i].load(cur[i], cw, w_begin, w_end);
-    float c[RT][NT][4] = {};
+        rows.load(cur, cw, w_begin, w_end);
+    float c[NT][4] = {};
     __syncthreads(); // tab
     pdl_wait();
     pdl_trigger();
     for (; cw < w_end; cw += step) {
-        TcxRegs nxt[RT];
-#pragma unroll
-        for (int i = 0; i < RT; i++) {
-            nxt[i].m[0][0] = nxt[i].m[0][1] = nxt[i].m[1][0] = nxt[i].m[1][1] = 0u;
-            if (cw + step < w_end)
-                rows[i].load(nxt[i], cw + step, w_begin, w_end);
-        }
-        if (PF && cw + p.pf * step < w_end)
-#pragma unroll
-            for (int i = 0; i < RT; i++)
-                tcx_prefetch(p, row0 + 16 * i, lane, cw + p.pf * step);
+        TcxRegs nxt;
+        nxt.m[0][0] = nxt.m[0][1] = nxt.m[1][0] = nxt.m[1][1] = 0u;
+        if (cw + step < w_end)
+            rows.load(nxt, cw + step, w_begin, w_end);
 #pragma unroll
         for (int s = 0; s < 2; s++) {
             uint32_t xr[NT][8];
 #pragma unroll
             for (int n = 0; n < NT; n++)
                 load_x16(p, 8 * n + g, cw * 32 + 64 * s + 16 * t, xr[n]);
-#pragma unroll
-            for (int i = 0; i < RT; i++) {
-                uint32_t ag[8], ag8[8];
-                rows[i].template expand<E>(cur[i], s, tab, ag, ag8);
-                mma_piece<NT>(c[i], ag, ag8, xr);
-            }
+            uint32_t ag[8], ag8[8];
+            rows.expand<E>(cur, s, tab, ag, ag8);
+            mma_piece<NT>(c, ag, ag8, xr);
         }
-#pragma unroll
-        for (int i = 0; i < RT; i++)
-            cur[i] = nxt[i];
+        cur = nxt;
     }
-#pragma unroll
-    for (int i = 0; i < RT; i++) // reduce_store syncs before it reuses the buffer
-        reduce_store<NT>(p, reinterpret_cast<float *>(smem_tc), c[i], row0 + 16 * i);
+    reduce_store<NT>(p, reinterpret_cast<float *>(smem_tc), c, row0);
 }
 
 // The wide kernel's output: each warp stores its own C fragments.
@@ -590,7 +553,7 @@ extern "C" int sd__nm_tcx_supported(const sd_nm_spmv_args *a)
 
 namespace
 {
-enum TcKind { kTcSparse, kTcDense, kTcExpand, kTcExpand2, kTcExpandWide };
+enum TcKind { kTcSparse, kTcDense, kTcExpand, kTcExpandWide };
 
 // The n-tiles of 8 vectors the wide kernels take for B vectors.
 int wide_nt(int B)
@@ -618,35 +581,22 @@ size_t wide_smem(int B)
     return kStages * (size_t)wide_stage_bytes(wide_nt(B));
 }
 
-// The expanding kernel of pattern E for B <= 16 vectors with RT row tiles of 16 per warp, with
-// or without the L2 prefetch.
-template <class E, int RT, bool PF> void (*tcx_kernel(int B))(TcParams)
+// The 16-row expanding kernel of pattern E for B <= 16 vectors.
+template <class E> void (*tcx_kernel(int B))(TcParams)
 {
-    return B <= 8 ? tcx_spmv_kernel<E, 1, RT, PF> : tcx_spmv_kernel<E, 2, RT, PF>;
-}
-template <int RT, bool PF> void (*tcx_kernel_m(int B, int m))(TcParams)
-{
-    return m == 4   ? tcx_kernel<Tcx24, RT, PF>(B)
-           : m == 8 ? tcx_kernel<Tcx48, RT, PF>(B)
-                    : tcx_kernel<Tcx816, RT, PF>(B);
-}
-template <int RT> void (*tcx_kernel_m(int B, int m, int pf))(TcParams)
-{
-    return pf ? tcx_kernel_m<RT, true>(B, m) : tcx_kernel_m<RT, false>(B, m);
+    return B <= 8 ? tcx_spmv_kernel<E, 1> : tcx_spmv_kernel<E, 2>;
 }
 
 // The kernel of a kind for B vectors (NT n-tiles of 8; the 16-row kernels take B <= 16) and, for
 // the expanding kinds, pattern m (4: 2:4, 8: 4:8, 16: 8:16).
-void (*tc_kernel(TcKind kind, int B, int m, int pf))(TcParams)
+void (*tc_kernel(TcKind kind, int B, int m))(TcParams)
 {
     const bool one = B <= 8;
     switch (kind) {
     case kTcExpandWide:
         return m == 4 ? tcxw_kernel<Tcx24>(B) : m == 8 ? tcxw_kernel<Tcx48>(B) : tcxw_kernel<Tcx816>(B);
     case kTcExpand:
-        return tcx_kernel_m<1>(B, m, pf);
-    case kTcExpand2:
-        return tcx_kernel_m<2>(B, m, pf);
+        return m == 4 ? tcx_kernel<Tcx24>(B) : m == 8 ? tcx_kernel<Tcx48>(B) : tcx_kernel<Tcx816>(B);
     case kTcDense:
         return one ? tc_gemv_kernel<1> : tc_gemv_kernel<2>;
     default:
@@ -665,7 +615,6 @@ int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s)
     p.rows = a->rows, p.cols = a->cols, p.ldx = a->ldx, p.ldy = a->ldy;
     p.words_per_split = wps;
     p.B = a->B, p.y_bf16 = a->y_bf16, p.accumulate = a->accumulate, p.atomic = nsplit > 1;
-    p.pf = a->ctx ? a->ctx->pf : 0;
     if (p.atomic && !a->accumulate &&
         cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
         return SD_ECUDA;
@@ -674,9 +623,9 @@ int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s)
     size_t red = wide ? 0 : (size_t)kWarps * 16 * 8 * NT * 4;
     size_t tiles = kind == kTcSparse ? (size_t)kWarps * 16 * kAStride * 2 : 0;
     size_t smem = wide ? wide_smem(a->B) : red > tiles ? red : tiles;
-    const int64_t rows_per_block = wide ? 16 * kWarps : kind == kTcExpand2 ? 32 : 16;
+    const int64_t rows_per_block = wide ? 16 * kWarps : 16;
     dim3 grid((unsigned)((a->rows + rows_per_block - 1) / rows_per_block), (unsigned)nsplit);
-    void (*k)(TcParams) = tc_kernel(kind, a->B, a->m, p.pf);
+    void (*k)(TcParams) = tc_kernel(kind, a->B, a->m);
     if (smem > 48 * 1024 && cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  (int)smem) != cudaSuccess)
         return SD_ECUDA;
@@ -695,10 +644,9 @@ extern "C" int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, 
     return tc_launch(a, dense ? kTcDense : kTcSparse, split, s);
 }
 
-extern "C" int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int rw, int split, cudaStream_t s)
+extern "C" int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_t s)
 {
-    const int wide = rw == SD_NM_RW_TCXW || a->B > SD_NM_MAX_B;
-    if (!sd__nm_tcx_supported(a) || (rw != SD_NM_RW_TCX && rw != SD_NM_RW_TCX2 && rw != SD_NM_RW_TCXW))
+    if (!sd__nm_tcx_supported(a) || (!wide && a->B > SD_NM_MAX_B))
         return SD_EINVAL;
-    return tc_launch(a, wide ? kTcExpandWide : rw == SD_NM_RW_TCX2 ? kTcExpand2 : kTcExpand, split, s);
+    return tc_launch(a, wide ? kTcExpandWide : kTcExpand, split, s);
 }

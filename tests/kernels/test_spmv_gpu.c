@@ -309,34 +309,14 @@ static void test_gpu_rows_corrupt_mask(void)
     prob_free(&p);
 }
 
-/* The 2:4 / 4:8 / 8:16 kernels that expand the fragments in registers (rows_per_warp 24, 25: two
- * row tiles per warp, and 128: the wide twin for B up to 64, weights and x staged in shared memory;
- * kernels/nm_tcx.h): rows not a multiple of 16 (and of 32, 128), cols an odd number of 64-column
- * pieces, fewer steps than warps, uneven split-K shares, every B up to 16 on one shape and B = 17..64
- * for the wide kernel, fp32/bf16 output, accumulate, with and without the L2 prefetch of the weights
- * (a kernels context with a prefetch distance); corrupt masks give wrong numbers, never a fault. */
+/* The 2:4 / 4:8 / 8:16 kernels that expand the fragments in registers (rows_per_warp 24, and 128: the
+ * wide twin for B up to 64, weights and x staged in shared memory; kernels/nm_tcx.h): rows not a
+ * multiple of 16 (and of 128), cols an odd number of 64-column pieces, fewer steps than warps, uneven split-K
+ * shares, every B up to 16 on one shape and B = 17..64 for the wide kernel, fp32/bf16 output, accumulate;
+ * corrupt masks give wrong numbers, never a fault. */
 #define RW_TCX 24
-#define RW_TCX2 25
 #define RW_TCXW 128
-static const int k_tcx_rws[3] = {RW_TCX, RW_TCX2, RW_TCXW};
-
-/* The 16- and 32-row expanding kernels of one problem with the weights prefetched pf steps ahead
- * (1: the step the loads already cover; 3: past the end of short splits), split 1 and 3. */
-static void check_tcx_prefetch(const prob *p, sd_kernels_ctx *ctx, double *worst)
-{
-    const int rws[2] = {RW_TCX, RW_TCX2}, pfs[2] = {1, 3};
-    for (int k = 0; k < 8; k++) {
-        const int rw = rws[k & 1], pf = pfs[(k >> 1) & 1], split = k & 4 ? 3 : 1;
-        sd_kernels_ctx_set_prefetch(ctx, pf);
-        sd_nm_spmv_args a = prob_args(p, 0, split == 3, rw, split);
-        a.ctx = ctx;
-        double e = run_check(p, &a, 70 + k);
-        CHECK_MSG(e >= 0 && e < 1e-3, "tcx prefetch %d:%d %lldx%lld B=%d rw=%d pf=%d split=%d: rel L2 %g",
-                  p->n, p->m, (long long)p->rows, (long long)p->cols, p->B, rw, pf, split, e);
-        if (e > *worst)
-            *worst = e;
-    }
-}
+static const int k_tcx_rws[2] = {RW_TCX, RW_TCXW};
 static void check_tcx(int n, int m, uint64_t seed)
 {
     if (!have_gpu())
@@ -344,16 +324,12 @@ static void check_tcx(int n, int m, uint64_t seed)
     static const shp shapes[] = {{1, 64},      {17, 128},   {37, 320},   {257, 1088},
                                  {1000, 4096}, {61, 14336}, {130, 24640}};
     const int cfg[][4] = {{RW_TCX, 1, 0, 0},  {RW_TCX, 2, 0, 1},  {RW_TCX, 3, 0, 0},  {RW_TCX, 1, 1, 0},
-                          {RW_TCX, 1, 1, 1},  {RW_TCX, 5, 0, 1},  {RW_TCX2, 1, 0, 0}, {RW_TCX2, 2, 0, 1},
-                          {RW_TCX2, 3, 0, 0}, {RW_TCX2, 1, 1, 0}, {RW_TCX2, 1, 1, 1}, {RW_TCX2, 5, 0, 1},
-                          {RW_TCXW, 1, 0, 0}, {RW_TCXW, 2, 0, 1}, {RW_TCXW, 3, 0, 0}, {RW_TCXW, 1, 1, 0},
-                          {RW_TCXW, 1, 1, 1}, {RW_TCXW, 4, 0, 1}, {0, 0, 0, 0}};
+                          {RW_TCX, 1, 1, 1},  {RW_TCX, 5, 0, 1},  {RW_TCXW, 1, 0, 0}, {RW_TCXW, 2, 0, 1},
+                          {RW_TCXW, 3, 0, 0}, {RW_TCXW, 1, 1, 0}, {RW_TCXW, 1, 1, 1}, {RW_TCXW, 4, 0, 1},
+                          {0, 0, 0, 0}};
     const int n_cfg = (int)(sizeof cfg / sizeof cfg[0]);
-    double worst = 0, worst_pf = 0;
+    double worst = 0;
     int worst_cfg = 0;
-    sd_kernels_ctx *ctx = NULL;
-    sd_diag d = {0};
-    REQUIRE(sd_kernels_ctx_init(&ctx, &d) == 0);
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
         for (int B = 1; B <= SD_NM_MAX_B_WIDE; B++) {
             if (si != 3 && B != 1 && B != 2 && B != 5 && B != 8 && B != 9 && B != 16 && B != 17 && B != 40 &&
@@ -365,19 +341,15 @@ static void check_tcx(int n, int m, uint64_t seed)
             REQUIRE(prob_init(&p, 0, n, m, shapes[si].rows, shapes[si].cols, B, seed + 100 * si + B) == 0);
             /* above SD_NM_MAX_B, 24 would only fall back to the wide kernel: covered by 128 */
             check_cfgs(&p, cfg, n_cfg, "tcx", 40, RW_TCX, &worst, &worst_cfg);
-            if (B <= SD_NM_MAX_B && (B == 1 || B == 8 || B == 9 || B == 16))
-                check_tcx_prefetch(&p, ctx, &worst_pf);
             prob_free(&p);
         }
-    sd_kernels_ctx_free(ctx);
-    fprintf(stderr, "  tcx %d:%d worst rel L2 %.3g (config %d), with prefetch %.3g\n", n, m, worst, worst_cfg,
-            worst_pf);
+    fprintf(stderr, "  tcx %d:%d worst rel L2 %.3g (config %d)\n", n, m, worst, worst_cfg);
     /* corrupt masks: all bits set, none set */
     prob p;
     REQUIRE(prob_init(&p, 0, n, m, 64, 1024, 8, seed + 99) == 0);
     for (int fill = 0; fill < 2; fill++) {
         REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(64 * 1024 / 32) * 4)));
-        for (int w = 0; w < 3; w++) {
+        for (int w = 0; w < 2; w++) {
             sd_nm_spmv_args a = prob_args(&p, 0, 0, k_tcx_rws[w], 1);
             CHECK(sd_nm_spmv_launch(&a, 0) == 0);
             CHECK_MSG(CU(cudaDeviceSynchronize()), "tcx %d:%d mask fill %d rw %d: %s", n, m, fill,
@@ -410,7 +382,7 @@ static void test_gpu_tcx_fallback(void)
     for (int i = 0; i < 4; i++) {
         prob p;
         REQUIRE(prob_init(&p, 0, fb[i][0], fb[i][1], fb[i][2], fb[i][3], 8, 600 + i) == 0);
-        for (int w = 0; w < 3; w++) {
+        for (int w = 0; w < 2; w++) {
             sd_nm_spmv_args a = prob_args(&p, 0, 0, k_tcx_rws[w], 1);
             double e = run_check(&p, &a, 50 + i);
             CHECK_MSG(e >= 0 && e < 1e-3, "tcx fallback %d:%d cols %d rw %d: rel L2 %g", fb[i][0], fb[i][1],

@@ -32,14 +32,7 @@ def test_kernels_bad_reps(args):
     assert "--reps must be" in r.stderr
 
 
-@pytest.mark.parametrize("pf", ["-1", "17", "x", "2x", ""])
-def test_kernels_bad_prefetch(pf):
-    r = kernels("--pf", pf)
-    assert r.returncode == 2, r
-    assert "--pf takes a prefetch distance of 0..16 steps" in r.stderr
-
-
-@pytest.mark.parametrize("args", [["--bogus"], ["--batch"], ["--out"], ["--pf"]])
+@pytest.mark.parametrize("args", [["--bogus"], ["--batch"], ["--out"]])
 def test_kernels_unknown_or_incomplete_option(args):
     r = kernels(*args)
     assert r.returncode == 2, r

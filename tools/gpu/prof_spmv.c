@@ -5,10 +5,8 @@
  *
  *   prof_spmv PATTERN ROWS COLS B RW SPLIT [LAUNCHES]
  *     PATTERN  dense | 2:4 | 4:8 | 8:16 | 16:32
- *     RW       rows_per_warp (kernels/nm_spmv.h: 1, 2, 4, 16, 24, 25, 128, 32, 48, 64, 96, 101, 102, 103)
+ *     RW       rows_per_warp (kernels/nm_spmv.h: 1, 2, 4, 16, 24, 128, 32, 48, 64, 96, 101, 102, 103)
  *     SPLIT    split-K factor
- *   SD_NM_PF=N in the environment: a kernels context with that L2 prefetch distance (the expanding
- *   kernels, rw 24 / 25).
  *   prints the mean time of LAUNCHES (default 50) back-to-back launches (no PDL overlap, launch gaps
  *   included: use `bench kernels` for the numbers of record), and GB/s on the bytes moved. */
 #include <stdio.h>
@@ -58,13 +56,6 @@ int main(int argc, char **argv)
         sd_bench_fill_bf16(x, (int64_t)B * cols, 2, 0) ||
         (!dense && sd_bench_fill_nm_mask(mask, (int64_t)(mbytes * copies / 4), m, 3, 0)))
         return fprintf(stderr, "prof_spmv: fill failed\n"), 1;
-    sd_kernels_ctx *ctx = NULL;
-    if (getenv("SD_NM_PF")) {
-        sd_diag d = {0};
-        if (sd_kernels_ctx_init(&ctx, &d))
-            return fprintf(stderr, "prof_spmv: %s\n", d.msg), 1;
-        sd_kernels_ctx_set_prefetch(ctx, atoi(getenv("SD_NM_PF")));
-    }
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
@@ -78,7 +69,6 @@ int main(int argc, char **argv)
         a.mask = dense ? NULL : (const uint32_t *)((const char *)mask + mbytes * c);
         a.x = x, a.ldx = cols, a.y = y, a.ldy = rows;
         a.rows_per_warp = rw, a.split = split;
-        a.ctx = ctx;
         int rc = dense ? sd_gemv_bf16_launch(&a, 0) : sd_nm_spmv_launch(&a, 0);
         if (rc)
             return fprintf(stderr, "prof_spmv: launch failed (%d)\n", rc), 1;
@@ -89,7 +79,6 @@ int main(int argc, char **argv)
     CK(cudaEventElapsedTime(&ms, e0, e1));
     double us = ms * 1e3 / launches,
            bytes = (double)(wbytes + mbytes) + (double)B * cols * 2 + (double)B * rows * 4;
-    sd_kernels_ctx_free(ctx);
     printf("%s %lldx%lld B=%d rw=%d split=%d: %.2f us per launch (mean of %d, launch gaps included), %.0f "
            "GB/s\n",
            argv[1], rows, cols, B, rw, split, us, launches, bytes / (us * 1e-6) / 1e9);
