@@ -71,6 +71,7 @@ static int alloc_activations(sd_cuda_backend *b, sd_diag *d)
     b->meta_cap = 4 * T + (size_t)b->max_seqs * b->max_bt;
     SD_TRY(alloc_dev((void **)&b->x, T * H * 4, d));
     SD_TRY(alloc_dev((void **)&b->act, T * act * 2, d));
+    SD_TRY(alloc_dev((void **)&b->hbuf, (T < SD_NM_MAX_B ? T : SD_NM_MAX_B) * I * 2, d));
     SD_TRY(alloc_dev((void **)&b->mmo, T * mmo * 4, d));
     SD_TRY(alloc_dev((void **)&b->q, T * nh * hd * 4, d));
     SD_TRY(alloc_dev((void **)&b->part_acc, b->parts_rows * nh * hd * 4, d));
@@ -231,6 +232,10 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         const char *c24 = getenv("SD_NM_C24");
         sd_kernels_ctx_set_c24((sd_kernels_ctx *)b->mm.spmv, !(c24 && !strcmp(c24, "0")));
         sd_kernels_ctx_set_deterministic((sd_kernels_ctx *)b->mm.spmv, o.deterministic);
+        /* SD_SWIGLU_FUSE=0: the SwiGLU as its own kernel after the gate_up linear, never in the
+         * linear's epilogue (kernels/NOTES.md v16), to measure what the fusion brings */
+        const char *swf = getenv("SD_SWIGLU_FUSE");
+        b->mm.swiglu = !(swf && !strcmp(swf, "0"));
         const char *tlog = getenv("SD_TUNE_LOG");
         b->mm.tune_log = tlog && !strcmp(tlog, "1");
     }
@@ -324,8 +329,9 @@ static void cuda_free(sd_backend *base)
             cudaGraphExecDestroy(b->graphs[i]);
     sd__cu_mm_free(&b->mm);
     sd__cu_weights_free(&b->w);
-    void *bufs[] = {b->x,     b->act,    b->mmo,    b->q,        b->part_acc, b->part_ml, b->attn_cnt,
-                    b->lm_in, b->logits, b->d_meta, b->inv_freq, b->k_cache,  b->v_cache, b->gathered};
+    void *bufs[] = {b->x,        b->act,      b->hbuf,     b->mmo,     b->q,
+                    b->part_acc, b->part_ml,  b->attn_cnt, b->lm_in,   b->logits,
+                    b->d_meta,   b->inv_freq, b->k_cache,  b->v_cache, b->gathered};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cudaFree(bufs[i]);
     cudaFreeHost(b->h_meta);
@@ -420,6 +426,16 @@ void sd_backend_cuda_set_graphs(sd_backend *b, int enable)
 int64_t sd_backend_cuda_graph_replays(const sd_backend *b)
 {
     return ((const sd_cuda_backend *)b)->replays;
+}
+
+void sd_backend_cuda_set_swiglu_fuse(sd_backend *b, int enable)
+{
+    ((sd_cuda_backend *)b)->mm.swiglu = enable != 0;
+}
+
+int64_t sd_backend_cuda_swiglu_fused(const sd_backend *b)
+{
+    return ((const sd_cuda_backend *)b)->mm.swiglu_launches;
 }
 
 int64_t sd_backend_cuda_sampled_rows(const sd_backend *b)

@@ -40,6 +40,7 @@ typedef struct sd_cuda_backend {
     int max_seqs;              /* sequences per forward */
     float *x;                  /* [tmax, hidden] residual stream */
     __nv_bfloat16 *act;        /* [tmax, max(hidden, n_heads*head_dim, intermediate)] linear inputs */
+    __nv_bfloat16 *hbuf;       /* [min(tmax, SD_NM_MAX_B), intermediate]: the fused gate_up's SwiGLU */
     float *mmo;                /* [tmax, max(qkv rows, 2*intermediate, hidden)] linear outputs */
     float *q;                  /* [tmax, n_heads*head_dim] */
     float *part_acc, *part_ml; /* attention partials, [parts_rows, n_heads, head_dim] / [.., 2] */

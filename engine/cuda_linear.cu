@@ -196,6 +196,38 @@ static int wide_ok(const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat1
            T <= SD_NM_MAX_B_WIDE;
 }
 
+int sd__cu_linear_swiglu(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, __nv_bfloat16 *out,
+                         int T, cudaStream_t st, int *done, sd_diag *d)
+{
+    *done = 0;
+    if (!mm->swiglu || T > SD_NM_MAX_B || l->rows % 2)
+        return 0;
+    const sd_cu_tuned *t = find_tuned(mm, l, T, 0);
+    if (!t)
+        SD_TRY(tune(mm, l, in, T, 0, st, &t, d));
+    if (!t || t->use_blas)
+        return 0;
+    sd_nm_spmv_args a;
+    spmv_args(&a, mm, l, in, NULL, T, 0);
+    /* the config tuned for the plain launch (the cache keys on the output type): the same kernel,
+     * so the same sums, as sd__cu_linear would run */
+    sd_nm_config(&a, !l->bitmask, &a.rows_per_warp, &a.split);
+    a.y = out;
+    a.ldy = l->rows / 2;
+    a.y_bf16 = 1;
+    a.swiglu = 1;
+    if (!sd_nm_swiglu_pays(&a, !l->bitmask))
+        return 0;
+    int rc = l->bitmask ? sd_nm_spmv_launch(&a, st) : sd_gemv_bf16_launch(&a, st);
+    if (rc)
+        return sd_diag_set(d, rc, "cuda: %s [%lld, %lld] x %d rows with SwiGLU: %s",
+                           l->bitmask ? "bitmask SpMV" : "GEMV", (long long)l->rows, (long long)l->cols, T,
+                           sd_strerror(rc));
+    *done = 1;
+    mm->swiglu_launches++;
+    return 0;
+}
+
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,
                   cudaStream_t st, sd_diag *d)
 {

@@ -1,6 +1,7 @@
 /* cuda_step: one step of the CUDA backend (engine/cuda_backend.cu) — the layers enqueued on
  * the stream (per layer: add+RMSNorm, qkv linear, q/k/v post-processing + attention — one fused
- * kernel in decode steps —, o linear, add+RMSNorm, gate_up linear, SwiGLU, down linear), eagerly
+ * kernel in decode steps —, o linear, add+RMSNorm, gate_up linear, SwiGLU — in the gate_up kernel
+ * where it takes it —, down linear), eagerly
  * or replayed from the CUDA graph of a batch-size bucket, then the logits copied out (gathered
  * over the ranks under tensor parallelism), and sampling on the GPU. */
 #include "engine/cuda_backend_impl.cuh"
@@ -114,11 +115,19 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
                                                   c->hidden, c->rms_eps, pdl, st, d)));
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_GATEUP, c->hidden, s, d));
-    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->gate_up, b->act, b->mmo, s->T, 0, st, d)));
-    SD_TRY(SKIPS(SD_SKIP_SWIGLU, sd__cu_swiglu(b->mmo, b->act, s->T, c->intermediate, pdl, st, d)));
+    /* the SwiGLU in the gate_up kernel's epilogue where its tuned kernel takes it (h into hbuf:
+     * the kernel still reads act); not while a calibration hook reads act, nor when skipping */
+    int fused = 0;
+    if (!b->cap_fn && !(b->skip & (SD_SKIP_LINEARS | SD_SKIP_SWIGLU)))
+        SD_TRY(sd__cu_linear_swiglu(&b->mm, &L->gate_up, b->act, b->hbuf, s->T, st, &fused, d));
+    if (!fused) {
+        SD_TRY(LIN(sd__cu_linear(&b->mm, &L->gate_up, b->act, b->mmo, s->T, 0, st, d)));
+        SD_TRY(SKIPS(SD_SKIP_SWIGLU, sd__cu_swiglu(b->mmo, b->act, s->T, c->intermediate, pdl, st, d)));
+    }
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_DOWN, c->intermediate, s, d));
-    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->down, b->act, res_out, s->T, b->res_acc, st, d)));
+    const __nv_bfloat16 *h = fused ? b->hbuf : b->act;
+    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->down, h, res_out, s->T, b->res_acc, st, d)));
 #undef LIN
 #undef SKIPS
     return sd__tp_allreduce_sum(&b->tp, b->mmo, (size_t)s->T * c->hidden, st, d);

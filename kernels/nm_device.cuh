@@ -37,6 +37,21 @@ __device__ __forceinline__ uint16_t f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
+// The SwiGLU epilogue (sd_nm_spmv_args.swiglu: W = [gate; up], `half` rows each): a block takes P
+// pairs, rows k < P are gate rows i0 + k and rows k >= P the matching up rows (i0 = blockIdx.x *
+// P), and writes bf16(silu(gate) * up) for them. Rows past the end are clamped (loaded, never
+// stored), as the plain kernels clamp theirs.
+__device__ __forceinline__ int64_t swiglu_row(int64_t half, int P, int k)
+{
+    const int64_t i = min((int64_t)blockIdx.x * P + (k < P ? k : k - P), half - 1);
+    return k < P ? i : half + i;
+}
+// silu(g) * u as engine/cuda_ops.cu's swiglu_kernel computes it (the same bits).
+__device__ __forceinline__ float silu_mul(float g, float u)
+{
+    return g / (1.f + expf(-g)) * u;
+}
+
 // y[o] = v, or += v (accumulate), or atomically += v (split-K partial sums: fp32 only), with y
 // fp32 or bf16: how every SpMV / GEMV kernel writes its outputs.
 __device__ __forceinline__ void store_out(void *y, int64_t o, float v, int atomic, int y_bf16, int accumulate)

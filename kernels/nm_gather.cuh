@@ -25,6 +25,7 @@ struct KParams {
     int64_t units_per_split; // K range of one grid.y slice, in units (words of 32 / chunks of 8 cols)
     int B, kt;               // kt: K-tile in units, a multiple of 32
     int y_bf16, accumulate, atomic;
+    int64_t half; // > 0: the SwiGLU epilogue (nm_device.cuh swiglu_row): y bf16 [B, ldy >= half]
 };
 
 __device__ __forceinline__ float warp_sum(float v)
@@ -33,6 +34,42 @@ __device__ __forceinline__ float warp_sum(float v)
     for (int o = 16; o > 0; o >>= 1)
         v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
+}
+
+// The row a warp's r-th accumulator reads (clamped to a valid row): RW consecutive rows per warp
+// from row0, or with the SwiGLU epilogue (SW: a template flag, so that the plain kernels keep
+// their registers) the block's gate and up rows (swiglu_row).
+template <int RW, bool SW>
+__device__ __forceinline__ int64_t warp_row(const KParams &p, int64_t row0, int warp, int r)
+{
+    if constexpr (SW)
+        return swiglu_row(p.half, kWarps * RW / 2, warp * RW + r);
+    return min(row0 + r, p.rows - 1);
+}
+
+// The SwiGLU epilogue: the block's row sums meet in shared memory, then thread (pair j, vector b)
+// writes bf16(silu(gate) * up). Every thread of the block must call it.
+template <int BT, int RW>
+__device__ __forceinline__ void store_swiglu(const KParams &p, float (&acc)[RW][BT], int warp, int lane)
+{
+    constexpr int P = kWarps * RW / 2;
+    __shared__ float sums[kWarps * RW][BT];
+#pragma unroll
+    for (int r = 0; r < RW; r++)
+#pragma unroll
+        for (int b = 0; b < BT; b++) {
+            const float v = warp_sum(acc[r][b]);
+            if (lane == 0)
+                sums[warp * RW + r][b] = v;
+        }
+    __syncthreads();
+    uint16_t *y = static_cast<uint16_t *>(p.y);
+    for (int k = threadIdx.x; k < P * BT; k += kThreads) {
+        const int j = k / BT, b = k % BT;
+        const int64_t i = (int64_t)blockIdx.x * P + j;
+        if (i < p.half && b < p.B)
+            y[(int64_t)b * p.ldy + i] = f32_to_bf16(silu_mul(sums[j][b], sums[P + j][b]));
+    }
 }
 
 // Warp-reduces acc[r][b], then lane b writes vector b of each valid row.
@@ -110,11 +147,24 @@ __device__ __forceinline__ void load_words(WordLoads<RW, U> &w, const uint32_t *
     }
 }
 
+// The end of every word-per-lane kernel but the unstructured one: the plain row stores, or the
+// SwiGLU epilogue.
+template <int BT, int RW, bool SW>
+__device__ __forceinline__ void store_out_rows(const KParams &p, float (&acc)[RW][BT], int64_t row0, int warp,
+                                               int lane)
+{
+    if constexpr (SW)
+        store_swiglu<BT, RW>(p, acc, warp, lane);
+    else
+        store_rows<BT, RW>(p, acc, row0, lane);
+}
+
 typedef void (*kernel_fn)(KParams);
 
-// The 2:4 compacting kernel (nm_spmv_c24.cu) of config 1, 2 or 3 (nm_spmv_impl.h) for B vectors,
+// The 2:4 compacting kernel (nm_spmv_c24.cu) of config 1, 2 or 3 (nm_spmv_impl.h) for B vectors
+// (with the SwiGLU epilogue or not),
 // the largest K-tile (words, a multiple of 32) its staged x may take, and that x's bytes for kt words.
-kernel_fn c24_kernel(int cfg, int B);
+kernel_fn c24_kernel(int cfg, int B, bool swiglu);
 int c24_kt_max(int B);
 size_t c24_smem(int kt, int B);
 

@@ -82,7 +82,8 @@ __device__ __forceinline__ void nm_word(uint32_t bits, const uint4 &v0, const ui
     }
 }
 
-template <int BT, int RW> __global__ void __launch_bounds__(kThreads) nm_spmv_kernel(KParams p)
+template <int BT, int RW, bool SW = false>
+__global__ void __launch_bounds__(kThreads) nm_spmv_kernel(KParams p)
 {
     extern __shared__ float4 smem4[];
     float *xs = reinterpret_cast<float *>(smem4);
@@ -94,7 +95,7 @@ template <int BT, int RW> __global__ void __launch_bounds__(kThreads) nm_spmv_ke
     const uint4 *vrow[RW];
 #pragma unroll
     for (int r = 0; r < RW; r++) {
-        int64_t row = min(row0 + r, p.rows - 1); // tail rows recompute the last row, not stored
+        int64_t row = warp_row<RW, SW>(p, row0, warp, r); // tail rows recompute the last row, not stored
         mrow[r] = p.mask + row * words;
         vrow[r] = reinterpret_cast<const uint4 *>(p.values + row * (p.cols >> 1));
     }
@@ -131,7 +132,7 @@ template <int BT, int RW> __global__ void __launch_bounds__(kThreads) nm_spmv_ke
             w = wn;
         }
     }
-    store_rows<BT, RW>(p, acc, row0, lane);
+    store_out_rows<BT, RW, SW>(p, acc, row0, warp, lane);
 }
 
 // Unstructured 50%: a word holds any number of bits, so each lane finds its word's first value
@@ -250,7 +251,7 @@ __device__ __forceinline__ void load_chunks(uint4 (&wv)[U][RW], const uint4 *con
 
 // Dense GEMV: lane l owns 8 consecutive columns (one 16-byte load per row); the x of those 8
 // columns is read once from shared memory and reused for the warp's RW rows.
-template <int BT, int RW> __global__ void __launch_bounds__(kThreads) gemv_kernel(KParams p)
+template <int BT, int RW, bool SW = false> __global__ void __launch_bounds__(kThreads) gemv_kernel(KParams p)
 {
     extern __shared__ float4 smem4[];
     float *xs = reinterpret_cast<float *>(smem4);
@@ -262,7 +263,7 @@ template <int BT, int RW> __global__ void __launch_bounds__(kThreads) gemv_kerne
     const uint4 *wrow[RW];
 #pragma unroll
     for (int r = 0; r < RW; r++)
-        wrow[r] = reinterpret_cast<const uint4 *>(p.values + min(row0 + r, p.rows - 1) * p.cols);
+        wrow[r] = reinterpret_cast<const uint4 *>(p.values + warp_row<RW, SW>(p, row0, warp, r) * p.cols);
     constexpr int U = RW * BT >= 32 || RW >= 2 ? 1 : 2; // chunks per lane in flight (and the next step)
     Cursor cur = cursor_first(c_begin, c_end, p.kt, lane);
     uint4 wv[U][RW];
@@ -296,7 +297,7 @@ template <int BT, int RW> __global__ void __launch_bounds__(kThreads) gemv_kerne
                     wv[u][r] = wn[u][r];
         }
     }
-    store_rows<BT, RW>(p, acc, row0, lane);
+    store_out_rows<BT, RW, SW>(p, acc, row0, warp, lane);
 }
 
 #define SD_NM_RW_ROW(K, BT)                                                                                  \
@@ -309,6 +310,13 @@ const kernel_fn k_nm[5][3] = {SD_NM_RW_ROW(nm_spmv_kernel, 1), SD_NM_RW_ROW(nm_s
 const kernel_fn k_gemv[5][3] = {SD_NM_RW_ROW(gemv_kernel, 1), SD_NM_RW_ROW(gemv_kernel, 2),
                                 SD_NM_RW_ROW(gemv_kernel, 4), SD_NM_RW_ROW(gemv_kernel, 8),
                                 SD_NM_RW_ROW(gemv_kernel, 16)};
+// With the SwiGLU epilogue: batches of 1 and 2 (decode), where the word-per-lane kernels run.
+const kernel_fn k_nm_sw[2][3] = {
+    {nm_spmv_kernel<1, 1, true>, nm_spmv_kernel<1, 2, true>, nm_spmv_kernel<1, 4, true>},
+    {nm_spmv_kernel<2, 1, true>, nm_spmv_kernel<2, 2, true>, nm_spmv_kernel<2, 4, true>}};
+const kernel_fn k_gemv_sw[2][3] = {
+    {gemv_kernel<1, 1, true>, gemv_kernel<1, 2, true>, gemv_kernel<1, 4, true>},
+    {gemv_kernel<2, 1, true>, gemv_kernel<2, 2, true>, gemv_kernel<2, 4, true>}};
 const kernel_fn k_un[5] = {un_spmv_kernel<1>, un_spmv_kernel<2>, un_spmv_kernel<4>, un_spmv_kernel<8>,
                            un_spmv_kernel<16>};
 #undef SD_NM_RW_ROW
@@ -335,7 +343,8 @@ int check_args(const sd_nm_spmv_args *a, int dense)
     if (!a || !a->values || !a->x || !a->y || a->rows <= 0 || a->cols <= 0 || a->B < 1 ||
         a->B > SD_NM_MAX_B_WIDE) // more than SD_NM_MAX_B: the wide 2:4 / 4:8 / 8:16 kernel only (launch_cfg)
         return SD_EINVAL;
-    if (a->cols % (dense ? 8 : 32) != 0 || a->ldx < a->cols || a->ldx % 2 != 0 || a->ldy < a->rows)
+    if (a->cols % (dense ? 8 : 32) != 0 || a->ldx < a->cols || a->ldx % 2 != 0 ||
+        a->ldy < (a->swiglu ? a->rows / 2 : a->rows))
         return SD_EINVAL;
     if (((uintptr_t)a->values & 15) != 0 || ((uintptr_t)a->x & 3) != 0)
         return SD_EINVAL;
@@ -364,7 +373,15 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     const int c24_asked = c24_rw >= 1 && c24_rw <= 3;
     if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_TC && !tcx_kernel && !rows_kernel && !c24_asked)
         return SD_EINVAL;
-    if (split < 1 || (split > 1 && a->y_bf16))
+    if (split < 1)
+        return SD_EINVAL;
+    if (a->swiglu && (!a->y_bf16 || a->accumulate || a->rows % 2 || a->ldy < a->rows / 2))
+        return SD_EINVAL;
+    // The SwiGLU epilogue needs a row's whole sum in one block: no split-K, no stream-K, and not the
+    // wide kernel (nor the unstructured one, whose rows stay plain). Refused before anything runs.
+    if (a->swiglu && (split > 1 || unstructured || rows_kernel || a->B > SD_NM_MAX_B || rw == SD_NM_RW_TCXW))
+        return SD_ENOTSUP;
+    if (split > 1 && a->y_bf16)
         return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
     if (tcx_kernel || a->B > SD_NM_MAX_B) {
         const int wide = rw != SD_NM_RW_TCX || a->B > SD_NM_MAX_B;
@@ -404,24 +421,30 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     const int ktm = c24 ? c24_kt_max(a->B) : kt_max(dense, BT);
     p.kt = (int)((ups + 31) / 32 * 32 < ktm ? (ups + 31) / 32 * 32 : ktm);
     p.y_bf16 = a->y_bf16, p.accumulate = a->accumulate, p.atomic = nsplit > 1;
+    p.half = a->swiglu ? a->rows / 2 : 0;
     // Split-K zeroes y first: a memset node, after which a programmatic launch has nothing to
     // overlap with, so those launches stay plain.
     const int zero_first = p.atomic && !a->accumulate;
     if (zero_first &&
         cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
         return SD_ECUDA;
-    kernel_fn k = c24            ? c24_kernel(c24_cfg, a->B)
-                  : dense        ? k_gemv[bi][rw_index(rw)]
+    const int sw = a->swiglu != 0;
+    if (sw && bi > 1) // the word-per-lane kernels have the epilogue for 1 and 2 vectors
+        return SD_ENOTSUP;
+    kernel_fn k = c24            ? c24_kernel(c24_cfg, a->B, sw)
+                  : dense        ? (sw ? k_gemv_sw : k_gemv)[bi][rw_index(rw)]
                   : unstructured ? k_un[bi]
-                                 : k_nm[bi][rw_index(rw)];
+                                 : (sw ? k_nm_sw : k_nm)[bi][rw_index(rw)];
     size_t smem = c24     ? c24_smem(p.kt, a->B)
                   : dense ? (size_t)BT * p.kt * 8 * 4
                           : (size_t)(33 * BT + (BT >= 8 ? 4 : 0)) * p.kt * 4;
     if (smem > 48 * 1024 && cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  (int)smem) != cudaSuccess)
         return SD_ECUDA;
-    const int64_t rows_per_block = (int64_t)kWarps * rw;
-    dim3 grid((unsigned)((a->rows + rows_per_block - 1) / rows_per_block), (unsigned)nsplit);
+    const int64_t rows_per_block = (int64_t)kWarps * rw; // with SwiGLU: half of them gate, half up rows
+    const int64_t grid_rows = a->swiglu ? a->rows / 2 : a->rows,
+                  per_block = a->swiglu ? rows_per_block / 2 : rows_per_block;
+    dim3 grid((unsigned)((grid_rows + per_block - 1) / per_block), (unsigned)nsplit);
     const int pdl = (a->ctx ? a->ctx->pdl : 1) && !zero_first;
     return sd_launch(k, grid, dim3(kThreads), smem, s, pdl, p) == cudaSuccess ? 0 : SD_ECUDA;
 }
@@ -468,6 +491,44 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
     }
     *ret_rw = rw;
     *ret_split = split;
+}
+
+extern "C" int sd_nm_swiglu_ok(const sd_nm_spmv_args *a, int dense)
+{
+    if (!a || check_args(a, dense) || !a->y_bf16 || a->accumulate || a->rows % 2 || a->ldy < a->rows / 2 ||
+        a->B > SD_NM_MAX_B || (!dense && a->n == 0))
+        return 0;
+    int rw, split;
+    sd_nm_config(a, dense, &rw, &split);
+    const int rows_kernel =
+        rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
+    // sd__nm_launch_cfg's terms: no split-K, not the wide or row-per-lane kernels (a rows kernel
+    // that does not take the problem falls back to the gather kernel; not worth the special case);
+    // the 16-row tensor-core kernels for B <= 16, the word-per-lane ones (also where a tensor-core
+    // config falls back to them) for B <= 2.
+    if (split != 1 || rows_kernel || rw == SD_NM_RW_TCXW)
+        return 0;
+    if (rw == SD_NM_RW_TCX && !dense && sd__nm_tcx_supported(a))
+        return 1;
+    if ((rw == SD_NM_RW_TCX || rw == SD_NM_RW_TC) && sd__nm_tc_supported(a, dense))
+        return 1;
+    return a->B <= 2;
+}
+
+extern "C" int sd_nm_swiglu_pays(const sd_nm_spmv_args *a, int dense)
+{
+    if (!sd_nm_swiglu_ok(a, dense))
+        return 0;
+    int rw, split;
+    sd_nm_config(a, dense, &rw, &split);
+    // Measured in decode (8B, results/2026-12-02-tcx2/r4): fused, the dense tensor-core GEMV made
+    // steps 2-3% faster at batch 1-16, the register-expanding kernels 1-2% at 16, the 2:4
+    // compacting kernel ~1% at 1; the gather kernels (4:8, 8:16, 16:32 at batch 1-2) and the
+    // shared-tile tensor-core kernel (16:32 at 16) ran 1-4% slower fused.
+    if (dense)
+        return rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX; // 24 is a hint for the dense tensor-core GEMV
+    return (rw == SD_NM_RW_TCX && sd__nm_tcx_supported(a)) ||
+           (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3 && sd__nm_c24_supported(a, rw - SD_NM_RW_C24));
 }
 
 extern "C" int sd_nm_spmv_launch(const sd_nm_spmv_args *a, cudaStream_t s)

@@ -82,6 +82,11 @@ typedef struct sd_nm_spmv_args {
                           0: from the ctx cache / heuristic. A kernel that does not take the
                           problem falls back to one that does. */
     int split;         /* split-K factor (fp32 output only, atomics); 0: from the cache / heuristic */
+    int swiglu;        /* 1: W is [gate; up] (rows/2 each) and y = bf16 silu(gate x) * (up x), [B, ldy >=
+                          rows/2]: the SwiGLU of the MLP in the kernel's epilogue, bit for bit what
+                          fp32 outputs then the engine's SwiGLU kernel give. Needs y_bf16, no
+                          accumulate, even rows, and a config that keeps a row's sum in one block
+                          (sd_nm_swiglu_ok); otherwise the launch returns SD_ENOTSUP. */
 } sd_nm_spmv_args;
 
 /* y = W x (or y += W x) with W in bitmask form. N:M masks must be valid (16 bits per word, as
@@ -100,6 +105,15 @@ int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int n_args, in
 
 /* The config a launch would use (after the cache / heuristic): for reports. */
 void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rows_per_warp, int *ret_split);
+
+/* 1 when a launch of a with swiglu = 1 would take the SwiGLU epilogue: the config it resolves to
+ * (sd_nm_config) is a word-per-lane or 16-row tensor-core kernel without split-K, and the shape
+ * and output meet the swiglu field's terms. */
+int sd_nm_swiglu_ok(const sd_nm_spmv_args *a, int dense);
+/* sd_nm_swiglu_ok, and the config is one whose fused launch measured faster than the plain launch
+ * plus the engine's SwiGLU kernel (the tensor-core GEMV and the register-expanding and 2:4
+ * compacting kernels; not the gather and shared-tile kernels): what the engine fuses. */
+int sd_nm_swiglu_pays(const sd_nm_spmv_args *a, int dense);
 
 #ifdef __cplusplus
 }

@@ -70,7 +70,8 @@ __device__ __forceinline__ void load_xv(uint32_t (&xv)[16], const uint4 *xw)
 
 // RW rows per warp; MINB: blocks per SM the registers must leave room for (0: no cap); BT:
 // vectors (1 or 2; the selectors of a word serve both).
-template <int RW, int MINB, int BT>
+// SW: the SwiGLU epilogue (nm_gather.cuh store_swiglu).
+template <int RW, int MINB, int BT, bool SW>
 __global__ void __launch_bounds__(kThreads, MINB) c24_spmv_kernel(KParams p)
 {
     extern __shared__ uint4 xs[];
@@ -82,7 +83,7 @@ __global__ void __launch_bounds__(kThreads, MINB) c24_spmv_kernel(KParams p)
     const uint4 *vrow[RW];
 #pragma unroll
     for (int r = 0; r < RW; r++) {
-        int64_t row = min(row0 + r, p.rows - 1); // tail rows recompute the last row, not stored
+        int64_t row = warp_row<RW, SW>(p, row0, warp, r); // tail rows recompute the last row, not stored
         mrow[r] = p.mask + row * words;
         vrow[r] = reinterpret_cast<const uint4 *>(p.values + row * (p.cols >> 1));
     }
@@ -143,7 +144,7 @@ __global__ void __launch_bounds__(kThreads, MINB) c24_spmv_kernel(KParams p)
 #pragma unroll
         for (int b = 0; b < BT; b++)
             sum[r][b] = acc[r][b].a + acc[r][b].b;
-    store_rows<BT, RW>(p, sum, row0, lane);
+    store_out_rows<BT, RW, SW>(p, sum, row0, warp, lane);
 }
 
 } // namespace
@@ -156,22 +157,27 @@ extern "C" int sd__nm_c24_supported(const sd_nm_spmv_args *a, int cfg)
 
 namespace sd_nm_gather
 {
-template <int BT> static kernel_fn c24_batch_kernel(int cfg)
+template <int BT, bool SW> static kernel_fn c24_batch_kernel(int cfg)
 {
-    return cfg == 3 ? c24_spmv_kernel<1, 3, BT> : c24_spmv_kernel<1, 0, BT>;
+    return cfg == 3 ? c24_spmv_kernel<1, 3, BT, SW> : c24_spmv_kernel<1, 0, BT, SW>;
 }
 
-kernel_fn c24_kernel(int cfg, int B)
+template <bool SW> static kernel_fn c24_kernel_sw(int cfg, int B)
 {
     // Batch 1: 1 row per warp (78 registers, 3 blocks per SM), 2 rows (127, 2 blocks), 1 row
     // capped at 64 registers (4 blocks): each wins somewhere (kernels/NOTES.md v11). Batch 2:
     // one row per warp, uncapped (97 registers) or capped for 3 blocks per SM (78); at 3 and 4
     // vectors the staged x's loads bind and the tensor-core kernel was faster everywhere (v12).
     if (B == 2)
-        return c24_batch_kernel<2>(cfg);
-    return cfg == 2   ? c24_spmv_kernel<2, 0, 1>
-           : cfg == 3 ? c24_spmv_kernel<1, 4, 1>
-                      : c24_spmv_kernel<1, 0, 1>;
+        return c24_batch_kernel<2, SW>(cfg);
+    return cfg == 2   ? c24_spmv_kernel<2, 0, 1, SW>
+           : cfg == 3 ? c24_spmv_kernel<1, 4, 1, SW>
+                      : c24_spmv_kernel<1, 0, 1, SW>;
+}
+
+kernel_fn c24_kernel(int cfg, int B, bool swiglu)
+{
+    return swiglu ? c24_kernel_sw<true>(cfg, B) : c24_kernel_sw<false>(cfg, B);
 }
 int c24_kt_max(int B)
 {

@@ -35,7 +35,18 @@ struct TcParams {
     int64_t rows, cols, ldx, ldy;
     int64_t words_per_split; // multiple of 4
     int B, y_bf16, accumulate, atomic;
+    int64_t half; // > 0: the SwiGLU epilogue (16-row kernels; nm_device.cuh swiglu_row), y bf16
 };
+
+// Row k (0..15) of a 16-row block from row0, clamped; with the SwiGLU epilogue (SW: a template
+// flag, so that the plain kernels keep their registers) rows 0-7 are the block's 8 gate rows and
+// 8-15 their up rows.
+template <bool SW> __device__ __forceinline__ int64_t tc_row(const TcParams &p, int64_t row0, int k)
+{
+    if constexpr (SW)
+        return swiglu_row(p.half, 8, k);
+    return min(row0 + k, p.rows - 1);
+}
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1)
@@ -77,8 +88,9 @@ __device__ __forceinline__ void store_y(const TcParams &p, int64_t o, float v)
     store_out(p.y, o, v, p.atomic, p.y_bf16, p.accumulate);
 }
 
-// Sums the 8 warps' 16 x (8*NT) tiles and writes y for the block's rows.
-template <int NT>
+// Sums the 8 warps' 16 x (8*NT) tiles and writes y for the block's rows (SW: the SwiGLU of each
+// gate row and its up row).
+template <int NT, bool SW>
 __device__ void reduce_store(const TcParams &p, float *red, const float (&c)[NT][4], int64_t row0)
 {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -93,16 +105,32 @@ __device__ void reduce_store(const TcParams &p, float *red, const float (&c)[NT]
         rw[(g + 8) * 8 * NT + b + 1] = c[n][3];
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < 16 * 8 * NT; i += kThreads) {
-        const int r = i / (8 * NT), b = i % (8 * NT);
-        const int64_t row = row0 + r;
-        if (b >= p.B || row >= p.rows)
-            continue;
-        float v = 0.0f;
+    if constexpr (SW) { // thread (pair j, vector b) sums gate row j and up row j + 8
+        for (int i = threadIdx.x; i < 8 * 8 * NT; i += kThreads) {
+            const int j = i / (8 * NT), b = i % (8 * NT);
+            const int64_t o = (int64_t)blockIdx.x * 8 + j;
+            if (b >= p.B || o >= p.half)
+                continue;
+            float g = 0.0f, u = 0.0f;
 #pragma unroll
-        for (int w = 0; w < kWarps; w++)
-            v += red[w * 16 * 8 * NT + i];
-        store_y(p, (int64_t)b * p.ldy + row, v);
+            for (int w = 0; w < kWarps; w++) {
+                g += red[w * 16 * 8 * NT + i];
+                u += red[w * 16 * 8 * NT + 8 * 8 * NT + i];
+            }
+            static_cast<uint16_t *>(p.y)[(int64_t)b * p.ldy + o] = f32_to_bf16(silu_mul(g, u));
+        }
+    } else {
+        for (int i = threadIdx.x; i < 16 * 8 * NT; i += kThreads) {
+            const int r = i / (8 * NT), b = i % (8 * NT);
+            const int64_t row = row0 + r;
+            if (b >= p.B || row >= p.rows)
+                continue;
+            float v = 0.0f;
+#pragma unroll
+            for (int w = 0; w < kWarps; w++)
+                v += red[w * 16 * 8 * NT + i];
+            store_y(p, (int64_t)b * p.ldy + row, v);
+        }
     }
 }
 
@@ -142,7 +170,7 @@ __device__ __forceinline__ void load_chunk(ChunkRegs &c, const uint32_t *mrow, c
 // Per chunk: scatter (lane = row r, words 2h, 2h+1) into the zeroed tile; then each lane reads its
 // A fragments (rows g, g+8) and clears what it read, so the tile is zero again for the next chunk.
 // The next chunk's weights are loaded before this chunk's scatter, to keep bytes in flight.
-template <int NT> __global__ void __launch_bounds__(kThreads) tc_spmv_kernel(TcParams p)
+template <int NT, bool SW> __global__ void __launch_bounds__(kThreads) tc_spmv_kernel(TcParams p)
 {
     extern __shared__ uint4 smem_tc[];
     uint16_t *atile = reinterpret_cast<uint16_t *>(smem_tc) + (threadIdx.x >> 5) * 16 * kAStride;
@@ -151,7 +179,7 @@ template <int NT> __global__ void __launch_bounds__(kThreads) tc_spmv_kernel(TcP
     const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16;
     const int64_t w_begin = blockIdx.y * p.words_per_split;
     const int64_t w_end = min(words, w_begin + p.words_per_split);
-    const int64_t srow = min(row0 + r, p.rows - 1);
+    const int64_t srow = tc_row<SW>(p, row0, r);
     const uint32_t *mrow = p.mask + srow * words;
     const uint4 *vrow = reinterpret_cast<const uint4 *>(p.values + srow * (p.cols >> 1));
     for (int i = lane; i < 16 * kAStride / 8; i += 32)
@@ -193,7 +221,7 @@ template <int NT> __global__ void __launch_bounds__(kThreads) tc_spmv_kernel(TcP
         __syncwarp(); // the tile is scattered into again by the next chunk
         cur = nxt;
     }
-    reduce_store<NT>(p, reinterpret_cast<float *>(smem_tc), c, row0);
+    reduce_store<NT, SW>(p, reinterpret_cast<float *>(smem_tc), c, row0);
 }
 
 // The expansion of a pattern (nm_tcx.h): its 32-word shared table and its expand function.
@@ -241,10 +269,10 @@ struct TcxRows {
     const uint32_t *mg, *mg8;
     int t, shift;
 
-    __device__ TcxRows(const TcParams &p, int64_t row0, int lane)
+    // rg, rg8: the lane's rows g and g + 8 (tc_row)
+    __device__ TcxRows(const TcParams &p, int64_t rg, int64_t rg8, int lane)
     {
         const int64_t words = p.cols >> 5;
-        const int64_t rg = min(row0 + (lane >> 2), p.rows - 1), rg8 = min(row0 + (lane >> 2) + 8, p.rows - 1);
         vg = reinterpret_cast<const uint4 *>(p.values + rg * (p.cols >> 1));
         vg8 = reinterpret_cast<const uint4 *>(p.values + rg8 * (p.cols >> 1));
         mg = p.mask + rg * words, mg8 = p.mask + rg8 * words;
@@ -290,7 +318,7 @@ template <class E> __device__ __forceinline__ void tcx_table(uint32_t *tab)
 // K split and x loads as the dense kernel, but each lane loads 16 bytes of values and 16 mask
 // bits per row and piece, and byte-permutes them into its fragments. The next step's weights are
 // loaded while this one multiplies, the first step's before the PDL wait.
-template <class E, int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_kernel(TcParams p)
+template <class E, int NT, bool SW> __global__ void __launch_bounds__(kThreads) tcx_spmv_kernel(TcParams p)
 {
     extern __shared__ uint4 smem_tc[];
     __shared__ uint32_t tab[32];
@@ -299,7 +327,7 @@ template <class E, int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_
     const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16;
     const int64_t w_begin = blockIdx.y * p.words_per_split;
     const int64_t w_end = min(words, w_begin + p.words_per_split);
-    const TcxRows rows(p, row0, lane);
+    const TcxRows rows(p, tc_row<SW>(p, row0, g), tc_row<SW>(p, row0, g + 8), lane);
     const int64_t step = 4 * kWarps;
     int64_t cw = w_begin + 4 * warp;
     TcxRegs cur;
@@ -326,7 +354,7 @@ template <class E, int NT> __global__ void __launch_bounds__(kThreads) tcx_spmv_
         }
         cur = nxt;
     }
-    reduce_store<NT>(p, reinterpret_cast<float *>(smem_tc), c, row0);
+    reduce_store<NT, SW>(p, reinterpret_cast<float *>(smem_tc), c, row0);
 }
 
 // The wide kernel's output: each warp stores its own C fragments.
@@ -491,15 +519,15 @@ template <class E, int NT> __global__ void __launch_bounds__(kThreads, 2) tcxw_s
 }
 
 // Dense: lane (g, t) loads rows g and g+8, columns [16t, 16t+16) of each 64-column piece.
-template <int NT> __global__ void __launch_bounds__(kThreads) tc_gemv_kernel(TcParams p)
+template <int NT, bool SW> __global__ void __launch_bounds__(kThreads) tc_gemv_kernel(TcParams p)
 {
     extern __shared__ uint4 smem_tc[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16;
     const int64_t w_begin = blockIdx.y * p.words_per_split;
     const int64_t w_end = min(words, w_begin + p.words_per_split);
-    const uint4 *wg = reinterpret_cast<const uint4 *>(p.values + min(row0 + g, p.rows - 1) * p.cols);
-    const uint4 *wg8 = reinterpret_cast<const uint4 *>(p.values + min(row0 + g + 8, p.rows - 1) * p.cols);
+    const uint4 *wg = reinterpret_cast<const uint4 *>(p.values + tc_row<SW>(p, row0, g) * p.cols);
+    const uint4 *wg8 = reinterpret_cast<const uint4 *>(p.values + tc_row<SW>(p, row0, g + 8) * p.cols);
     float c[NT][4] = {};
     pdl_wait();
     pdl_trigger();
@@ -528,7 +556,7 @@ template <int NT> __global__ void __launch_bounds__(kThreads) tc_gemv_kernel(TcP
             mma_piece<NT>(c, ag, ag8, xr);
         }
     }
-    reduce_store<NT>(p, reinterpret_cast<float *>(smem_tc), c, row0);
+    reduce_store<NT, SW>(p, reinterpret_cast<float *>(smem_tc), c, row0);
 }
 
 } // namespace
@@ -581,26 +609,29 @@ size_t wide_smem(int B)
     return kStages * (size_t)wide_stage_bytes(wide_nt(B));
 }
 
-// The 16-row expanding kernel of pattern E for B <= 16 vectors.
-template <class E> void (*tcx_kernel(int B))(TcParams)
+// The 16-row expanding kernel of pattern E for B <= 16 vectors (SW: with the SwiGLU epilogue).
+template <class E, bool SW> void (*tcx_kernel(int B))(TcParams)
 {
-    return B <= 8 ? tcx_spmv_kernel<E, 1> : tcx_spmv_kernel<E, 2>;
+    return B <= 8 ? tcx_spmv_kernel<E, 1, SW> : tcx_spmv_kernel<E, 2, SW>;
 }
 
 // The kernel of a kind for B vectors (NT n-tiles of 8; the 16-row kernels take B <= 16) and, for
-// the expanding kinds, pattern m (4: 2:4, 8: 4:8, 16: 8:16).
-void (*tc_kernel(TcKind kind, int B, int m))(TcParams)
+// the expanding kinds, pattern m (4: 2:4, 8: 4:8, 16: 8:16); SW: the 16-row kernels' SwiGLU
+// epilogue (the wide one has none).
+template <bool SW> void (*tc_kernel(TcKind kind, int B, int m))(TcParams)
 {
     const bool one = B <= 8;
     switch (kind) {
     case kTcExpandWide:
         return m == 4 ? tcxw_kernel<Tcx24>(B) : m == 8 ? tcxw_kernel<Tcx48>(B) : tcxw_kernel<Tcx816>(B);
     case kTcExpand:
-        return m == 4 ? tcx_kernel<Tcx24>(B) : m == 8 ? tcx_kernel<Tcx48>(B) : tcx_kernel<Tcx816>(B);
+        return m == 4   ? tcx_kernel<Tcx24, SW>(B)
+               : m == 8 ? tcx_kernel<Tcx48, SW>(B)
+                        : tcx_kernel<Tcx816, SW>(B);
     case kTcDense:
-        return one ? tc_gemv_kernel<1> : tc_gemv_kernel<2>;
+        return one ? tc_gemv_kernel<1, SW> : tc_gemv_kernel<2, SW>;
     default:
-        return one ? tc_spmv_kernel<1> : tc_spmv_kernel<2>;
+        return one ? tc_spmv_kernel<1, SW> : tc_spmv_kernel<2, SW>;
     }
 }
 
@@ -615,6 +646,9 @@ int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s)
     p.rows = a->rows, p.cols = a->cols, p.ldx = a->ldx, p.ldy = a->ldy;
     p.words_per_split = wps;
     p.B = a->B, p.y_bf16 = a->y_bf16, p.accumulate = a->accumulate, p.atomic = nsplit > 1;
+    p.half = a->swiglu ? a->rows / 2 : 0;
+    if (a->swiglu && (nsplit > 1 || kind == kTcExpandWide)) // a row's whole sum in one block
+        return SD_ENOTSUP;
     if (p.atomic && !a->accumulate &&
         cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
         return SD_ECUDA;
@@ -624,8 +658,9 @@ int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s)
     size_t tiles = kind == kTcSparse ? (size_t)kWarps * 16 * kAStride * 2 : 0;
     size_t smem = wide ? wide_smem(a->B) : red > tiles ? red : tiles;
     const int64_t rows_per_block = wide ? 16 * kWarps : 16;
-    dim3 grid((unsigned)((a->rows + rows_per_block - 1) / rows_per_block), (unsigned)nsplit);
-    void (*k)(TcParams) = tc_kernel(kind, a->B, a->m);
+    const int64_t grid_rows = a->swiglu ? a->rows / 2 : a->rows, per_block = a->swiglu ? 8 : rows_per_block;
+    dim3 grid((unsigned)((grid_rows + per_block - 1) / per_block), (unsigned)nsplit);
+    void (*k)(TcParams) = a->swiglu ? tc_kernel<true>(kind, a->B, a->m) : tc_kernel<false>(kind, a->B, a->m);
     if (smem > 48 * 1024 && cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  (int)smem) != cudaSuccess)
         return SD_ECUDA;
