@@ -233,9 +233,10 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         sd_kernels_ctx_set_c24((sd_kernels_ctx *)b->mm.spmv, !(c24 && !strcmp(c24, "0")));
         sd_kernels_ctx_set_deterministic((sd_kernels_ctx *)b->mm.spmv, o.deterministic);
         /* SD_SWIGLU_FUSE=0: the SwiGLU as its own kernel after the gate_up linear, never in the
-         * linear's epilogue (kernels/NOTES.md v16), to measure what the fusion brings */
+         * linear's epilogue; 2: in the epilogue wherever the kernel takes it, also where that
+         * measured slower (kernels/NOTES.md v16); to measure what the fusion brings */
         const char *swf = getenv("SD_SWIGLU_FUSE");
-        b->mm.swiglu = !(swf && !strcmp(swf, "0"));
+        b->mm.swiglu = swf && (!strcmp(swf, "0") || !strcmp(swf, "2")) ? atoi(swf) : 1;
         const char *tlog = getenv("SD_TUNE_LOG");
         b->mm.tune_log = tlog && !strcmp(tlog, "1");
     }
@@ -428,9 +429,9 @@ int64_t sd_backend_cuda_graph_replays(const sd_backend *b)
     return ((const sd_cuda_backend *)b)->replays;
 }
 
-void sd_backend_cuda_set_swiglu_fuse(sd_backend *b, int enable)
+void sd_backend_cuda_set_swiglu_fuse(sd_backend *b, int mode)
 {
-    ((sd_cuda_backend *)b)->mm.swiglu = enable != 0;
+    ((sd_cuda_backend *)b)->mm.swiglu = mode < 0 ? 0 : mode > 2 ? 2 : mode;
 }
 
 int64_t sd_backend_cuda_swiglu_fused(const sd_backend *b)

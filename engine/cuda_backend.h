@@ -32,10 +32,11 @@ void sd_backend_cuda_set_graphs(sd_backend *b, int enable);
 /* How many decode steps were replayed from a captured graph (for tests and benchmarks). */
 int64_t sd_backend_cuda_graph_replays(const sd_backend *b);
 
-/* The SwiGLU in the gate_up kernel's epilogue where its tuned kernel takes it (on by default;
- * SD_SWIGLU_FUSE=0 at creation turns it off), and how many gate_up launches took it so far (a
- * graph capture counts once, its replays not): for tests. Either way the same bits. */
-void sd_backend_cuda_set_swiglu_fuse(sd_backend *b, int enable);
+/* The SwiGLU in the gate_up kernel's epilogue: mode 0 never, 1 where the tuned kernel takes it
+ * and that measured faster (the default; SD_SWIGLU_FUSE at creation sets the mode), 2 wherever the
+ * tuned kernel takes it; and how many gate_up launches took it so far (a graph capture counts
+ * once, its replays not): for tests. Any mode gives the same bits. */
+void sd_backend_cuda_set_swiglu_fuse(sd_backend *b, int mode);
 int64_t sd_backend_cuda_swiglu_fused(const sd_backend *b);
 
 /* Logits rows sampled on the GPU so far (the `sample` operation; for tests). */

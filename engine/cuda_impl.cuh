@@ -190,11 +190,12 @@ typedef struct sd_cu_mm {
     size_t blas_ws_bytes;
     __nv_bfloat16 *scratch; /* dense expansion of one bitmask linear: [max rows*cols] */
     size_t scratch_elems;
-    float *tune_y; /* first-use timing writes here, not to the caller's output: [16, max rows], or
-                      [64, max 2:4 / 4:8 / 8:16 rows] where that is larger */
-    void *spmv;    /* sd_kernels_ctx: the SpMV/GEMV autotune cache */
-    int tune_log;  /* SD_TUNE_LOG=1: one stderr line per first-use decision */
-    int swiglu;    /* sd__cu_linear_swiglu may fuse (SD_SWIGLU_FUSE=0: never) */
+    float *tune_y;           /* first-use timing writes here, not to the caller's output: [16, max rows], or
+                                [64, max 2:4 / 4:8 / 8:16 rows] where that is larger */
+    void *spmv;              /* sd_kernels_ctx: the SpMV/GEMV autotune cache */
+    int tune_log;            /* SD_TUNE_LOG=1: one stderr line per first-use decision */
+    int swiglu;              /* sd__cu_linear_swiglu fuses: 0 never, 1 where it pays (the default), 2 wherever
+                                the kernel takes it (SD_SWIGLU_FUSE) */
     int64_t swiglu_launches; /* fused gate_up launches enqueued (for tests) */
     sd_cu_tuned tuned[SD_CU_MAX_TUNED]; /* problems already autotuned */
     int n_tuned;
@@ -213,8 +214,9 @@ int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, 
                   cudaStream_t st, sd_diag *d);
 /* The gate_up linear (W = [gate; up]) with the SwiGLU in its kernel's epilogue: out [T, l->rows/2]
  * bf16 = silu(in x gate^T) * (in x up^T), the bits sd__cu_linear then sd__cu_swiglu give. Only
- * where the problem's tuned path is a kernel that takes it (sd_nm_swiglu_ok: no split-K, no
- * cuBLAS); otherwise *done = 0, nothing is launched, and the caller runs those two. */
+ * where the problem's tuned path is a kernel that takes it (no split-K, no cuBLAS) and, with
+ * mm->swiglu 1, one whose fused launch measured faster (sd_nm_swiglu_pays; 2: sd_nm_swiglu_ok);
+ * otherwise *done = 0, nothing is launched, and the caller runs those two. */
 int sd__cu_linear_swiglu(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, __nv_bfloat16 *out,
                          int T, cudaStream_t st, int *done, sd_diag *d);
 

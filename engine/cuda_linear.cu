@@ -216,7 +216,7 @@ int sd__cu_linear_swiglu(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat1
     a.ldy = l->rows / 2;
     a.y_bf16 = 1;
     a.swiglu = 1;
-    if (!sd_nm_swiglu_pays(&a, !l->bitmask))
+    if (!(mm->swiglu == 2 ? sd_nm_swiglu_ok(&a, !l->bitmask) : sd_nm_swiglu_pays(&a, !l->bitmask)))
         return 0;
     int rc = l->bitmask ? sd_nm_spmv_launch(&a, st) : sd_gemv_bf16_launch(&a, st);
     if (rc)

@@ -1,9 +1,10 @@
 /* test_swiglu_fuse_gpu: the CUDA backend with the MLP's SwiGLU in the gate_up kernel's epilogue
  * (sd__cu_linear_swiglu) gives the same logits, bit for bit, as with the SwiGLU as its own kernel,
  * on synthetic weights of the bundled tiny model's shapes (dense, 2:4, 4:8, 16:32), one and two
- * sequences per step, eager and from a captured CUDA graph. One backend per pattern with both
- * settings, so that both run the kernels its autotuner chose (deterministic mode: no split-K).
- * Skips without a GPU. */
+ * sequences per step, eager and from a captured CUDA graph: with the fusion wherever the tuned
+ * kernel takes it (mode 2, so that every kind of kernel the tuner picks is exercised) and where it
+ * pays (mode 1, the default). One backend per pattern with every mode, so that all run the kernels
+ * its autotuner chose (deterministic mode: no split-K). Skips without a GPU. */
 #include "tests/harness.h"
 
 #include <stdint.h>
@@ -83,25 +84,32 @@ static void test_fused_same_bits(void)
             if (rc)
                 continue;
             const size_t n = (size_t)STEPS * n_seq * V;
-            float *plain = malloc(n * 4), *fused = malloc(n * 4), *graph = malloc(n * 4);
-            REQUIRE(plain && fused && graph);
+            float *plain = malloc(n * 4), *fused = malloc(n * 4), *graph = malloc(n * 4),
+                  *dflt = malloc(n * 4);
+            REQUIRE(plain && fused && graph && dflt);
             sd_backend_cuda_set_graphs(b, 0);
             sd_backend_cuda_set_swiglu_fuse(b, 0);
             rc = run(b, n_seq, 0, V, toks, plain);
             const int64_t before = sd_backend_cuda_swiglu_fused(b);
-            sd_backend_cuda_set_swiglu_fuse(b, 1);
+            sd_backend_cuda_set_swiglu_fuse(b, 2);
             if (!rc)
                 rc = run(b, n_seq, 0, V, toks, fused);
             const int64_t eager_fused = sd_backend_cuda_swiglu_fused(b) - before;
             sd_backend_cuda_set_graphs(b, 1);
             if (!rc)
                 rc = run(b, n_seq, 0, V, toks, graph);
+            sd_backend_cuda_set_graphs(b, 0);
+            sd_backend_cuda_set_swiglu_fuse(b, 1);
+            if (!rc)
+                rc = run(b, n_seq, 0, V, toks, dflt);
             CHECK(rc == 0);
             CHECK_MSG(before == 0, "%s: %lld fused launches with the fusion off", pats[p], (long long)before);
             if (!rc) {
                 CHECK_MSG(!memcmp(plain, fused, n * 4), "%s, %d sequences: fused logits differ", pats[p],
                           n_seq);
                 CHECK_MSG(!memcmp(plain, graph, n * 4), "%s, %d sequences: fused graph logits differ",
+                          pats[p], n_seq);
+                CHECK_MSG(!memcmp(plain, dflt, n * 4), "%s, %d sequences: default-mode logits differ",
                           pats[p], n_seq);
             }
             /* every gate_up launch of a step takes it, or none (one tuned config per shape) */
@@ -110,7 +118,7 @@ static void test_fused_same_bits(void)
             fprintf(stderr, "  %s, %d sequences: %lld of the gate_up launches fused\n", pats[p], n_seq,
                     (long long)eager_fused);
             fused_total += eager_fused;
-            free(plain), free(fused), free(graph);
+            free(plain), free(fused), free(graph), free(dflt);
             sd_backend_free(b);
         }
     /* the tuned kernels are the autotuner's choice; on these shapes most take the epilogue */
