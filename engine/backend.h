@@ -33,6 +33,9 @@ typedef struct sd_backend_opts {
     int device;                /* GPU ordinal */
     int deterministic;         /* GPU: no split-K with atomics, so the same batch gives the same logits
                                   bit for bit every run (the CPU backend always does) */
+    const char *tune_cache;    /* GPU: the tuning-cache file (engine/tune_cache.h) to load at creation
+                                  and rewrite after each first-use tuning; NULL or "": none. Under
+                                  tensor parallelism each rank uses PATH.rankN */
 } sd_backend_opts;
 
 void sd_backend_opts_default(sd_backend_opts *o);

@@ -27,9 +27,10 @@ typedef struct bd_opts {
     int batches[BD_MAX_BATCHES];
     int n_batches;
     int ctx, warmup, steps, device;
-    int tp;            /* --tensor-parallel N: N GPUs (devices 0..N-1), engine/tp.h */
-    int copy_logits;   /* 1: every step copies its logits to the host, as the CPU sampler needs */
-    int deterministic; /* 1: the backend's deterministic option (no split-K atomics) */
+    int tp;                 /* --tensor-parallel N: N GPUs (devices 0..N-1), engine/tp.h */
+    int copy_logits;        /* 1: every step copies its logits to the host, as the CPU sampler needs */
+    int deterministic;      /* 1: the backend's deterministic option (no split-K atomics) */
+    const char *tune_cache; /* --tune-cache FILE: the backend's tuning cache (engine/tune_cache.h) */
 } bd_opts;
 
 typedef struct bd_result {
@@ -48,7 +49,7 @@ static void usage(FILE *f)
     fprintf(
         f, "usage: sparsed bench decode --preset CONFIG.json [--pattern dense|2:4|4:8|8:16|16:32|all|A,B..]\n"
            "       [--batch 1,4,16,64] [--ctx 512] [--warmup 50] [--steps 50] [--device 0] [--copy-logits]\n"
-           "       [--deterministic] [--tensor-parallel N] [--out FILE.md]\n");
+           "       [--deterministic] [--tensor-parallel N] [--tune-cache FILE] [--out FILE.md]\n");
 }
 
 static int parse_list(char *s, int *out, int max)
@@ -100,6 +101,8 @@ static int parse_args(int argc, char **argv, bd_opts *o)
             o->tp = atoi(v);
         else if (!strcmp(a, "--out"))
             o->out = v;
+        else if (!strcmp(a, "--tune-cache"))
+            o->tune_cache = v;
         else
             return -1;
         i++;
@@ -216,6 +219,7 @@ static void run_pattern(const bd_opts *o, const sd_model_config *cfg, const char
     bo.kv_blocks = maxb * bps;
     bo.max_batch_tokens = o->ctx > maxb ? o->ctx : maxb;
     bo.deterministic = o->deterministic;
+    bo.tune_cache = o->tune_cache;
     sd_backend *b = NULL;
     sd_diag d = {0};
     int32_t *bt = malloc((size_t)maxb * bps * 4);
@@ -336,9 +340,11 @@ int sd_bench_decode_main(int argc, char **argv)
         fprintf(f,
                 "`\n- protocol: synthetic weights, context %d (prefilled), %d warm-up + %d measured decode "
                 "steps, "
-                "median; logits %s%s; roofline = bytes read per step (weights + KV) / measured bandwidth\n\n",
+                "median; logits %s%s%s%s; roofline = bytes read per step (weights + KV) / measured "
+                "bandwidth\n\n",
                 o.ctx, o.warmup, o.steps, o.copy_logits ? "copied to the host every step" : "left on the GPU",
-                o.deterministic ? "; deterministic (no split-K)" : "");
+                o.deterministic ? "; deterministic (no split-K)" : "",
+                o.tune_cache ? "; kernels from the tuning cache " : "", o.tune_cache ? o.tune_cache : "");
         print_table(f, r, n);
         fclose(f);
     }

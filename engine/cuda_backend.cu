@@ -239,6 +239,7 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         b->mm.swiglu = swf && (!strcmp(swf, "0") || !strcmp(swf, "2")) ? atoi(swf) : 1;
         const char *tlog = getenv("SD_TUNE_LOG");
         b->mm.tune_log = tlog && !strcmp(tlog, "1");
+        rc = sd__cu_tune_cache_open(b, o.tune_cache, d); /* after the deterministic flag: it filters */
     }
     if (!rc)
         rc = alloc_activations(b, d);
@@ -328,6 +329,7 @@ static void cuda_free(sd_backend *base)
     for (int i = 0; i < SD_CU_N_BUCKETS; i++)
         if (b->graphs[i])
             cudaGraphExecDestroy(b->graphs[i]);
+    sd__cu_tune_cache_close(b);
     sd__cu_mm_free(&b->mm);
     sd__cu_weights_free(&b->w);
     void *bufs[] = {b->x,        b->act,      b->hbuf,     b->mmo,     b->q,
@@ -437,6 +439,11 @@ void sd_backend_cuda_set_swiglu_fuse(sd_backend *b, int mode)
 int64_t sd_backend_cuda_swiglu_fused(const sd_backend *b)
 {
     return ((const sd_cuda_backend *)b)->mm.swiglu_launches;
+}
+
+int sd_backend_cuda_tuned_here(const sd_backend *b)
+{
+    return sd__cu_tuned_here((const sd_cuda_backend *)b);
 }
 
 int64_t sd_backend_cuda_sampled_rows(const sd_backend *b)

@@ -39,6 +39,10 @@ int64_t sd_backend_cuda_graph_replays(const sd_backend *b);
 void sd_backend_cuda_set_swiglu_fuse(sd_backend *b, int mode);
 int64_t sd_backend_cuda_swiglu_fused(const sd_backend *b);
 
+/* How many linear problems the backend has timed at first use itself, not counting those a
+ * tuning cache (sd_backend_opts.tune_cache) supplied: for tests. */
+int sd_backend_cuda_tuned_here(const sd_backend *b);
+
 /* Logits rows sampled on the GPU so far (the `sample` operation; for tests). */
 int64_t sd_backend_cuda_sampled_rows(const sd_backend *b);
 

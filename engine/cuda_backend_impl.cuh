@@ -40,6 +40,7 @@ typedef struct sd_cuda_backend {
     int max_seqs;              /* sequences per forward */
     float *x;                  /* [tmax, hidden] residual stream */
     __nv_bfloat16 *act;        /* [tmax, max(hidden, n_heads*head_dim, intermediate)] linear inputs */
+    char *tune_path;           /* the tuning-cache file, or NULL (engine/cuda_tune_cache.cu) */
     __nv_bfloat16 *hbuf;       /* [min(tmax, SD_NM_MAX_B), intermediate]: the fused gate_up's SwiGLU */
     float *mmo;                /* [tmax, max(qkv rows, 2*intermediate, hidden)] linear outputs */
     float *q;                  /* [tmax, n_heads*head_dim] */
@@ -72,5 +73,12 @@ typedef struct sd_cuda_backend {
 /* engine/cuda_step.cu: the backend's forward and sample operations (its vtable's). */
 int sd__cu_backend_forward(sd_backend *base, const sd_batch_seq *seqs, int n_seqs, float *logits, sd_diag *d);
 int sd__cu_backend_sample(sd_backend *base, const sd_sample_req *reqs, int n, sd_sample_out *out, sd_diag *d);
+/* engine/cuda_tune_cache.cu: with a path, loads the tuning cache into b->mm (a cache made on
+ * another GPU, driver or kernels revision, or a bad file, is reported on stderr and not used: the
+ * backend tunes afresh and rewrites it) and saves it after every first-use tuning from then on. */
+int sd__cu_tune_cache_open(sd_cuda_backend *b, const char *path, sd_diag *d);
+void sd__cu_tune_cache_close(sd_cuda_backend *b);
+/* How many problems the backend tuned itself (not taken from a tuning cache), for tests. */
+int sd__cu_tuned_here(const sd_cuda_backend *b);
 
 #endif

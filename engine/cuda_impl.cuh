@@ -11,6 +11,7 @@
 #include "engine/backend.h"
 #include "engine/diag.h"
 #include "engine/model_config.h"
+#include "engine/tune_cache.h"
 
 /* Returns SD_ECUDA with the call, place and CUDA message when `call` fails. */
 #define SD_CU(d, call)                                                                                       \
@@ -177,12 +178,9 @@ int sd__cu_fill_nm_mask(uint32_t *mask, size_t n_words, int n, int m, uint64_t s
 
 /* ---- linears (cuda_linear.cu) ---- */
 #define SD_CU_MAX_TUNED 256
-typedef struct sd_cu_tuned {
-    int64_t rows, cols;
-    int B, dense, m, acc; /* B: sd_nm_tune_bucket of the rows */
-    int use_blas;         /* 1: cuBLAS measured faster than the SpMV/GEMV for this problem */
-    float ms_kernel, ms_blas;
-} sd_cu_tuned;
+/* A problem's first-use decision: rows, cols, B (sd_nm_tune_bucket of the rows), dense, m, acc,
+ * use_blas (cuBLAS measured faster than the SpMV/GEMV), and the two times (engine/tune_cache.h). */
+typedef sd_tune_path sd_cu_tuned;
 
 typedef struct sd_cu_mm {
     cublasHandle_t blas;
@@ -197,9 +195,12 @@ typedef struct sd_cu_mm {
     int swiglu;              /* sd__cu_linear_swiglu fuses: 0 never, 1 where it pays (the default), 2 wherever
                                 the kernel takes it (SD_SWIGLU_FUSE) */
     int64_t swiglu_launches; /* fused gate_up launches enqueued (for tests) */
+    void (*on_tune)(void *ud); /* after each first-use tuning (engine/cuda_tune_cache.cu saves) */
+    void *on_tune_ud;
     sd_cu_tuned tuned[SD_CU_MAX_TUNED]; /* problems already autotuned */
     int n_tuned;
-    cudaEvent_t ev[2]; /* timing the two paths */
+    int n_tuned_loaded; /* of those, taken from a tuning cache (engine/cuda_tune_cache.cu) */
+    cudaEvent_t ev[2];  /* timing the two paths */
     /* tensor parallel: the rank (engine/tp_impl.cuh) whose deadline bounds the wait before
      * first-use timing (the stream may hold collectives); NULL on a single GPU */
     struct sd_tp_rank *tp;

@@ -174,6 +174,8 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, in
     SD_TRY(time_path(mm, 1, l, in, y, T, acc, st, &tb, d));
     sd_cu_tuned *t = &mm->tuned[mm->n_tuned++];
     *t = (sd_cu_tuned){l->rows, l->cols, sd_nm_tune_bucket(T), !l->bitmask, l->nm_m, acc, tb < tk, tk, tb};
+    if (mm->on_tune)
+        mm->on_tune(mm->on_tune_ud);
     if (mm->tune_log) {
         int rw = 0, split = 0;
         sd_nm_config(&a, !l->bitmask, &rw, &split);

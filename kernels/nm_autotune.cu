@@ -111,6 +111,40 @@ static void cache_put(sd_kernels_ctx *ctx, const sd_nm_key *k, int rw, int split
     ctx->entries[slot].split = split;
 }
 
+extern "C" int sd_kernels_ctx_export(const sd_kernels_ctx *ctx, sd_nm_tuned *out, int max)
+{
+    if (!ctx)
+        return 0;
+    for (int i = 0; i < ctx->n_entries && i < max; i++) {
+        const sd_nm_entry *e = &ctx->entries[i];
+        out[i] = (sd_nm_tuned){e->key.dense,      e->key.n,    e->key.m,    e->key.B,         e->key.y_bf16,
+                               e->key.accumulate, e->key.rows, e->key.cols, e->rows_per_warp, e->split};
+    }
+    return ctx->n_entries;
+}
+
+// The rows_per_warp codes sd__nm_launch_cfg takes (nm_spmv.h).
+static int known_rw(int rw)
+{
+    return rw == 1 || rw == 2 || rw == 4 || rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW ||
+           rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3 ||
+           (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3);
+}
+
+extern "C" int sd_kernels_ctx_import(sd_kernels_ctx *ctx, const sd_nm_tuned *e)
+{
+    if (!ctx || !e || !known_rw(e->rows_per_warp) || e->split < 1 || e->split > 64 ||
+        (e->split > 1 && (ctx->deterministic || e->y_bf16)) || e->rows < 1 || e->cols < 1 || e->B < 1 ||
+        e->B != sd_nm_tune_bucket(e->B) || e->B > SD_NM_MAX_B_WIDE)
+        return SD_EINVAL;
+    sd_nm_key k;
+    memset(&k, 0, sizeof k);
+    k.dense = e->dense != 0, k.n = e->dense ? 0 : e->n, k.m = e->dense ? 0 : e->m, k.B = e->B;
+    k.y_bf16 = e->y_bf16 != 0, k.accumulate = e->accumulate != 0, k.rows = e->rows, k.cols = e->cols;
+    cache_put(ctx, &k, e->rows_per_warp, e->split);
+    return 0;
+}
+
 // Median time (ms) of `reps` single launches of one config, rotating over the n_args problems.
 // Timing bursts of launches instead (plain, or captured in a graph as the decode step runs them)
 // was tried and ranked worse: it picked kernels that ran slower in the benchmark's graphs and in

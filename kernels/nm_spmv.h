@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "engine/diag.h"
+#include "kernels/nm_tuned.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -102,6 +103,14 @@ int sd_gemv_bf16_launch(const sd_nm_spmv_args *a, cudaStream_t s);
  * working set can exceed L2). Overwrites the y buffers. Synchronises the stream. */
 int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int n_args, int dense, cudaStream_t s,
                    sd_diag *d);
+
+/* The autotune cache as plain entries (kernels/nm_tuned.h), to keep it across processes: export
+ * copies up to max entries into out and returns how many the cache holds; import adds or replaces
+ * one, after checking it names a config the launchers know (SD_EINVAL otherwise; in a
+ * deterministic context, also for split-K). */
+#define SD_NM_CACHE_CAP 512 /* entries the autotune cache holds (then the oldest go) */
+int sd_kernels_ctx_export(const sd_kernels_ctx *ctx, sd_nm_tuned *out, int max);
+int sd_kernels_ctx_import(sd_kernels_ctx *ctx, const sd_nm_tuned *e);
 
 /* The config a launch would use (after the cache / heuristic): for reports. */
 void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rows_per_warp, int *ret_split);

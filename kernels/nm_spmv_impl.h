@@ -9,7 +9,7 @@
 extern "C" {
 #endif
 
-#define SD_NM_CACHE_MAX 512
+#define SD_NM_CACHE_MAX SD_NM_CACHE_CAP
 
 typedef struct sd_nm_key {
     int dense, n, m, B, y_bf16, accumulate; /* accumulate: no split-K memset, PDL allowed */

@@ -60,6 +60,10 @@ static const opt opts[] = {
     {"deterministic", OPT_BOOL, O(deterministic), "false", 0, 0, NULL,
      "cuda backend: the same batch gives bit-identical logits every time within one process (no "
      "split-K partial sums added by atomics, which arrive in any order); slower where split-K won"},
+    {"tune_cache", OPT_STR, O(tune_cache), "", 0, 0, NULL,
+     "cuda backend: a file that keeps the kernels first-use tuning chose (per GPU, driver and sparsed "
+     "kernels revision), loaded at start-up and rewritten after each new choice, so a restart neither "
+     "re-times them nor picks others (\"\" => none)"},
     {"block_size", OPT_INT, O(block_size), "16", 1, 1024, NULL, "tokens per KV-cache block"},
     {"max_connections", OPT_INT, O(max_connections), "1024", 1, 1 << 20, NULL, "concurrent HTTP connections"},
     {"max_connections_per_ip", OPT_INT, O(max_connections_per_ip), "256", 0, 1 << 20, NULL,
@@ -575,6 +579,7 @@ void sd_conf_engine_opts(const sd_conf *c, sd_backend_opts *bo, sd_tp_opts *to)
     bo->max_batch_tokens = c->max_batch_tokens;
     bo->device = c->device;
     bo->deterministic = c->deterministic;
+    bo->tune_cache = c->tune_cache;
     sd_tp_opts_default(to);
     to->world = c->tensor_parallel;
     to->rank = c->tp_rank;

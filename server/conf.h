@@ -31,6 +31,7 @@ typedef struct sd_conf {
     int max_queue;
     int prefix_caching; /* bool: keep computed KV blocks for prompts that start the same */
     int deterministic;  /* bool: bit-identical logits run to run on the GPU (no split-K atomics) */
+    char *tune_cache;   /* cuda: the tuning-cache file ("" none) */
     int max_model_len;  /* 0 => the model's */
     int kv_blocks;      /* 0 => backend default */
     int block_size;

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/fileio.h"
 #include "prune/cancel.h"
 #include "server/jobs_impl.h"
 #include "server/log.h"
@@ -79,45 +80,6 @@ static void set_error(job *jb, const char *msg)
 
 /* ---- records on disk -------------------------------------------------------------------- */
 
-static int fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
-/* Writes text to dir/name atomically: a temporary file, fsync, rename, fsync of the directory. */
-static int write_atomic(const char *dir, const char *name, const char *text, sd_diag *d)
-{
-    char tmp[PATH_MAX], path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return sd_diag_set(d, SD_EIO, "%s: %s", tmp, strerror(errno));
-    size_t n = strlen(text), off = 0;
-    while (off < n) {
-        ssize_t w = write(fd, text + off, n - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        off += (size_t)w;
-    }
-    int ok = off == n && fsync(fd) == 0;
-    ok &= close(fd) == 0;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return sd_diag_set(d, SD_EIO, "writing %s: %s", path, strerror(e));
-    }
-    fsync_dir(dir);
-    return 0;
-}
-
 /* Writes a job's record (its current state). Failures are logged: the job itself goes on. */
 static void persist(sd_jobs *j, job *jb)
 {
@@ -129,7 +91,9 @@ static void persist(sd_jobs *j, job *jb)
     pthread_mutex_unlock(&j->mu);
     snprintf(name, sizeof name, "%s.json", jb->id);
     sd_diag d = {0};
-    if (!text || write_atomic(j->dir, name, text, &d) < 0)
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", j->dir, name);
+    if (!text || sd_write_atomic(path, text, &d) < 0)
         sd_log_error(NULL, "admin: job %s: record not saved: %s", jb->id, text ? d.msg : "out of memory");
     pthread_mutex_unlock(&j->disk_mu);
     free(text);

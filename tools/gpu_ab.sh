@@ -14,6 +14,9 @@
 #   ab_pack
 #
 # Environment switches go in front of a call: SD_NM_TCX=0 ab_decode ... (docs/architecture.md).
+# AB_DECODE_ARGS="--tune-cache $R/tune.json" makes every decode after the first run the kernels
+# the first one tuned (engine/tune_cache.h): an A/B of a change outside the kernel choice then
+# compares the same kernels (first-use timing otherwise differs from process to process).
 set -uo pipefail
 # The run writes into $R (outside $OUT: the device hands back only a few files) and packs it
 # into $OUT/r.tgz, the one file to fetch.

@@ -1,0 +1,120 @@
+/* cuda_tune_cache: the CUDA backend's side of engine/tune_cache.c — this device's key, the cache
+ * loaded into the kernels context and the linears' path table at creation, and saved again after
+ * each first-use tuning (mm->on_tune), so a restarted process runs the kernels an earlier one
+ * chose without timing them. */
+#include "engine/cuda_backend_impl.cuh"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/nm_spmv.h"
+
+/* GPU, compute capability, driver and runtime, kernels revision: a cache applies only to all of
+ * these (another GPU or driver may rank the kernels otherwise; another revision may mean other
+ * kernels behind the same codes). */
+static int device_key(int device, char *key, size_t n, sd_diag *d)
+{
+    cudaDeviceProp p;
+    int drv = 0, rt = 0;
+    SD_CU(d, cudaGetDeviceProperties(&p, device));
+    SD_CU(d, cudaDriverGetVersion(&drv));
+    SD_CU(d, cudaRuntimeGetVersion(&rt));
+    snprintf(key, n, "%.120s|sm_%d%d|%d SMs|driver %d|runtime %d|kernels %d", p.name, p.major, p.minor,
+             p.multiProcessorCount, drv, rt, SD_NM_KERNELS_REV);
+    return 0;
+}
+
+static void save(void *ud)
+{
+    sd_cuda_backend *b = (sd_cuda_backend *)ud;
+    sd_tune_cache c;
+    sd_diag d = {};
+    memset(&c, 0, sizeof c);
+    if (device_key(b->device, c.key, sizeof c.key, &d)) {
+        fprintf(stderr, "sparsed: tune cache %s not saved: %s\n", b->tune_path, d.msg);
+        return;
+    }
+    sd_nm_tuned ks[SD_NM_CACHE_CAP];
+    c.kernels = ks;
+    c.n_kernels = sd_kernels_ctx_export((const sd_kernels_ctx *)b->mm.spmv, ks, SD_NM_CACHE_CAP);
+    if (c.n_kernels > SD_NM_CACHE_CAP)
+        c.n_kernels = SD_NM_CACHE_CAP;
+    c.paths = b->mm.tuned;
+    c.n_paths = b->mm.n_tuned;
+    int rc = sd_tune_cache_save(b->tune_path, &c, &d);
+    if (rc)
+        fprintf(stderr, "sparsed: tune cache not saved: %s\n", d.msg);
+}
+
+/* The loaded entries into the kernels context and the path table; a kernels entry the launchers
+ * do not take (or that would split K in a deterministic context) is skipped, as is a path beyond
+ * the table. Returns how many of each went in. */
+static void import(sd_cuda_backend *b, const sd_tune_cache *c, int *n_k, int *n_p)
+{
+    *n_k = *n_p = 0;
+    for (int i = 0; i < c->n_kernels; i++)
+        *n_k += sd_kernels_ctx_import((sd_kernels_ctx *)b->mm.spmv, &c->kernels[i]) == 0;
+    for (int i = 0; i < c->n_paths && b->mm.n_tuned < SD_CU_MAX_TUNED; i++) {
+        const sd_tune_path *p = &c->paths[i];
+        int dup = 0;
+        for (int k = 0; k < b->mm.n_tuned && !dup; k++) {
+            const sd_tune_path *q = &b->mm.tuned[k];
+            dup = q->rows == p->rows && q->cols == p->cols && q->B == p->B && q->dense == p->dense &&
+                  q->m == p->m && q->acc == p->acc;
+        }
+        if (!dup) {
+            b->mm.tuned[b->mm.n_tuned++] = *p;
+            ++*n_p;
+        }
+    }
+}
+
+int sd__cu_tune_cache_open(sd_cuda_backend *b, const char *path, sd_diag *d)
+{
+    if (!path || !*path)
+        return 0;
+    size_t n = strlen(path) + 24;
+    b->tune_path = (char *)malloc(n);
+    if (!b->tune_path)
+        return sd_diag_set(d, SD_ENOMEM, "cuda backend: tune cache path");
+    if (b->tp.plan.ranks > 1)
+        snprintf(b->tune_path, n, "%s.rank%d", path, b->tp.plan.rank);
+    else
+        snprintf(b->tune_path, n, "%s", path);
+    char key[SD_TUNE_KEY_MAX];
+    SD_TRY(device_key(b->device, key, sizeof key, d));
+    sd_tune_cache c;
+    sd_diag ld = {};
+    int rc = sd_tune_cache_load(b->tune_path, &c, &ld);
+    if (rc && rc != SD_ENOTFOUND)
+        fprintf(stderr, "sparsed: %s; tuning afresh, the file will be rewritten\n", ld.msg);
+    else if (!rc && strcmp(c.key, key))
+        fprintf(stderr,
+                "sparsed: tune cache %s is for \"%s\", this is \"%s\"; tuning afresh, the file will be "
+                "rewritten\n",
+                b->tune_path, c.key, key);
+    else if (!rc) {
+        int n_k, n_p;
+        import(b, &c, &n_k, &n_p);
+        b->mm.n_tuned_loaded = b->mm.n_tuned;
+        fprintf(stderr, "sparsed: tune cache %s: %d kernel configs and %d linear paths loaded\n",
+                b->tune_path, n_k, n_p);
+    }
+    sd_tune_cache_free(&c);
+    b->mm.on_tune = save;
+    b->mm.on_tune_ud = b;
+    return 0;
+}
+
+void sd__cu_tune_cache_close(sd_cuda_backend *b)
+{
+    free(b->tune_path);
+    b->tune_path = NULL;
+    b->mm.on_tune = NULL;
+}
+
+int sd__cu_tuned_here(const sd_cuda_backend *b)
+{
+    return b->mm.n_tuned - b->mm.n_tuned_loaded;
+}
