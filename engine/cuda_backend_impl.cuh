@@ -41,6 +41,7 @@ typedef struct sd_cuda_backend {
     float *x;                  /* [tmax, hidden] residual stream */
     __nv_bfloat16 *act;        /* [tmax, max(hidden, n_heads*head_dim, intermediate)] linear inputs */
     char *tune_path;           /* the tuning-cache file, or NULL (engine/cuda_tune_cache.cu) */
+    sd_tune_cache tune_other;  /* the file's entries for other linears (models, patterns) */
     __nv_bfloat16 *hbuf;       /* [min(tmax, SD_NM_MAX_B), intermediate]: the fused gate_up's SwiGLU */
     float *mmo;                /* [tmax, max(qkv rows, 2*intermediate, hidden)] linear outputs */
     float *q;                  /* [tmax, n_heads*head_dim] */

@@ -25,39 +25,44 @@ static int device_key(int device, char *key, size_t n, sd_diag *d)
     return 0;
 }
 
-static void save(void *ud)
+/* Whether one of this backend's linears has that shape and kind (dense, or pattern m): a cache
+ * shared by several models or patterns (bench decode writes one for all) holds entries of the
+ * others, which would only fill the tables. */
+static int own_linear(const sd_cuda_backend *b, int64_t rows, int64_t cols, int dense, int m)
 {
-    sd_cuda_backend *b = (sd_cuda_backend *)ud;
-    sd_tune_cache c;
-    sd_diag d = {};
-    memset(&c, 0, sizeof c);
-    if (device_key(b->device, c.key, sizeof c.key, &d)) {
-        fprintf(stderr, "sparsed: tune cache %s not saved: %s\n", b->tune_path, d.msg);
-        return;
+    const sd_cu_linear *ls[5] = {&b->w.lm_head, NULL, NULL, NULL, NULL};
+    if (b->w.n_layers > 0) {
+        const sd_cu_layer *L = &b->w.layers[0];
+        ls[1] = &L->qkv, ls[2] = &L->o, ls[3] = &L->gate_up, ls[4] = &L->down;
     }
-    sd_nm_tuned ks[SD_NM_CACHE_CAP];
-    c.kernels = ks;
-    c.n_kernels = sd_kernels_ctx_export((const sd_kernels_ctx *)b->mm.spmv, ks, SD_NM_CACHE_CAP);
-    if (c.n_kernels > SD_NM_CACHE_CAP)
-        c.n_kernels = SD_NM_CACHE_CAP;
-    c.paths = b->mm.tuned;
-    c.n_paths = b->mm.n_tuned;
-    int rc = sd_tune_cache_save(b->tune_path, &c, &d);
-    if (rc)
-        fprintf(stderr, "sparsed: tune cache not saved: %s\n", d.msg);
+    for (int i = 0; i < 5; i++)
+        if (ls[i] && ls[i]->rows == rows && ls[i]->cols == cols && !ls[i]->bitmask == !!dense &&
+            (dense || ls[i]->nm_m == m))
+            return 1;
+    return 0;
 }
 
-/* The loaded entries into the kernels context and the path table; a kernels entry the launchers
- * do not take (or that would split K in a deterministic context) is skipped, as is a path beyond
- * the table. Returns how many of each went in. */
-static void import(sd_cuda_backend *b, const sd_tune_cache *c, int *n_k, int *n_p)
+/* The loaded entries of this backend's linears into the kernels context and the path table; a
+ * kernels entry the launchers do not take (or that would split K in a deterministic context) is
+ * skipped, as is a path beyond the table. Returns how many of each went in. */
+static void import(sd_cuda_backend *b, sd_tune_cache *c, int *n_k, int *n_p)
 {
     *n_k = *n_p = 0;
-    for (int i = 0; i < c->n_kernels; i++)
-        *n_k += sd_kernels_ctx_import((sd_kernels_ctx *)b->mm.spmv, &c->kernels[i]) == 0;
-    for (int i = 0; i < c->n_paths && b->mm.n_tuned < SD_CU_MAX_TUNED; i++) {
+    int other_k = 0, other_p = 0; /* the other linears' entries, moved to the front of c's arrays */
+    for (int i = 0; i < c->n_kernels; i++) {
+        const sd_nm_tuned *e = &c->kernels[i];
+        if (own_linear(b, e->rows, e->cols, e->dense, e->m))
+            *n_k += sd_kernels_ctx_import((sd_kernels_ctx *)b->mm.spmv, e) == 0;
+        else
+            c->kernels[other_k++] = *e;
+    }
+    for (int i = 0; i < c->n_paths; i++) {
         const sd_tune_path *p = &c->paths[i];
-        int dup = 0;
+        if (!own_linear(b, p->rows, p->cols, p->dense, p->m)) {
+            c->paths[other_p++] = *p;
+            continue;
+        }
+        int dup = b->mm.n_tuned == SD_CU_MAX_TUNED;
         for (int k = 0; k < b->mm.n_tuned && !dup; k++) {
             const sd_tune_path *q = &b->mm.tuned[k];
             dup = q->rows == p->rows && q->cols == p->cols && q->B == p->B && q->dense == p->dense &&
@@ -68,6 +73,39 @@ static void import(sd_cuda_backend *b, const sd_tune_cache *c, int *n_k, int *n_
             ++*n_p;
         }
     }
+    c->n_kernels = other_k;
+    c->n_paths = other_p;
+}
+
+/* The file again: this backend's entries (the kernels context and the path table) and, after
+ * them, the other linears' entries it loaded (b->tune_other). */
+static void save(void *ud)
+{
+    sd_cuda_backend *b = (sd_cuda_backend *)ud;
+    const sd_tune_cache *o = &b->tune_other;
+    sd_tune_cache c;
+    sd_diag d = {};
+    memset(&c, 0, sizeof c);
+    int rc = device_key(b->device, c.key, sizeof c.key, &d);
+    c.kernels = (sd_nm_tuned *)malloc((SD_NM_CACHE_CAP + (size_t)o->n_kernels) * sizeof *c.kernels);
+    c.paths = (sd_tune_path *)malloc(((size_t)b->mm.n_tuned + (size_t)o->n_paths + 1) * sizeof *c.paths);
+    if (!rc && (!c.kernels || !c.paths))
+        rc = sd_diag_set(&d, SD_ENOMEM, "out of memory");
+    if (!rc) {
+        c.n_kernels = sd_kernels_ctx_export((const sd_kernels_ctx *)b->mm.spmv, c.kernels, SD_NM_CACHE_CAP);
+        if (c.n_kernels > SD_NM_CACHE_CAP)
+            c.n_kernels = SD_NM_CACHE_CAP;
+        memcpy(c.kernels + c.n_kernels, o->kernels, (size_t)o->n_kernels * sizeof *c.kernels);
+        c.n_kernels += o->n_kernels;
+        memcpy(c.paths, b->mm.tuned, (size_t)b->mm.n_tuned * sizeof *c.paths);
+        memcpy(c.paths + b->mm.n_tuned, o->paths, (size_t)o->n_paths * sizeof *c.paths);
+        c.n_paths = b->mm.n_tuned + o->n_paths;
+        rc = sd_tune_cache_save(b->tune_path, &c, &d);
+    }
+    if (rc)
+        fprintf(stderr, "sparsed: tune cache %s not saved: %s\n", b->tune_path, d.msg);
+    free(c.kernels);
+    free(c.paths);
 }
 
 int sd__cu_tune_cache_open(sd_cuda_backend *b, const char *path, sd_diag *d)
@@ -100,6 +138,8 @@ int sd__cu_tune_cache_open(sd_cuda_backend *b, const char *path, sd_diag *d)
         b->mm.n_tuned_loaded = b->mm.n_tuned;
         fprintf(stderr, "sparsed: tune cache %s: %d kernel configs and %d linear paths loaded\n",
                 b->tune_path, n_k, n_p);
+        b->tune_other = c; /* the other linears' entries: written back with every save */
+        memset(&c, 0, sizeof c);
     }
     sd_tune_cache_free(&c);
     b->mm.on_tune = save;
@@ -109,6 +149,7 @@ int sd__cu_tune_cache_open(sd_cuda_backend *b, const char *path, sd_diag *d)
 
 void sd__cu_tune_cache_close(sd_cuda_backend *b)
 {
+    sd_tune_cache_free(&b->tune_other);
     free(b->tune_path);
     b->tune_path = NULL;
     b->mm.on_tune = NULL;
