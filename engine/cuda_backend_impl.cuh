@@ -30,7 +30,9 @@ typedef struct sd_cuda_backend {
     cudaStream_t st;
     sd_cu_weights w;
     sd_cu_mm mm;
-    float *inv_freq; /* [head_dim/2] */
+    char *tune_path;          /* the tuning-cache file, or NULL (engine/cuda_tune_cache.cu) */
+    sd_tune_cache tune_other; /* its key (this device's), and its entries for other linears */
+    float *inv_freq;          /* [head_dim/2] */
     /* KV pool: [n_layers][kv_blocks + 1][n_kv][block_size][head_dim]; the extra last block
      * takes the writes of graph padding rows */
     __nv_bfloat16 *k_cache, *v_cache;
@@ -40,8 +42,6 @@ typedef struct sd_cuda_backend {
     int max_seqs;              /* sequences per forward */
     float *x;                  /* [tmax, hidden] residual stream */
     __nv_bfloat16 *act;        /* [tmax, max(hidden, n_heads*head_dim, intermediate)] linear inputs */
-    char *tune_path;           /* the tuning-cache file, or NULL (engine/cuda_tune_cache.cu) */
-    sd_tune_cache tune_other;  /* the file's entries for other linears (models, patterns) */
     __nv_bfloat16 *hbuf;       /* [min(tmax, SD_NM_MAX_B), intermediate]: the fused gate_up's SwiGLU */
     float *mmo;                /* [tmax, max(qkv rows, 2*intermediate, hidden)] linear outputs */
     float *q;                  /* [tmax, n_heads*head_dim] */

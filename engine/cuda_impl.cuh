@@ -48,13 +48,6 @@ static __device__ __forceinline__ float sd_warp_max(float v)
     return v;
 }
 
-#define SD_TRY(call)                                                                                         \
-    do {                                                                                                     \
-        int rc_ = (call);                                                                                    \
-        if (rc_)                                                                                             \
-            return rc_;                                                                                      \
-    } while (0)
-
 /* One linear layer on the device, y = x W^T (+ bias). Dense: bf16 w. Bitmask (50% N:M with
  * 16 kept weights per mask word): values + mask, never a dense copy. */
 typedef struct sd_cu_linear {
@@ -213,6 +206,8 @@ void sd__cu_mm_free(sd_cu_mm *mm);
  * out += in x W^T (the residual add of the o and down projections: no zeroing before split-K). */
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,
                   cudaStream_t st, sd_diag *d);
+/* The entry of mm->tuned for p's problem (rows, cols, B, dense, m, acc), or NULL. */
+const sd_cu_tuned *sd__cu_find_tuned(const sd_cu_mm *mm, const sd_cu_tuned *p);
 /* The gate_up linear (W = [gate; up]) with the SwiGLU in its kernel's epilogue: out [T, l->rows/2]
  * bf16 = silu(in x gate^T) * (in x up^T), the bits sd__cu_linear then sd__cu_swiglu give. Only
  * where the problem's tuned path is a kernel that takes it (no split-K, no cuBLAS) and, with

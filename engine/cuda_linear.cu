@@ -88,16 +88,22 @@ static void spmv_args(sd_nm_spmv_args *a, const sd_cu_mm *mm, const sd_cu_linear
 
 /* The bitmask SpMV / dense GEMV: weights read once for all T rows (T <= SD_NM_MAX_B, or up to
  * SD_NM_MAX_B_WIDE for 2:4, 4:8 and 8:16: wide_ok). */
+static int launch(const sd_cu_linear *l, const sd_nm_spmv_args *a, cudaStream_t st, sd_diag *d)
+{
+    int rc = l->bitmask ? sd_nm_spmv_launch(a, st) : sd_gemv_bf16_launch(a, st);
+    if (rc)
+        return sd_diag_set(d, rc, "cuda: %s [%lld, %lld] x %d rows%s: %s",
+                           l->bitmask ? "bitmask SpMV" : "GEMV", (long long)l->rows, (long long)l->cols, a->B,
+                           a->swiglu ? " with SwiGLU" : "", sd_strerror(rc));
+    return 0;
+}
+
 static int run_kernel(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
                       int acc, cudaStream_t st, sd_diag *d)
 {
     sd_nm_spmv_args a;
     spmv_args(&a, mm, l, in, out, T, acc);
-    int rc = l->bitmask ? sd_nm_spmv_launch(&a, st) : sd_gemv_bf16_launch(&a, st);
-    if (rc)
-        return sd_diag_set(d, rc, "cuda: %s [%lld, %lld] x %d rows: %s", l->bitmask ? "bitmask SpMV" : "GEMV",
-                           (long long)l->rows, (long long)l->cols, T, sd_strerror(rc));
-    return 0;
+    return launch(l, &a, st, d);
 }
 
 /* cuBLAS GEMM, bitmask weights expanded into the dense scratch first. */
@@ -117,15 +123,21 @@ static int run_blas(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in
     return 0;
 }
 
-static const sd_cu_tuned *find_tuned(const sd_cu_mm *mm, const sd_cu_linear *l, int T, int acc)
+const sd_cu_tuned *sd__cu_find_tuned(const sd_cu_mm *mm, const sd_cu_tuned *p)
 {
     for (int i = 0; i < mm->n_tuned; i++) {
         const sd_cu_tuned *t = &mm->tuned[i];
-        if (t->rows == l->rows && t->cols == l->cols && t->B == sd_nm_tune_bucket(T) &&
-            t->dense == !l->bitmask && t->m == l->nm_m && t->acc == acc)
+        if (t->rows == p->rows && t->cols == p->cols && t->B == p->B && t->dense == p->dense &&
+            t->m == p->m && t->acc == p->acc)
             return t;
     }
     return NULL;
+}
+
+static const sd_cu_tuned *find_tuned(const sd_cu_mm *mm, const sd_cu_linear *l, int T, int acc)
+{
+    const sd_cu_tuned p = {l->rows, l->cols, sd_nm_tune_bucket(T), !l->bitmask, l->nm_m, acc, 0, 0.f, 0.f};
+    return sd__cu_find_tuned(mm, &p);
 }
 
 /* The best of 3 timed runs of one path after a warm-up run, in ms. */
@@ -220,11 +232,7 @@ int sd__cu_linear_swiglu(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat1
     a.swiglu = 1;
     if (!(mm->swiglu == 2 ? sd_nm_swiglu_ok(&a, !l->bitmask) : sd_nm_swiglu_pays(&a, !l->bitmask)))
         return 0;
-    int rc = l->bitmask ? sd_nm_spmv_launch(&a, st) : sd_gemv_bf16_launch(&a, st);
-    if (rc)
-        return sd_diag_set(d, rc, "cuda: %s [%lld, %lld] x %d rows with SwiGLU: %s",
-                           l->bitmask ? "bitmask SpMV" : "GEMV", (long long)l->rows, (long long)l->cols, T,
-                           sd_strerror(rc));
+    SD_TRY(launch(l, &a, st, d));
     *done = 1;
     mm->swiglu_launches++;
     return 0;

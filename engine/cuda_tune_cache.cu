@@ -62,13 +62,7 @@ static void import(sd_cuda_backend *b, sd_tune_cache *c, int *n_k, int *n_p)
             c->paths[other_p++] = *p;
             continue;
         }
-        int dup = b->mm.n_tuned == SD_CU_MAX_TUNED;
-        for (int k = 0; k < b->mm.n_tuned && !dup; k++) {
-            const sd_tune_path *q = &b->mm.tuned[k];
-            dup = q->rows == p->rows && q->cols == p->cols && q->B == p->B && q->dense == p->dense &&
-                  q->m == p->m && q->acc == p->acc;
-        }
-        if (!dup) {
+        if (b->mm.n_tuned < SD_CU_MAX_TUNED && !sd__cu_find_tuned(&b->mm, p)) {
             b->mm.tuned[b->mm.n_tuned++] = *p;
             ++*n_p;
         }
@@ -77,8 +71,8 @@ static void import(sd_cuda_backend *b, sd_tune_cache *c, int *n_k, int *n_p)
     c->n_paths = other_p;
 }
 
-/* The file again: this backend's entries (the kernels context and the path table) and, after
- * them, the other linears' entries it loaded (b->tune_other). */
+/* The file again, under this device's key (b->tune_other.key): this backend's entries (the
+ * kernels context and the path table) and, after them, the other linears' entries it loaded. */
 static void save(void *ud)
 {
     sd_cuda_backend *b = (sd_cuda_backend *)ud;
@@ -86,10 +80,11 @@ static void save(void *ud)
     sd_tune_cache c;
     sd_diag d = {};
     memset(&c, 0, sizeof c);
-    int rc = device_key(b->device, c.key, sizeof c.key, &d);
+    memcpy(c.key, o->key, sizeof c.key);
+    int rc = 0;
     c.kernels = (sd_nm_tuned *)malloc((SD_NM_CACHE_CAP + (size_t)o->n_kernels) * sizeof *c.kernels);
     c.paths = (sd_tune_path *)malloc(((size_t)b->mm.n_tuned + (size_t)o->n_paths + 1) * sizeof *c.paths);
-    if (!rc && (!c.kernels || !c.paths))
+    if (!c.kernels || !c.paths)
         rc = sd_diag_set(&d, SD_ENOMEM, "out of memory");
     if (!rc) {
         c.n_kernels = sd_kernels_ctx_export((const sd_kernels_ctx *)b->mm.spmv, c.kernels, SD_NM_CACHE_CAP);
@@ -142,6 +137,7 @@ int sd__cu_tune_cache_open(sd_cuda_backend *b, const char *path, sd_diag *d)
         memset(&c, 0, sizeof c);
     }
     sd_tune_cache_free(&c);
+    memcpy(b->tune_other.key, key, sizeof key); /* what every save writes under */
     b->mm.on_tune = save;
     b->mm.on_tune_ud = b;
     return 0;

@@ -12,19 +12,19 @@
 extern "C" {
 #endif
 
-#define SD_ERRNO_MAP(X)                                                                              \
-    X(SD_OK, 0, "success")                                                                           \
-    X(SD_ENOMEM, -1, "out of memory")                                                                \
-    X(SD_EIO, -2, "input/output error")                                                              \
-    X(SD_EFORMAT, -3, "malformed file")                                                              \
-    X(SD_EINVAL, -4, "invalid argument")                                                             \
-    X(SD_ENOTSUP, -5, "not supported")                                                               \
-    X(SD_ENOTFOUND, -6, "not found")                                                                 \
-    X(SD_ECUDA, -7, "CUDA error")                                                                    \
-    X(SD_ENCCL, -8, "NCCL error")                                                                    \
-    X(SD_EFULL, -9, "capacity exhausted")                                                            \
-    X(SD_ECANCEL, -10, "cancelled")                                                                  \
-    X(SD_ERANGE, -11, "value out of range")                                                          \
+#define SD_ERRNO_MAP(X)                                                                                      \
+    X(SD_OK, 0, "success")                                                                                   \
+    X(SD_ENOMEM, -1, "out of memory")                                                                        \
+    X(SD_EIO, -2, "input/output error")                                                                      \
+    X(SD_EFORMAT, -3, "malformed file")                                                                      \
+    X(SD_EINVAL, -4, "invalid argument")                                                                     \
+    X(SD_ENOTSUP, -5, "not supported")                                                                       \
+    X(SD_ENOTFOUND, -6, "not found")                                                                         \
+    X(SD_ECUDA, -7, "CUDA error")                                                                            \
+    X(SD_ENCCL, -8, "NCCL error")                                                                            \
+    X(SD_EFULL, -9, "capacity exhausted")                                                                    \
+    X(SD_ECANCEL, -10, "cancelled")                                                                          \
+    X(SD_ERANGE, -11, "value out of range")                                                                  \
     X(SD_ENODEV, -12, "no GPU device")
 
 enum {
@@ -52,6 +52,14 @@ int sd_diag_wrap(sd_diag *d, int code, const char *fmt, ...) __attribute__((form
 
 /* The message if set, else sd_strerror(code). Never NULL. */
 const char *sd_diag_str(const sd_diag *d, int code);
+
+/* Returns from the calling function with `call`'s code when it is not 0. */
+#define SD_TRY(call)                                                                                         \
+    do {                                                                                                     \
+        int rc_ = (call);                                                                                    \
+        if (rc_)                                                                                             \
+            return rc_;                                                                                      \
+    } while (0)
 
 #ifdef __cplusplus
 }

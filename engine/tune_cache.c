@@ -19,13 +19,6 @@
 
 #include <jansson.h>
 
-#define TRY(call)                                                                                            \
-    do {                                                                                                     \
-        int rc_ = (call);                                                                                    \
-        if (rc_)                                                                                             \
-            return rc_;                                                                                      \
-    } while (0)
-
 /* ---- writing ---- */
 
 static json_t *kernel_json(const sd_nm_tuned *e)
@@ -106,7 +99,7 @@ static int read_kernel(const char *path, int i, json_t *o, sd_nm_tuned *e, sd_di
     static const int64_t hi[10] = {1, 32, 32, 1 << 20, 1, 1, I64_MAX_DIM, I64_MAX_DIM, 1 << 20, 1 << 20};
     static const int64_t lo[10] = {0, 0, 0, 1, 0, 0, 1, 1, 1, 1};
     for (int k = 0; k < 10; k++)
-        TRY(get_int(path, "kernels", i, o, names[k], lo[k], hi[k], &v[k], d));
+        SD_TRY(get_int(path, "kernels", i, o, names[k], lo[k], hi[k], &v[k], d));
     *e = (sd_nm_tuned){(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4],
                        (int)v[5], v[6],      v[7],      (int)v[8], (int)v[9]};
     return 0;
@@ -119,9 +112,9 @@ static int read_path(const char *path, int i, json_t *o, sd_tune_path *p, sd_dia
     static const int64_t hi[7] = {I64_MAX_DIM, I64_MAX_DIM, 1 << 20, 1, 32, 1, 1};
     static const int64_t lo[7] = {1, 1, 1, 0, 0, 0, 0};
     for (int k = 0; k < 7; k++)
-        TRY(get_int(path, "paths", i, o, names[k], lo[k], hi[k], &v[k], d));
+        SD_TRY(get_int(path, "paths", i, o, names[k], lo[k], hi[k], &v[k], d));
     *p = (sd_tune_path){v[0], v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5], (int)v[6], 0.f, 0.f};
-    TRY(get_ms(path, i, o, "ms_kernel", &p->ms_kernel, d));
+    SD_TRY(get_ms(path, i, o, "ms_kernel", &p->ms_kernel, d));
     return get_ms(path, i, o, "ms_blas", &p->ms_blas, d);
 }
 
@@ -146,16 +139,16 @@ static int read_cache(const char *path, json_t *root, sd_tune_cache *c, sd_diag 
         return sd_diag_set(d, SD_EFORMAT, "tune cache %s: \"key\": a string expected", path);
     snprintf(c->key, sizeof c->key, "%s", json_string_value(key));
     int nk, np;
-    TRY(get_array(path, root, "kernels", &ks, &nk, d));
-    TRY(get_array(path, root, "paths", &ps, &np, d));
+    SD_TRY(get_array(path, root, "kernels", &ks, &nk, d));
+    SD_TRY(get_array(path, root, "paths", &ps, &np, d));
     c->kernels = calloc((size_t)nk + 1, sizeof *c->kernels);
     c->paths = calloc((size_t)np + 1, sizeof *c->paths);
     if (!c->kernels || !c->paths)
         return sd_diag_set(d, SD_ENOMEM, "tune cache %s: out of memory", path);
     for (int i = 0; i < nk; i++, c->n_kernels++)
-        TRY(read_kernel(path, i, json_array_get(ks, (size_t)i), &c->kernels[i], d));
+        SD_TRY(read_kernel(path, i, json_array_get(ks, (size_t)i), &c->kernels[i], d));
     for (int i = 0; i < np; i++, c->n_paths++)
-        TRY(read_path(path, i, json_array_get(ps, (size_t)i), &c->paths[i], d));
+        SD_TRY(read_path(path, i, json_array_get(ps, (size_t)i), &c->paths[i], d));
     return 0;
 }
 

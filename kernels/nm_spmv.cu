@@ -356,6 +356,13 @@ int check_args(const sd_nm_spmv_args *a, int dense)
     return 0;
 }
 
+// The terms of nm_spmv.h's swiglu field beyond check_args's (y holds rows / 2 columns): bf16
+// output, no accumulate, gate/up pairs.
+int swiglu_terms(const sd_nm_spmv_args *a)
+{
+    return a->y_bf16 && !a->accumulate && a->rows % 2 == 0;
+}
+
 } // namespace
 
 extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, int split, cudaStream_t s)
@@ -375,7 +382,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         return SD_EINVAL;
     if (split < 1)
         return SD_EINVAL;
-    if (a->swiglu && (!a->y_bf16 || a->accumulate || a->rows % 2 || a->ldy < a->rows / 2))
+    if (a->swiglu && !swiglu_terms(a))
         return SD_EINVAL;
     // The SwiGLU epilogue needs a row's whole sum in one block: no split-K, no stream-K, and not the
     // wide kernel (nor the unstructured one, whose rows stay plain). Refused before anything runs.
@@ -493,10 +500,10 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
     *ret_split = split;
 }
 
-extern "C" int sd_nm_swiglu_ok(const sd_nm_spmv_args *a, int dense)
+// The config a launch of a with the SwiGLU epilogue resolves to, or 0 where it would be refused.
+static int swiglu_rw(const sd_nm_spmv_args *a, int dense)
 {
-    if (!a || check_args(a, dense) || !a->y_bf16 || a->accumulate || a->rows % 2 || a->ldy < a->rows / 2 ||
-        a->B > SD_NM_MAX_B || (!dense && a->n == 0))
+    if (!a || check_args(a, dense) || !swiglu_terms(a) || a->B > SD_NM_MAX_B || (!dense && a->n == 0))
         return 0;
     int rw, split;
     sd_nm_config(a, dense, &rw, &split);
@@ -509,18 +516,22 @@ extern "C" int sd_nm_swiglu_ok(const sd_nm_spmv_args *a, int dense)
     if (split != 1 || rows_kernel || rw == SD_NM_RW_TCXW)
         return 0;
     if (rw == SD_NM_RW_TCX && !dense && sd__nm_tcx_supported(a))
-        return 1;
+        return rw;
     if ((rw == SD_NM_RW_TCX || rw == SD_NM_RW_TC) && sd__nm_tc_supported(a, dense))
-        return 1;
-    return a->B <= 2;
+        return rw;
+    return a->B <= 2 ? rw : 0;
+}
+
+extern "C" int sd_nm_swiglu_ok(const sd_nm_spmv_args *a, int dense)
+{
+    return swiglu_rw(a, dense) != 0;
 }
 
 extern "C" int sd_nm_swiglu_pays(const sd_nm_spmv_args *a, int dense)
 {
-    if (!sd_nm_swiglu_ok(a, dense))
+    const int rw = swiglu_rw(a, dense);
+    if (!rw)
         return 0;
-    int rw, split;
-    sd_nm_config(a, dense, &rw, &split);
     // Measured in decode (8B, results/2026-12-02-tcx2/r4): fused, the dense tensor-core GEMV made
     // steps 2-3% faster at batch 1-16, the register-expanding kernels 1-2% at 16, the 2:4
     // compacting kernel ~1% at 1; the gather kernels (4:8, 8:16, 16:32 at batch 1-2) and the
