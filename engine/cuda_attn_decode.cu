@@ -1,11 +1,15 @@
 /* cuda_attn_decode: paged attention for decode tokens (and short runs, and graph padding rows):
  * one block per (key split, group of query heads that share a KV head, token), the splits merged
- * by the last block to finish, so a layer's attention is one kernel; and its fused twin for steps
- * of single-token sequences, which also does the q/k/v post-processing (sd__cu_attn_fused). */
+ * through distributed shared memory within a thread-block cluster (or by the last block to finish,
+ * through global memory), so a layer's attention is one kernel; and its fused twin for steps of
+ * single-token sequences, which also does the q/k/v post-processing (sd__cu_attn_fused). */
 #include "engine/cuda_impl.cuh"
+
+#include <cooperative_groups.h>
 
 #include "engine/cuda_qkv.cuh"
 
+#include "engine/cuda_attn_fused.h"
 #include "engine/cuda_attn_prefill.h"
 #include "kernels/pdl.cuh"
 
@@ -13,10 +17,13 @@
 
 using sd_pdl::pdl_trigger;
 using sd_pdl::pdl_wait;
-using sd_pdl::sd_launch;
+using sd_pdl::sd_launch_cl;
 
 #define SD_ATTN_WARPS 4
-#define SD_ATTN_MAX_GROUP 8 /* query heads per block: GQA groups of up to 8 read K/V once */
+#define SD_ATTN_MAX_GROUP 8  /* query heads per block: GQA groups of up to 8 read K/V once */
+#define SD_ATTN_MAX_SPLITS 8 /* a (token, head group)'s splits fit one portable cluster */
+
+namespace cg = cooperative_groups;
 
 /* Query heads per block: the largest divisor of the GQA group size that is <= 8, so that a
  * block's heads share one KV head, except for batches of 1-2 tokens: one head per block.
@@ -36,12 +43,15 @@ static int heads_per_block(int T, int n_heads, int n_kv)
     return gb;
 }
 
-/* About two blocks per SM, at most 32 splits. */
+/* About two blocks per SM, at most 8 splits: so that a (token, head group)'s splits form one
+ * thread-block cluster (portable size 8) and merge in distributed shared memory. At batch 1 the
+ * 132 SMs of an H200 asked for 9; the keys per split have a floor anyway (min_chunk, 64 in the
+ * backend), which at context 512 left the ninth split without keys. */
 int sd__cu_attn_splits(int sms, int T, int n_heads, int n_kv)
 {
     int groups = T * (n_heads / heads_per_block(T, n_heads, n_kv));
     int s = (2 * sms + groups - 1) / groups;
-    return s < 1 ? 1 : s > 32 ? 32 : s;
+    return s < 1 ? 1 : s > SD_ATTN_MAX_SPLITS ? SD_ATTN_MAX_SPLITS : s;
 }
 
 /* A lane's E dims of one V row as raw bf16 (E = head_dim / 32: 2, 4 or 8), and how many rows
@@ -254,6 +264,50 @@ fused_prologue(const sd_cu_attn_args &a, const sd_cu_qkv_args &p, int t, int h0,
     }
 }
 
+/* CL, a split without keys: no partial to give, but the cluster's barriers count every block. */
+static __device__ __forceinline__ void cluster_idle()
+{
+    pdl_trigger(); /* the next grid may start; this block reads and writes nothing */
+    cg::cluster_group c = cg::this_cluster();
+    c.sync();
+    c.sync();
+}
+
+/* CL: every split of the cluster left its merged (max, sum) per head in ml and its accumulator
+ * in acc ([GB][HD], shared memory); rank 0 (split 0) weighs the n_act splits with keys as the
+ * global merge does (lane k takes split k's pair) and writes the output; the second barrier keeps
+ * every block's shared memory alive until rank 0 has read it. */
+template <int GB, int HD>
+static __device__ __forceinline__ void cluster_merge(const sd_cu_attn_args &a, int t, int h0, int n_act,
+                                                     float (*acc)[HD], float (*ml)[2], float (*sm_f)[32])
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    cg::cluster_group cl = cg::this_cluster();
+    cl.sync(); /* every split's partial is in its shared memory */
+    if (cl.block_rank() == 0) {
+        for (int g = warp; g < GB; g += SD_ATTN_WARPS) {
+            float ms = -INFINITY, ls = 0.f;
+            if (lane < n_act) {
+                const float *r = cl.map_shared_rank(&ml[g][0], lane);
+                ms = r[0];
+                ls = r[1];
+            }
+            float M = sd_warp_max(ms), f = lane < n_act ? expf(ms - M) : 0.f;
+            sm_f[g][lane] = f / sd_warp_sum(ls * f);
+        }
+        __syncthreads();
+        for (int i = threadIdx.x; i < GB * HD; i += blockDim.x) {
+            int g = i / HD, c = i % HD;
+            float A = 0.f;
+#pragma unroll 8
+            for (int k = 0; k < n_act; k++)
+                A += *cl.map_shared_rank(&acc[g][c], k) * sm_f[g][k];
+            a.out[((size_t)t * a.n_heads + h0 + g) * HD + c] = __float2bfloat16(A);
+        }
+    }
+    cl.sync();
+}
+
 /* grid (n_splits, n_heads / GB, T), block 32*SD_ATTN_WARPS. Query t attends keys [lo, pos_t]:
  * lo = 0, or with a sliding window max(0, pos_t + 1 - window) (transformers keeps key k when
  * k > p - window, masking_utils.sliding_window_overlay; rows left of it stay in the cache,
@@ -262,14 +316,17 @@ fused_prologue(const sd_cu_attn_args &a, const sd_cu_qkv_args &p, int t, int h0,
  * otherwise it writes a partial (max, sum, acc), and the block that finds it is the last of its
  * (token, group) to arrive merges them all. The merge reads each split's (max, sum) in one
  * warp-wide load: a loop over splits would pay an L2 round trip per split (measured: that made
- * batch-1 decode of Llama-3.1-8B 11% slower than two kernels).
+ * batch-1 decode of Llama-3.1-8B 11% slower than two kernels). CL (launched in clusters of
+ * n_splits blocks along x): the partials stay in each block's shared memory and the cluster's
+ * rank 0 merges them over distributed shared memory (cluster_merge), with the same arithmetic in
+ * the same order, so the same bits, without the fence, the counter and the two L2 round trips.
  * FUSED: q comes from the raw qkv rows (p), computed as qkv_post_kernel does, and key pos_t (the
  * token's own) from the rows the kernel computes itself (fused_prologue); each token must be its
  * sequence's only one in the step, so no other key it reads is written by this grid. Otherwise p is
  * unused and q is read from a.q. */
 template <int E, int GB, bool FUSED>
 static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS)
-    attn_decode_kernel(sd_cu_attn_args a, sd_cu_qkv_args p)
+    attn_decode_kernel(sd_cu_attn_args a, sd_cu_qkv_args p, int cl)
 {
     constexpr int HD = 32 * E;
     __shared__ __align__(16) float sq[GB][HD];
@@ -277,17 +334,22 @@ static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS)
     __shared__ float sm_m[SD_ATTN_WARPS][GB], sm_l[SD_ATTN_WARPS][GB];
     __shared__ float sm_acc[SD_ATTN_WARPS][GB][HD];
     __shared__ float sm_f[GB][32]; /* merge: weight of each split (n_splits <= 32) */
+    __shared__ float cl_ml[GB][2]; /* cl: this split's (max, sum) per head */
     __shared__ int last;
     const int s = blockIdx.x, h0 = blockIdx.y * GB, t = blockIdx.z;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int kvh = h0 / (a.n_heads / a.n_kv), seq = a.tok_seq[t], n = a.tok_pos[t] + 1;
     const int lo = a.window > 0 && n > a.window ? n - a.window : 0, nr = n - lo; /* keys [lo, n) */
     /* with min_chunk, short ranges leave the last splits without keys: those blocks leave at
-     * once, and the n_act splits with keys count and merge among themselves */
+     * once (in a cluster, after its barriers), and the n_act splits with keys merge among
+     * themselves */
     const int chunk = max((nr + a.n_splits - 1) / a.n_splits, a.min_chunk), k0 = lo + s * chunk,
               k1 = min(n, k0 + chunk), n_act = min(a.n_splits, (nr + chunk - 1) / chunk);
-    if (k0 >= n)
+    if (k0 >= n) { /* a split without keys */
+        if (cl && n_act > 1)
+            cluster_idle();
         return;
+    }
     /* The step's metadata was copied before its first kernel, and in the fused path every key
      * but the token's own was written by earlier steps: so the warp's first tile of K and V rows
      * can start moving into L2 while the kernel before (the qkv projection) still runs. */
@@ -348,6 +410,14 @@ static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS)
             a.out[row * HD + c] = __float2bfloat16(A / L);
             continue;
         }
+        if (cl) { /* in place: this thread alone reads sm_acc[.][g][c] */
+            sm_acc[0][g][c] = A;
+            if (c == 0) {
+                cl_ml[g][0] = M;
+                cl_ml[g][1] = L;
+            }
+            continue;
+        }
         size_t pi = row * a.n_splits + s;
         a.part_acc[pi * HD + c] = A;
         if (c == 0) {
@@ -357,6 +427,10 @@ static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS)
     }
     if (n_act == 1)
         return;
+    if (cl) {
+        cluster_merge<GB, HD>(a, t, h0, n_act, sm_acc[0], cl_ml, sm_f);
+        return;
+    }
     __threadfence(); /* the partial is visible before the count that announces it */
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -390,7 +464,15 @@ static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS)
     }
 }
 
-typedef void (*attn_kernel_fn)(sd_cu_attn_args, sd_cu_qkv_args);
+typedef void (*attn_kernel_fn)(sd_cu_attn_args, sd_cu_qkv_args, int);
+
+/* Whether the current device launches thread-block clusters (compute capability 9.0 and up). */
+static int cluster_launch_ok(void)
+{
+    int dev = 0, v = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&v, cudaDevAttrClusterLaunch, dev) == cudaSuccess && v;
+}
 
 template <int E, bool FUSED> static attn_kernel_fn pick_gb(int gb)
 {
@@ -434,7 +516,11 @@ static int attn_launch(const sd_cu_attn_args *a, const sd_cu_qkv_args *p, int pd
         return sd_diag_set(d, SD_ENOTSUP, "cuda attention: head_dim %d (64, 128 or 256 supported)",
                            a->head_dim);
     dim3 grid(a->n_splits, a->n_heads / gb, a->T), block(32 * SD_ATTN_WARPS);
-    SD_CU(d, sd_launch(k, grid, block, 0, st, pdl, *a, *p));
+    const int cl =
+        a->n_splits > 1 && a->n_splits <= SD_ATTN_MAX_SPLITS &&
+        (a->cluster == SD_ATTN_CLUSTER_ALWAYS || (a->cluster == SD_ATTN_CLUSTER_PAYS && a->T <= 4)) &&
+        cluster_launch_ok();
+    SD_CU(d, sd_launch_cl(k, grid, block, 0, st, pdl, cl ? a->n_splits : 1, *a, *p, cl));
     return 0;
 }
 

@@ -14,6 +14,14 @@ extern "C" int sd_cu_attn_fused_enabled(void)
     return !(e && !strcmp(e, "0"));
 }
 
+extern "C" int sd_cu_attn_cluster_mode(void)
+{
+    const char *e = getenv("SD_ATTN_CLUSTER");
+    if (e && !strcmp(e, "0"))
+        return SD_ATTN_CLUSTER_NEVER;
+    return e && !strcmp(e, "2") ? SD_ATTN_CLUSTER_ALWAYS : SD_ATTN_CLUSTER_PAYS;
+}
+
 extern "C" int sd_cu_attn_fused_test_run(int fused, const sd_cu_fused_test *t, sd_diag *d)
 {
     if (fused != 0 && fused != 1)
@@ -31,7 +39,7 @@ extern "C" int sd_cu_attn_fused_test_run(int fused, const sd_cu_fused_test *t, s
                          t->n_splits, t->part_acc,
                          t->part_ml,  (__nv_bfloat16 *)t->out,
                          t->counters, t->min_chunk,
-                         t->window};
+                         t->window,   t->cluster};
     if (!fused) {
         SD_TRY(sd__cu_qkv_post(&p, 0, 0, d));
         return sd__cu_attention(&a, 0, 0, d);

@@ -14,6 +14,13 @@ extern "C" {
 
 /* 1 unless SD_ATTN_FUSED=0: the backend reads it once when created. */
 int sd_cu_attn_fused_enabled(void);
+/* How decode attention merges its key splits: through global memory (the last block to finish
+ * reads the others' partials), or in a thread-block cluster's distributed shared memory (compute
+ * capability 9.0; at most 8 splits). PAYS: in a cluster for steps of at most 4 tokens, where it
+ * measured faster (kernels/NOTES.md v17: batch 1 and 4 ~1% faster; batch 16 10% slower). */
+enum { SD_ATTN_CLUSTER_NEVER = 0, SD_ATTN_CLUSTER_PAYS = 1, SD_ATTN_CLUSTER_ALWAYS = 2 };
+/* SD_ATTN_CLUSTER=0 / 1 / 2 (default 1); the backend reads it once when created. */
+int sd_cu_attn_cluster_mode(void);
 
 /* One decode step of single-token sequences (token t is sequence tok_seq[t]'s only one, at
  * position tok_pos[t]). Device pointers; the same meaning as sd_cu_qkv_args / sd_cu_attn_args. */
@@ -38,6 +45,7 @@ typedef struct sd_cu_fused_test {
     int min_chunk;               /* keys per split at least this (0: none) */
     uint16_t *out;               /* bf16 bits, [T, n_heads*head_dim] */
     int window;                  /* sliding window: keys (pos - window, pos]; 0: [0, pos] */
+    int cluster;                 /* SD_ATTN_CLUSTER_*: sd_cu_attn_args.cluster */
 } sd_cu_fused_test;
 
 /* fused = 0: sd__cu_qkv_post into q, then sd__cu_attention (what the backend launches without

@@ -3,6 +3,7 @@
  * the step-level dispatch between it and the split kernel of cuda_ops.cu; a C entry for tests. */
 #include "engine/cuda_impl.cuh"
 
+#include "engine/cuda_attn_fused.h"
 #include "engine/cuda_attn_prefill.h"
 #include "kernels/pdl.cuh"
 
@@ -301,7 +302,8 @@ extern "C" int sd_cu_attn_test_run(int path, const sd_cu_attn_test *t, sd_diag *
                          (__nv_bfloat16 *)t->out,
                          t->counters,
                          t->min_chunk,
-                         t->window};
+                         t->window,
+                         SD_ATTN_CLUSTER_ALWAYS};
     switch (path) {
     case SD_ATTN_PATH_SPLIT:
         return sd__cu_attention(&a, 0, 0, d);

@@ -201,6 +201,7 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     b->res_acc = !b->tp.comm && !(racc && !strcmp(racc, "0"));
     b->attn_min_run = sd_cu_attn_prefill_min_run();
     b->attn_fused = sd_cu_attn_fused_enabled();
+    b->attn_cluster = sd_cu_attn_cluster_mode();
     const char *chunk = getenv("SD_ATTN_CHUNK"); /* measured in results/2026-11-30-s3 */
     b->attn_chunk = chunk && *chunk ? atoi(chunk) : 64;
     /* block-table width, needed to size the meta buffers before the pool is known */

@@ -60,6 +60,8 @@ typedef struct sd_cuda_backend {
     int attn_min_run; /* tiled attention for runs this long; 0: off (engine/cuda_attn_prefill.h) */
     int attn_fused;   /* q/k/v post-processing inside the decode attention when every run is one
                          token; SD_ATTN_FUSED=0: off (engine/cuda_attn_fused.h) */
+    int attn_cluster; /* how decode attention's splits merge: SD_ATTN_CLUSTER_* from
+                         SD_ATTN_CLUSTER (engine/cuda_attn_fused.h) */
     cudaGraphExec_t graphs[SD_CU_N_BUCKETS];
     int64_t replays;
     sd_cu_sampler smp;          /* sampling on the GPU (engine/cuda_sample.cu) */

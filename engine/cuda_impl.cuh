@@ -108,6 +108,8 @@ typedef struct sd_cu_attn_args {
                            to 0 by the last one (cuda_attn_decode.cu) */
     int min_chunk;      /* keys per split at least this (short contexts use fewer splits); 0: none */
     int window;         /* sliding window: query at p attends keys (p - window, p]; 0: [0, p] */
+    int cluster;        /* how the splits merge (SD_ATTN_CLUSTER_*): through part_acc / part_ml
+                           and the counters, or in a thread-block cluster's shared memory */
 } sd_cu_attn_args;
 
 /* The decode-step ops take `pdl`: launch with programmatic serialization (kernels/pdl.cuh). */

@@ -36,22 +36,40 @@ __device__ __forceinline__ void pdl_trigger()
 }
 
 // Launches k<<<grid, block, smem, s>>>(args...), with programmatic stream serialization when
-// pdl is set (see the rules above).
+// pdl is set (see the rules above) and, with cluster > 1, in thread-block clusters of cluster
+// blocks along x (gridDim.x a multiple of it; compute capability 9.0).
 template <typename... KArgs, typename... Args>
-cudaError_t sd_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, int pdl,
-                      Args &&...args)
+cudaError_t sd_launch_cl(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, int pdl,
+                         int cluster, Args &&...args)
 {
     cudaLaunchConfig_t c = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute at[2];
+    unsigned n = 0;
+    if (pdl) {
+        at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cluster > 1) {
+        at[n].id = cudaLaunchAttributeClusterDimension;
+        at[n].val.clusterDim.x = (unsigned)cluster;
+        at[n].val.clusterDim.y = 1;
+        at[n++].val.clusterDim.z = 1;
+    }
     c.gridDim = grid;
     c.blockDim = block;
     c.dynamicSmemBytes = smem;
     c.stream = s;
-    c.attrs = pdl ? at : nullptr;
-    c.numAttrs = pdl ? 1 : 0;
+    c.attrs = n ? at : nullptr;
+    c.numAttrs = n;
     return cudaLaunchKernelEx(&c, k, static_cast<Args &&>(args)...);
+}
+
+// sd_launch_cl without clusters.
+template <typename... KArgs, typename... Args>
+cudaError_t sd_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, int pdl,
+                      Args &&...args)
+{
+    return sd_launch_cl(k, grid, block, smem, s, pdl, 1, static_cast<Args &&>(args)...);
 }
 
 } // namespace sd_pdl

@@ -197,11 +197,16 @@ static int fstep_make(fstep *s, const fcase *c, uint64_t seed)
 }
 
 /* Runs mode (0 two kernels on cache 0, 1 fused on cache 1, 2 fused reading cache 2 and writing
- * cache 3) into out (bf16 bits, [T, n_heads*hd]; NaN-filled first). */
+ * cache 3, the splits merged in a thread-block cluster wherever the device can; 3 and 4: modes 0
+ * and 1 again with the splits merged through global memory) into out (bf16 bits, [T, n_heads*hd]; NaN-filled
+ * first). Modes 3 and 4 rewrite the token's own rows of caches 0 and 1 with the same bits. */
 static int fstep_run(fstep *s, int mode, uint16_t *out)
 {
     const fcase *c = &s->c;
     size_t qn = (size_t)c->T * c->n_heads * c->hd;
+    const int global = mode >= 3;
+    if (global)
+        mode -= 3;
     int ci = mode == 0 ? 0 : mode == 1 ? 1 : 2;
     if (cudaMemset(s->dout, 0xff, qn * 2) != cudaSuccess)
         return -1;
@@ -231,7 +236,8 @@ static int fstep_run(fstep *s, int mode, uint16_t *out)
                           s->dcnt,
                           c->min_chunk,
                           s->dout,
-                          c->window};
+                          c->window,
+                          global ? SD_ATTN_CLUSTER_NEVER : SD_ATTN_CLUSTER_ALWAYS};
     sd_diag d = {0};
     int rc = sd_cu_attn_fused_test_run(mode != 0, &a, &d);
     if (rc) {
@@ -399,7 +405,7 @@ static int cache_equal(const fstep *s, int i, const uint16_t *kref, const uint16
 static void one_case(const fcase *c, uint64_t seed, double worst[3])
 {
     fstep s;
-    uint16_t *o[3] = {NULL, NULL, NULL}, *kc = NULL, *vc = NULL, *kb = NULL, *vb = NULL;
+    uint16_t *o[5] = {NULL, NULL, NULL, NULL, NULL}, *kc = NULL, *vc = NULL, *kb = NULL, *vb = NULL;
     char name[128];
     snprintf(name, sizeof name, "hd %d heads %d/%d T %d (pad %d) bias %d norm %d chunk %d window %d", c->hd,
              c->n_heads, c->n_kv, c->T, c->n_pad, c->bias, c->norm, c->min_chunk, c->window);
@@ -408,15 +414,15 @@ static void one_case(const fcase *c, uint64_t seed, double worst[3])
         goto out;
     }
     size_t qn = (size_t)c->T * c->n_heads * c->hd;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 5; i++)
         o[i] = malloc(qn * 2);
     kc = malloc(s.kvn * 2), vc = malloc(s.kvn * 2), kb = malloc(s.kvn * 2), vb = malloc(s.kvn * 2);
-    if (!o[0] || !o[1] || !o[2] || !kc || !vc || !kb || !vb) {
+    if (!o[0] || !o[1] || !o[2] || !o[3] || !o[4] || !kc || !vc || !kb || !vb) {
         CHECK_MSG(0, "%s: out of memory", name);
         goto out;
     }
     int ok = 1;
-    for (int m = 0; m < 3; m++)
+    for (int m = 0; m < 5; m++)
         ok &= fstep_run(&s, m, o[m]) == 0;
     CHECK_MSG(ok, "%s: a run failed", name);
     if (!ok || cudaMemcpy(kc, s.dk[0], s.kvn * 2, cudaMemcpyDeviceToHost) != cudaSuccess ||
@@ -424,6 +430,8 @@ static void one_case(const fcase *c, uint64_t seed, double worst[3])
         goto out;
     CHECK_MSG(!memcmp(o[0], o[1], qn * 2), "%s: fused output differs from the two kernels'", name);
     CHECK_MSG(!memcmp(o[0], o[2], qn * 2), "%s: fused output on the never-written cache differs", name);
+    CHECK_MSG(!memcmp(o[0], o[3], qn * 2), "%s: the global-memory merge differs from the cluster's", name);
+    CHECK_MSG(!memcmp(o[0], o[4], qn * 2), "%s: fused, the global-memory merge differs", name);
     CHECK_MSG(cache_equal(&s, 1, kc, vc, kb, vb), "%s: fused cache differs from the two kernels'", name);
     CHECK_MSG(cache_equal(&s, 3, kc, vc, kb, vb), "%s: fused writes differ from the two kernels'", name);
     CHECK_MSG(cache_equal(&s, 2, s.k0, s.v0, kb, vb), "%s: the read-only cache was written", name);
@@ -440,7 +448,7 @@ static void one_case(const fcase *c, uint64_t seed, double worst[3])
               "poison would not show",
               name);
 out:
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 5; i++)
         free(o[i]);
     free(kc);
     free(vc);
