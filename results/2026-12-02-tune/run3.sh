@@ -3,7 +3,8 @@
 # the decode attention's splits as a policy (SD_ATTN_CLUSTER 0 never / 1 at most 4 tokens, the
 # default / 2 always) A/B'd at batch 1-16, alternated twice on one tuning cache; the attention
 # and engine GPU tests; then the decode tables of record (the protocol: context 512,
-# batches 1, 4, 16, 64) for Llama-3.1-8B, Qwen3-14B, Qwen3-32B, and Llama-3.3-70B 2:4.
+# batches 1, 4, 16, 64) for Llama-3.1-8B, Qwen3-14B, Qwen3-32B, and Llama-3.3-70B 2:4; the
+# kernel and SwiGLU GPU tests last.
 #   bash results/2026-12-02-tune/run3.sh    (.debs carried)
 source tools/gpu_ab.sh
 ab_build
@@ -28,5 +29,9 @@ ab_pack
 ab_decode rec-q32 "$NEW_BIN" qwen3-32b $ALL 1,4,16,64 512 240
 ab_pack
 ab_decode rec-70b "$NEW_BIN" llama-3.3-70b 2:4 1,4,16 512 200
+ab_test spmv_gpu build/gpu/tests/kernels/test_spmv_gpu 120
+ab_test swiglu_gpu build/gpu/tests/kernels/test_swiglu_gpu 60
+ab_test tune_cache_gpu build/gpu/tests/engine/test_tune_cache_gpu 60
+ab_test swiglu_fuse build/gpu/tests/engine/test_swiglu_fuse_gpu 60
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv >"$R/gpu.txt" 2>&1
 ab_pack
