@@ -466,12 +466,21 @@ static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS)
 
 typedef void (*attn_kernel_fn)(sd_cu_attn_args, sd_cu_qkv_args, int);
 
-/* Whether the current device launches thread-block clusters (compute capability 9.0 and up). */
-static int cluster_launch_ok(void)
+/* Whether a grid of `blocks` merges its n_splits splits in clusters under mode (SD_ATTN_CLUSTER_*):
+ * the device must launch clusters (compute capability 9.0 and up) and, for PAYS, the grid fit two
+ * blocks per SM. Measured on Llama-3.1-8B (results/2026-12-02-tune/r3, kernels/NOTES.md v17): batch
+ * 1 and 4 (256 blocks on 132 SMs) ~1% faster in clusters; batch 2 and 8 (320) from 2% faster to 5%
+ * slower by pattern; batch 16 (384) 10% slower. */
+static int use_cluster(int mode, int n_splits, long long blocks)
 {
-    int dev = 0, v = 0;
-    return cudaGetDevice(&dev) == cudaSuccess &&
-           cudaDeviceGetAttribute(&v, cudaDevAttrClusterLaunch, dev) == cudaSuccess && v;
+    int dev = 0, ok = 0, sms = 0;
+    if (n_splits < 2 || n_splits > SD_ATTN_MAX_SPLITS || mode == SD_ATTN_CLUSTER_NEVER)
+        return 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&ok, cudaDevAttrClusterLaunch, dev) != cudaSuccess || !ok ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        return 0;
+    return mode == SD_ATTN_CLUSTER_ALWAYS || blocks <= 2LL * sms;
 }
 
 template <int E, bool FUSED> static attn_kernel_fn pick_gb(int gb)
@@ -516,10 +525,7 @@ static int attn_launch(const sd_cu_attn_args *a, const sd_cu_qkv_args *p, int pd
         return sd_diag_set(d, SD_ENOTSUP, "cuda attention: head_dim %d (64, 128 or 256 supported)",
                            a->head_dim);
     dim3 grid(a->n_splits, a->n_heads / gb, a->T), block(32 * SD_ATTN_WARPS);
-    const int cl =
-        a->n_splits > 1 && a->n_splits <= SD_ATTN_MAX_SPLITS &&
-        (a->cluster == SD_ATTN_CLUSTER_ALWAYS || (a->cluster == SD_ATTN_CLUSTER_PAYS && a->T <= 4)) &&
-        cluster_launch_ok();
+    const int cl = use_cluster(a->cluster, a->n_splits, (long long)grid.x * grid.y * grid.z);
     SD_CU(d, sd_launch_cl(k, grid, block, 0, st, pdl, cl ? a->n_splits : 1, *a, *p, cl));
     return 0;
 }

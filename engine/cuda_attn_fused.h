@@ -16,8 +16,9 @@ extern "C" {
 int sd_cu_attn_fused_enabled(void);
 /* How decode attention merges its key splits: through global memory (the last block to finish
  * reads the others' partials), or in a thread-block cluster's distributed shared memory (compute
- * capability 9.0; at most 8 splits). PAYS: in a cluster for steps of at most 4 tokens, where it
- * measured faster (kernels/NOTES.md v17: batch 1 and 4 ~1% faster; batch 16 10% slower). */
+ * capability 9.0; at most 8 splits). PAYS: in a cluster when the grid fits two blocks per SM,
+ * where it measured faster (kernels/NOTES.md v17: Llama-3.1-8B batch 1 and 4 ~1% faster; larger
+ * grids up to 10% slower). */
 enum { SD_ATTN_CLUSTER_NEVER = 0, SD_ATTN_CLUSTER_PAYS = 1, SD_ATTN_CLUSTER_ALWAYS = 2 };
 /* SD_ATTN_CLUSTER=0 / 1 / 2 (default 1); the backend reads it once when created. */
 int sd_cu_attn_cluster_mode(void);
