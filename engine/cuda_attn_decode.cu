@@ -20,8 +20,9 @@ using sd_pdl::pdl_wait;
 using sd_pdl::sd_launch_cl;
 
 #define SD_ATTN_WARPS 4
-#define SD_ATTN_MAX_GROUP 8  /* query heads per block: GQA groups of up to 8 read K/V once */
-#define SD_ATTN_MAX_SPLITS 8 /* a (token, head group)'s splits fit one portable cluster */
+#define SD_ATTN_MAX_GROUP 8   /* query heads per block: GQA groups of up to 8 read K/V once */
+#define SD_ATTN_MAX_SPLITS 32 /* splits of one query's keys: one per lane in the merges */
+#define SD_ATTN_MAX_CLUSTER 8 /* splits that can merge in one (portable) thread-block cluster */
 
 namespace cg = cooperative_groups;
 
@@ -43,14 +44,18 @@ static int heads_per_block(int T, int n_heads, int n_kv)
     return gb;
 }
 
-/* About two blocks per SM, at most 8 splits: so that a (token, head group)'s splits form one
- * thread-block cluster (portable size 8) and merge in distributed shared memory. At batch 1 the
- * 132 SMs of an H200 asked for 9; the keys per split have a floor anyway (min_chunk, 64 in the
- * backend), which at context 512 left the ninth split without keys. */
+/* About two blocks per SM, at most 32 splits; 9 rounded down to 8, so that the splits form one
+ * thread-block cluster and can merge in distributed shared memory (use_cluster) for the loss of
+ * one split in nine: Llama-3.1-8B at batch 1 and 4 on the 132 SMs of an H200, where the 64-key
+ * floor of the backend (min_chunk) left the ninth split without keys at context 512 anyway. More
+ * splits than that (few heads per GPU under TP, small models) stay, and merge through global
+ * memory, for long contexts' sake. */
 int sd__cu_attn_splits(int sms, int T, int n_heads, int n_kv)
 {
     int groups = T * (n_heads / heads_per_block(T, n_heads, n_kv));
     int s = (2 * sms + groups - 1) / groups;
+    if (s == SD_ATTN_MAX_CLUSTER + 1)
+        s = SD_ATTN_MAX_CLUSTER;
     return s < 1 ? 1 : s > SD_ATTN_MAX_SPLITS ? SD_ATTN_MAX_SPLITS : s;
 }
 
@@ -474,7 +479,7 @@ typedef void (*attn_kernel_fn)(sd_cu_attn_args, sd_cu_qkv_args, int);
 static int use_cluster(int mode, int n_splits, long long blocks)
 {
     int dev = 0, ok = 0, sms = 0;
-    if (n_splits < 2 || n_splits > SD_ATTN_MAX_SPLITS || mode == SD_ATTN_CLUSTER_NEVER)
+    if (n_splits < 2 || n_splits > SD_ATTN_MAX_CLUSTER || mode == SD_ATTN_CLUSTER_NEVER)
         return 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&ok, cudaDevAttrClusterLaunch, dev) != cudaSuccess || !ok ||
@@ -513,7 +518,7 @@ static int attn_launch(const sd_cu_attn_args *a, const sd_cu_qkv_args *p, int pd
 {
     if (a->n_kv <= 0 || a->n_heads % a->n_kv)
         return sd_diag_set(d, SD_EINVAL, "cuda attention: %d heads over %d KV heads", a->n_heads, a->n_kv);
-    if (a->n_splits < 1 || a->n_splits > 32 || (a->n_splits > 1 && !a->counters))
+    if (a->n_splits < 1 || a->n_splits > SD_ATTN_MAX_SPLITS || (a->n_splits > 1 && !a->counters))
         return sd_diag_set(d, SD_EINVAL, "cuda attention: %d splits (1..32, more than 1 with counters)",
                            a->n_splits);
     int gb = heads_per_block(a->T, a->n_heads, a->n_kv);
