@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""ab_summary: the decode A/B of a GPU call as one table.
+
+A results run folder (results/<date>/rN/) holds summary.txt, where tools/gpu_ab.sh copies every
+decode row as `NAME | pattern | batch | ms/step | tok/s | speedup | GB | % roofline |`. A/B
+scripts name their runs VARIANT-K (K: the alternation, e.g. cl0-1, cl1-1, cl0-2, cl1-2). This
+prints, for each (pattern, batch), each variant's ms over its runs (min-max) and its median's
+ratio to the base variant's, so that a change reads as a ratio measured side by side:
+
+    python3 tools/ab_summary.py results/2026-12-02-tune/r3 --base cl0
+"""
+import argparse
+import re
+import statistics
+import sys
+from pathlib import Path
+
+ROW = re.compile(r"^(\S+) \| ([a-z0-9:]+) \| (\d+) \| ([0-9.]+) \|")
+RUN = re.compile(r"^(.*)-(\d+)$")
+
+
+def parse(text):
+    """{(pattern, batch): {variant: [ms, ...]}} and the variants in order of appearance."""
+    cells, order = {}, []
+    for line in text.splitlines():
+        m = ROW.match(line)
+        if not m:
+            continue
+        name, pattern, batch, ms = m.group(1), m.group(2), int(m.group(3)), float(m.group(4))
+        r = RUN.match(name)
+        variant = r.group(1) if r else name
+        if variant not in order:
+            order.append(variant)
+        cells.setdefault((pattern, batch), {}).setdefault(variant, []).append(ms)
+    return cells, order
+
+
+def pattern_key(p):
+    """dense first, then N:M by M."""
+    if p == "dense":
+        return (0, 0)
+    n, m = p.split(":")
+    return (1, int(m), int(n))
+
+
+def fmt_runs(v):
+    lo, hi = min(v), max(v)
+    s = f"{lo:.3f}" if lo == hi else f"{lo:.3f}-{hi:.3f}"
+    return s + (f" ({len(v)})" if len(v) > 1 else "")
+
+
+def table(cells, variants, base):
+    head = ["pattern", "batch"] + variants + [f"{v}/{base}" for v in variants if v != base]
+    out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for (pattern, batch) in sorted(cells, key=lambda k: (pattern_key(k[0]), k[1])):
+        row = cells[(pattern, batch)]
+        if not any(v in row for v in variants):
+            continue
+        cols = [pattern, str(batch)] + [fmt_runs(row[v]) if v in row else "" for v in variants]
+        b = statistics.median(row[base]) if base in row else None
+        for v in variants:
+            if v == base:
+                continue
+            ok = b is not None and v in row
+            cols.append(f"{statistics.median(row[v]) / b:.3f}" if ok else "")
+        out.append("| " + " | ".join(cols) + " |")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", help="a results run folder holding summary.txt, or the file itself")
+    ap.add_argument("--base", help="the variant the ratios divide by (default: the first)")
+    ap.add_argument("--variants", help="comma list: only these, in this order")
+    args = ap.parse_args(argv)
+    path = Path(args.run)
+    if path.is_dir():
+        path = path / "summary.txt"
+    try:
+        text = path.read_text()
+    except OSError as e:
+        print(f"ab_summary: {path}: {e.strerror}", file=sys.stderr)
+        return 2
+    cells, order = parse(text)
+    if not cells:
+        print(f"ab_summary: {path}: no decode rows", file=sys.stderr)
+        return 1
+    variants = args.variants.split(",") if args.variants else order
+    unknown = [v for v in variants if v not in order]
+    if unknown:
+        print(f"ab_summary: no runs of {', '.join(unknown)} (have: {', '.join(order)})", file=sys.stderr)
+        return 2
+    base = args.base or variants[0]
+    if base not in variants:
+        print(f"ab_summary: base {base} is not among the variants {', '.join(variants)}", file=sys.stderr)
+        return 2
+    print(table(cells, variants, base))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
