@@ -14,8 +14,8 @@
 #   ab_pack
 #
 # Environment switches go in front of a call: SD_NM_TCX=0 ab_decode ... (docs/architecture.md).
-# Name the runs VARIANT-K (old1 / new1 work too only as distinct variants): back here,
-# tools/ab_summary.py tabulates the variants' runs and ratios from summary.txt.
+# Name the runs VARIANT-K (K: the alternation, as old-1, new-1): tools/ab_summary.py then groups
+# each variant's runs from summary.txt and prints their ratios to a base variant.
 # AB_DECODE_ARGS="--tune-cache $R/tune.json" makes every decode after the first run the kernels
 # the first one tuned (engine/tune_cache.h): an A/B of a change outside the kernel choice then
 # compares the same kernels (first-use timing otherwise differs from process to process).
