@@ -278,38 +278,49 @@ static __device__ __forceinline__ void cluster_idle()
     c.sync();
 }
 
+/* The merge of the n_act splits with keys of (token t, heads h0..): one warp per head, lane k
+ * takes split k's (max, sum) (ml(g, k): so the weights need no serial loop over round trips),
+ * then each thread sums its dim over the splits (acc(g, c, k), loads unrolled) and writes the
+ * output. Both merges run it, reading the partials from where they keep them, so that both give
+ * the same bits. */
+template <int GB, int HD, class ML, class ACC>
+static __device__ __forceinline__ void merge_splits(const sd_cu_attn_args &a, int t, int h0, int n_act,
+                                                    float (*sm_f)[32], ML ml, ACC acc)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int g = warp; g < GB; g += SD_ATTN_WARPS) {
+        const float2 p = lane < n_act ? ml(g, lane) : make_float2(-INFINITY, 0.f);
+        float M = sd_warp_max(p.x), f = lane < n_act ? expf(p.x - M) : 0.f;
+        sm_f[g][lane] = f / sd_warp_sum(p.y * f);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < GB * HD; i += blockDim.x) {
+        int g = i / HD, c = i % HD;
+        float A = 0.f;
+#pragma unroll 8
+        for (int k = 0; k < n_act; k++)
+            A += acc(g, c, k) * sm_f[g][k];
+        a.out[((size_t)t * a.n_heads + h0 + g) * HD + c] = __float2bfloat16(A);
+    }
+}
+
 /* CL: every split of the cluster left its merged (max, sum) per head in ml and its accumulator
- * in acc ([GB][HD], shared memory); rank 0 (split 0) weighs the n_act splits with keys as the
- * global merge does (lane k takes split k's pair) and writes the output; the second barrier keeps
- * every block's shared memory alive until rank 0 has read it. */
+ * in acc ([GB][HD], shared memory); rank 0 (split 0) merges them over distributed shared memory;
+ * the second barrier keeps every block's shared memory alive until rank 0 has read it. */
 template <int GB, int HD>
 static __device__ __forceinline__ void cluster_merge(const sd_cu_attn_args &a, int t, int h0, int n_act,
                                                      float (*acc)[HD], float (*ml)[2], float (*sm_f)[32])
 {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     cg::cluster_group cl = cg::this_cluster();
     cl.sync(); /* every split's partial is in its shared memory */
-    if (cl.block_rank() == 0) {
-        for (int g = warp; g < GB; g += SD_ATTN_WARPS) {
-            float ms = -INFINITY, ls = 0.f;
-            if (lane < n_act) {
-                const float *r = cl.map_shared_rank(&ml[g][0], lane);
-                ms = r[0];
-                ls = r[1];
-            }
-            float M = sd_warp_max(ms), f = lane < n_act ? expf(ms - M) : 0.f;
-            sm_f[g][lane] = f / sd_warp_sum(ls * f);
-        }
-        __syncthreads();
-        for (int i = threadIdx.x; i < GB * HD; i += blockDim.x) {
-            int g = i / HD, c = i % HD;
-            float A = 0.f;
-#pragma unroll 8
-            for (int k = 0; k < n_act; k++)
-                A += *cl.map_shared_rank(&acc[g][c], k) * sm_f[g][k];
-            a.out[((size_t)t * a.n_heads + h0 + g) * HD + c] = __float2bfloat16(A);
-        }
-    }
+    if (cl.block_rank() == 0)
+        merge_splits<GB, HD>(
+            a, t, h0, n_act, sm_f,
+            [&](int g, int k) {
+                const float *r = cl.map_shared_rank(&ml[g][0], k);
+                return make_float2(r[0], r[1]);
+            },
+            [&](int g, int c, int k) { return *cl.map_shared_rank(&acc[g][c], k); });
     cl.sync();
 }
 
@@ -448,44 +459,30 @@ static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS)
     if (!last)
         return;
     __threadfence();
-    /* one warp per head: lane k takes split k's (max, sum), so the weights need no serial loop
-     * over L2 round trips; then each thread sums its dim over the splits, loads unrolled */
-    for (int g = warp; g < GB; g += SD_ATTN_WARPS) {
-        size_t base = ((size_t)t * a.n_heads + h0 + g) * a.n_splits;
-        float ms = lane < n_act ? __ldcg(a.part_ml + (base + lane) * 2) : -INFINITY;
-        float ls = lane < n_act ? __ldcg(a.part_ml + (base + lane) * 2 + 1) : 0.f;
-        float M = sd_warp_max(ms), f = lane < n_act ? expf(ms - M) : 0.f;
-        sm_f[g][lane] = f / sd_warp_sum(ls * f);
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < GB * HD; i += blockDim.x) {
-        int g = i / HD, c = i % HD;
-        const float *pa = a.part_acc + ((size_t)t * a.n_heads + h0 + g) * a.n_splits * HD + c;
-        float A = 0.f;
-#pragma unroll 8
-        for (int k = 0; k < n_act; k++) /* __ldcg: from L2, where the other blocks wrote */
-            A += __ldcg(pa + (size_t)k * HD) * sm_f[g][k];
-        a.out[((size_t)t * a.n_heads + h0 + g) * HD + c] = __float2bfloat16(A);
-    }
+    const size_t head0 = (size_t)t * a.n_heads + h0; /* __ldcg: from L2, where the other blocks wrote */
+    merge_splits<GB, HD>(
+        a, t, h0, n_act, sm_f,
+        [&](int g, int k) {
+            const float *p = a.part_ml + ((head0 + g) * a.n_splits + k) * 2;
+            return make_float2(__ldcg(p), __ldcg(p + 1));
+        },
+        [&](int g, int c, int k) { return __ldcg(a.part_acc + ((head0 + g) * a.n_splits + k) * HD + c); });
 }
 
 typedef void (*attn_kernel_fn)(sd_cu_attn_args, sd_cu_qkv_args, int);
 
-/* Whether a grid of `blocks` merges its n_splits splits in clusters under mode (SD_ATTN_CLUSTER_*):
- * the device must launch clusters (compute capability 9.0 and up) and, for PAYS, the grid fit two
- * blocks per SM. Measured on Llama-3.1-8B (results/2026-12-02-tune/r3, kernels/NOTES.md v17): batch
- * 1 and 4 (256 blocks on 132 SMs) ~1% faster in clusters; batch 2 and 8 (320) from 2% faster to 5%
- * slower by pattern; batch 16 (384) 10% slower. */
-static int use_cluster(int mode, int n_splits, long long blocks)
+/* Whether a grid of `blocks` merges its n_splits splits in clusters under a->cluster
+ * (SD_ATTN_CLUSTER_*; the caller chose NEVER where the device cannot launch clusters): for PAYS,
+ * where the grid fits two blocks per SM (a->sms). Measured on Llama-3.1-8B
+ * (results/2026-12-02-tune/r3, kernels/NOTES.md v17): batch 1 and 4 (256 blocks on 132 SMs) ~1%
+ * faster in clusters; batch 2 and 8 (320) from 2% faster to 5% slower by pattern; batch 16 (384)
+ * 10% slower. Host arithmetic only: it runs at every eager launch. */
+static int use_cluster(const sd_cu_attn_args *a, long long blocks)
 {
-    int dev = 0, ok = 0, sms = 0;
-    if (n_splits < 2 || n_splits > SD_ATTN_MAX_CLUSTER || mode == SD_ATTN_CLUSTER_NEVER)
+    if (a->n_splits < 2 || a->n_splits > SD_ATTN_MAX_CLUSTER)
         return 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&ok, cudaDevAttrClusterLaunch, dev) != cudaSuccess || !ok ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        return 0;
-    return mode == SD_ATTN_CLUSTER_ALWAYS || blocks <= 2LL * sms;
+    return a->cluster == SD_ATTN_CLUSTER_ALWAYS ||
+           (a->cluster == SD_ATTN_CLUSTER_PAYS && blocks <= 2LL * a->sms);
 }
 
 template <int E, bool FUSED> static attn_kernel_fn pick_gb(int gb)
@@ -530,7 +527,7 @@ static int attn_launch(const sd_cu_attn_args *a, const sd_cu_qkv_args *p, int pd
         return sd_diag_set(d, SD_ENOTSUP, "cuda attention: head_dim %d (64, 128 or 256 supported)",
                            a->head_dim);
     dim3 grid(a->n_splits, a->n_heads / gb, a->T), block(32 * SD_ATTN_WARPS);
-    const int cl = use_cluster(a->cluster, a->n_splits, (long long)grid.x * grid.y * grid.z);
+    const int cl = use_cluster(a, (long long)grid.x * grid.y * grid.z);
     SD_CU(d, sd_launch_cl(k, grid, block, 0, st, pdl, cl ? a->n_splits : 1, *a, *p, cl));
     return 0;
 }

@@ -46,7 +46,7 @@ typedef struct sd_cu_fused_test {
     int min_chunk;               /* keys per split at least this (0: none) */
     uint16_t *out;               /* bf16 bits, [T, n_heads*head_dim] */
     int window;                  /* sliding window: keys (pos - window, pos]; 0: [0, pos] */
-    int cluster;                 /* SD_ATTN_CLUSTER_*: sd_cu_attn_args.cluster */
+    int cluster;                 /* SD_ATTN_CLUSTER_NEVER or _ALWAYS: sd_cu_attn_args.cluster */
 } sd_cu_fused_test;
 
 /* fused = 0: sd__cu_qkv_post into q, then sd__cu_attention (what the backend launches without

@@ -213,6 +213,11 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     cudaError_t e = cudaSetDevice(b->device);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&b->sms, cudaDevAttrMultiProcessorCount, b->device);
+    int clusters = 0; /* thread-block clusters: compute capability 9.0 and up */
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, b->device);
+    if (!clusters)
+        b->attn_cluster = SD_ATTN_CLUSTER_NEVER;
     if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&b->st, cudaStreamNonBlocking);
     if (e != cudaSuccess)

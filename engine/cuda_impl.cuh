@@ -109,7 +109,9 @@ typedef struct sd_cu_attn_args {
     int min_chunk;      /* keys per split at least this (short contexts use fewer splits); 0: none */
     int window;         /* sliding window: query at p attends keys (p - window, p]; 0: [0, p] */
     int cluster;        /* how the splits merge (SD_ATTN_CLUSTER_*): through part_acc / part_ml
-                           and the counters, or in a thread-block cluster's shared memory */
+                           and the counters, or in a thread-block cluster's shared memory (NEVER
+                           where the device cannot launch clusters) */
+    int sms;            /* the device's SMs: the grid limit of SD_ATTN_CLUSTER_PAYS */
 } sd_cu_attn_args;
 
 /* The decode-step ops take `pdl`: launch with programmatic serialization (kernels/pdl.cuh). */

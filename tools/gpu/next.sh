@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # tools/gpu/next.sh: what the eleventh session left for the GPU (kernels/NOTES.md v17 "Next"), in
 # one call with no build on the device. Here first (about 3 minutes each on 2 cores):
-#   make -j2 BUILD=build/gpu build/gpu/sparsed build/gpu/tests/kernels/test_spmv_gpu
+#   make -j2 BUILD=build/gpu build/gpu/sparsed build/gpu/tests/kernels/test_spmv_gpu \
+#       build/gpu/tests/engine/test_attn_fused_gpu build/gpu/tests/engine/test_attn_prefill_gpu
 #   git worktree add results/tmp/snap9 db80aa7      # the ninth session's tree
 #   make -C results/tmp/snap9 -j2 BUILD=build/gpu build/gpu/sparsed
 # then on the device, with carry [".debs", "build/gpu/sparsed",
-# "build/gpu/tests/kernels/test_spmv_gpu", "results/tmp/snap9/build/gpu/sparsed"]:
+# "build/gpu/tests/kernels/test_spmv_gpu", "build/gpu/tests/engine/test_attn_fused_gpu",
+# "build/gpu/tests/engine/test_attn_prefill_gpu", "results/tmp/snap9/build/gpu/sparsed"]:
 #   AB_PREBUILT=1 OLD=results/tmp/snap9 bash tools/gpu/next.sh
 # Copy it into results/<date>/ first to keep its output there.
 # 1. test_spmv_gpu, with test_gpu_tc_early: the dense tensor-core GEMV with its first weights
-#    loaded before the PDL wait, against the reference and bit for bit against the kernel without.
+#    loaded before the PDL wait, against the reference and bit for bit against the kernel without;
+#    the attention tests: the two split merges share one function since the last device call
+#    (engine/cuda_attn_decode.cu merge_splits), and must still agree bit for bit.
 # 2. That option in decode (SD_NM_TC_EARLY=1 against 0; the dense linears of the 8B at batch 1-16
 #    run that kernel), alternated twice on one tuning cache.
 # 3. Qwen3-32B / Llama-3.3-70B 2:4 batch 1, the ninth session's daemon against this one (10.24 →
@@ -18,6 +22,8 @@
 source tools/gpu_ab.sh
 ab_build
 ab_test spmv_gpu build/gpu/tests/kernels/test_spmv_gpu 200
+ab_test attn_fused build/gpu/tests/engine/test_attn_fused_gpu 200
+ab_test attn_prefill build/gpu/tests/engine/test_attn_prefill_gpu 200
 ab_pack
 AB_DECODE_ARGS="--tune-cache $R/tune.json" ab_decode fill "$NEW_BIN" llama-3.1-8b dense,2:4 1,2,4,16
 for k in 1 2; do
