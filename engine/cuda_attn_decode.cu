@@ -102,47 +102,66 @@ template <> struct VRow<8> {
     }
 };
 
-/* One warp's tile of 32 keys from kb (keys below k1): lane j scores key kb + j for the GB heads
- * (its whole K row, q from shared memory), the tile updates the warp's online softmax per head,
- * then the lanes, each owning E = head_dim/32 dims, accumulate the tile's V rows. OWN (fused kernel, the tile
- * that holds key `cur`): that key's K and V rows come from own_k / own_v in shared memory, never from the
- * cache, which another block of the grid may be writing at that row; the arithmetic is the same, so are the
- * bits. */
-template <int E, int GB, bool OWN>
-static __device__ __forceinline__ void attn_tile(const sd_cu_attn_args &a, const int32_t *__restrict__ bt,
-                                                 int kvh, int kb, int k1, int cur, const float (*sq)[32 * E],
-                                                 const __nv_bfloat16 *own_k, const __nv_bfloat16 *own_v,
-                                                 float (&acc)[GB][E], float (&m)[GB], float (&l)[GB])
+/* A warp's tile of 32 keys in registers: lane j's whole K row (key kb + j; head_dim 256: the
+ * first half), and the lanes' E dims of the first VRow<E>::N V rows; off is lane j's row offset.
+ * Loaded apart from the arithmetic (tile_load) so that the fused kernel can issue its first
+ * tile's loads before the PDL wait (sd_cu_attn_args.early). */
+template <int E> struct KvTile {
+    static constexpr int HD = 32 * E;
+    static constexpr int KB = HD / 8 < 16 ? HD / 8 : 16; /* K loads in flight: 16 x 16 B */
+    uint4 kq[KB];
+    typename VRow<E>::T vr[VRow<E>::N];
+    long long off;
+};
+
+/* Every load of the tile at once: the lane's K row, then the V rows (rows past k1 repeat a valid
+ * one, their p is 0), so that a tile costs one DRAM round trip, not one per batch of loads
+ * (batches made batch-1 attention latency-bound: 13 us per layer of Llama-3.1-8B at context 512,
+ * results/2026-11-30-s4/r1). */
+template <int E>
+static __device__ __forceinline__ void tile_load(const sd_cu_attn_args &a, const int32_t *__restrict__ bt,
+                                                 int kvh, int kb, int k1, KvTile<E> &r)
 {
-    constexpr int HD = 32 * E;
-    const int lane = threadIdx.x & 31;
-    const int key = kb + lane;
-    const bool valid = key < k1;
+    const int lane = threadIdx.x & 31, key = kb + lane;
     long long off = 0;
-    if (valid)
-        off = (((long long)bt[key / a.block_size] * a.n_kv + kvh) * a.block_size + key % a.block_size) * HD;
+    if (key < k1)
+        off = (((long long)bt[key / a.block_size] * a.n_kv + kvh) * a.block_size + key % a.block_size) *
+              KvTile<E>::HD;
     /* lanes past the range use key kb's row (always valid) with weight 0: slots outside the
      * sequence may hold anything, NaN included, and 0 * NaN would poison the sums */
     const long long off0 = __shfl_sync(0xffffffffu, off, 0);
-    if (!valid)
-        off = off0;
-    const bool own = OWN && (valid ? key : kb) == cur; /* this lane's row is key cur's */
-    /* every load of the tile first: the lane's whole K row, then the V rows (the lane's E dims of
-     * each; rows past nk repeat a valid one, their p is 0), so that a tile costs one DRAM round
-     * trip, not one per batch of loads (batches made batch-1 attention latency-bound: 13 us per
-     * layer of Llama-3.1-8B at context 512, results/2026-11-30-s4/r1). Key cur's cache row may be
-     * in the middle of being written by another block: what is loaded from it is replaced. */
-    constexpr int KB =
-        HD / 8 < 16 ? HD / 8 : 16; /* K loads in flight: 16 x 16 B (head_dim 256: two rounds) */
-    const uint4 *kr = (const uint4 *)(a.k_cache + off);
-    uint4 kq[KB];
+    r.off = key < k1 ? off : off0;
+    const uint4 *kr = (const uint4 *)(a.k_cache + r.off);
 #pragma unroll
-    for (int c = 0; c < KB; c++)
-        kq[c] = __ldg(kr + c);
-    typename VRow<E>::T vr[VRow<E>::N];
+    for (int c = 0; c < KvTile<E>::KB; c++)
+        r.kq[c] = __ldg(kr + c);
 #pragma unroll
     for (int jj = 0; jj < VRow<E>::N; jj++)
-        vr[jj] = VRow<E>::load(a.v_cache + __shfl_sync(0xffffffffu, off, jj) + lane * E);
+        r.vr[jj] = VRow<E>::load(a.v_cache + __shfl_sync(0xffffffffu, r.off, jj) + lane * E);
+}
+
+/* One warp's tile of 32 keys from kb (keys below k1), loaded into r by tile_load: lane j scores
+ * key kb + j for the GB heads (its whole K row, q from shared memory), the tile updates the
+ * warp's online softmax per head, then the lanes, each owning E = head_dim/32 dims, accumulate
+ * the tile's V rows. OWN (fused kernel, the tile that holds key `cur`): that key's K and V rows
+ * come from own_k / own_v in shared memory, never from the cache, which another block of the
+ * grid may be writing at that row (what was loaded from it is replaced); the arithmetic is the
+ * same, so are the bits. */
+template <int E, int GB, bool OWN>
+static __device__ __forceinline__ void attn_tile(const sd_cu_attn_args &a, int kb, int k1, int cur,
+                                                 const float (*sq)[32 * E], const __nv_bfloat16 *own_k,
+                                                 const __nv_bfloat16 *own_v, KvTile<E> &r,
+                                                 float (&acc)[GB][E], float (&m)[GB], float (&l)[GB])
+{
+    constexpr int HD = 32 * E, KB = KvTile<E>::KB;
+    const int lane = threadIdx.x & 31;
+    const int key = kb + lane;
+    const bool valid = key < k1;
+    const bool own = OWN && (valid ? key : kb) == cur; /* this lane's row is key cur's */
+    const uint4 *kr = (const uint4 *)(a.k_cache + r.off);
+    uint4(&kq)[KB] = r.kq;
+    typename VRow<E>::T(&vr)[VRow<E>::N] = r.vr;
+    const long long off = r.off;
     float sc[GB];
 #pragma unroll
     for (int g = 0; g < GB; g++)
@@ -339,8 +358,11 @@ static __device__ __forceinline__ void cluster_merge(const sd_cu_attn_args &a, i
  * FUSED: q comes from the raw qkv rows (p), computed as qkv_post_kernel does, and key pos_t (the
  * token's own) from the rows the kernel computes itself (fused_prologue); each token must be its
  * sequence's only one in the step, so no other key it reads is written by this grid. Otherwise p is
- * unused and q is read from a.q. */
-template <int E, int GB, bool FUSED>
+ * unused and q is read from a.q. EARLY (FUSED, one head per block: a.early where steps have 1-2
+ * tokens): each warp's first tile of K/V rows is loaded into registers before the PDL wait (a
+ * template flag: held across the prologue, those registers would cost every instance occupancy,
+ * ptxas: head_dim 128, 4 heads 153 -> 254; one head 152 -> 168). */
+template <int E, int GB, bool FUSED, bool EARLY = false>
 static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS)
     attn_decode_kernel(sd_cu_attn_args a, sd_cu_qkv_args p, int cl)
 {
@@ -368,9 +390,15 @@ static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS)
     }
     /* The step's metadata was copied before its first kernel, and in the fused path every key
      * but the token's own was written by earlier steps: so the warp's first tile of K and V rows
-     * can start moving into L2 while the kernel before (the qkv projection) still runs. */
-    if (FUSED && k0 + warp * 32 < k1)
-        prefetch_rows<E>(a, a.block_tables + (size_t)seq * a.max_bt, kvh, k0 + warp * 32 + lane, k1);
+     * can start moving into L2 while the kernel before (the qkv projection) still runs; EARLY:
+     * into registers (what is loaded of the token's own row is replaced, OWN in attn_tile). */
+    const int32_t *bt = a.block_tables + (size_t)seq * a.max_bt;
+    const int kb0 = k0 + warp * 32; /* the warp's first tile */
+    KvTile<E> r;
+    if (FUSED && EARLY && kb0 < k1)
+        tile_load<E>(a, bt, kvh, kb0, k1, r);
+    else if (FUSED && kb0 < k1)
+        prefetch_rows<E>(a, bt, kvh, kb0 + lane, k1);
     pdl_wait();
     pdl_trigger();
     const float scale = rsqrtf((float)HD);
@@ -391,12 +419,27 @@ static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS)
         for (int e = 0; e < E; e++)
             acc[g][e] = 0.f;
     }
-    const int32_t *bt = a.block_tables + (size_t)seq * a.max_bt;
-    for (int kb = k0 + warp * 32; kb < k1; kb += SD_ATTN_WARPS * 32) {
-        if (FUSED && k1 == n && kb + 32 >= n) /* the tile holds key n - 1: the split's last */
-            attn_tile<E, GB, true>(a, bt, kvh, kb, k1, n - 1, sq, own_kv[0], own_kv[1], acc, m, l);
-        else
-            attn_tile<E, GB, false>(a, bt, kvh, kb, k1, n - 1, sq, NULL, NULL, acc, m, l);
+    for (int kb = kb0; kb < k1; kb += SD_ATTN_WARPS * 32) {
+        const bool own = FUSED && k1 == n && kb + 32 >= n; /* the tile holds key n - 1 */
+        /* EARLY: every tile in r, the first loaded above. Otherwise a tile of its own in each
+         * branch, as the arithmetic had before: one outside the loop, or one load before the
+         * branch, cost ptxas ~100 registers (head_dim 128, 4 heads: 153 -> 254). */
+        if constexpr (EARLY) {
+            if (kb != kb0)
+                tile_load<E>(a, bt, kvh, kb, k1, r);
+            if (own)
+                attn_tile<E, GB, true>(a, kb, k1, n - 1, sq, own_kv[0], own_kv[1], r, acc, m, l);
+            else
+                attn_tile<E, GB, false>(a, kb, k1, n - 1, sq, NULL, NULL, r, acc, m, l);
+        } else if (own) {
+            KvTile<E> t;
+            tile_load<E>(a, bt, kvh, kb, k1, t);
+            attn_tile<E, GB, true>(a, kb, k1, n - 1, sq, own_kv[0], own_kv[1], t, acc, m, l);
+        } else {
+            KvTile<E> t;
+            tile_load<E>(a, bt, kvh, kb, k1, t);
+            attn_tile<E, GB, false>(a, kb, k1, n - 1, sq, NULL, NULL, t, acc, m, l);
+        }
     }
     if (lane == 0)
 #pragma unroll
@@ -523,6 +566,10 @@ static int attn_launch(const sd_cu_attn_args *a, const sd_cu_qkv_args *p, int pd
                        : a->head_dim == 128 ? pick_gb<4, FUSED>(gb)
                        : a->head_dim == 256 ? pick_gb<8, FUSED>(gb)
                                             : NULL;
+    if (k && FUSED && a->early && gb == 1)
+        k = a->head_dim == 64    ? attn_decode_kernel<2, 1, true, true>
+            : a->head_dim == 128 ? attn_decode_kernel<4, 1, true, true>
+                                 : attn_decode_kernel<8, 1, true, true>;
     if (!k)
         return sd_diag_set(d, SD_ENOTSUP, "cuda attention: head_dim %d (64, 128 or 256 supported)",
                            a->head_dim);

@@ -22,6 +22,12 @@ extern "C" int sd_cu_attn_cluster_mode(void)
     return e && !strcmp(e, "2") ? SD_ATTN_CLUSTER_ALWAYS : SD_ATTN_CLUSTER_PAYS;
 }
 
+extern "C" int sd_cu_attn_early(void)
+{
+    const char *e = getenv("SD_ATTN_EARLY");
+    return !(e && !strcmp(e, "0"));
+}
+
 extern "C" int sd_cu_attn_fused_test_run(int fused, const sd_cu_fused_test *t, sd_diag *d)
 {
     if (fused != 0 && fused != 1)
@@ -50,7 +56,8 @@ extern "C" int sd_cu_attn_fused_test_run(int fused, const sd_cu_fused_test *t, s
                          t->min_chunk,
                          t->window,
                          t->cluster,
-                         0 /* sms: the tests ask for ALWAYS or NEVER */};
+                         0 /* sms: the tests ask for ALWAYS or NEVER */,
+                         t->early};
     if (!fused) {
         SD_TRY(sd__cu_qkv_post(&p, 0, 0, d));
         return sd__cu_attention(&a, 0, 0, d);

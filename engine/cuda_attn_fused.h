@@ -22,6 +22,12 @@ int sd_cu_attn_fused_enabled(void);
 enum { SD_ATTN_CLUSTER_NEVER = 0, SD_ATTN_CLUSTER_PAYS = 1, SD_ATTN_CLUSTER_ALWAYS = 2 };
 /* SD_ATTN_CLUSTER=0 / 1 / 2 (default 1); the backend reads it once when created. */
 int sd_cu_attn_cluster_mode(void);
+/* 1 unless SD_ATTN_EARLY=0: in steps of 1-2 tokens the fused kernel's warps load their first tile
+ * of K and V rows into registers before the PDL wait (every key but the token's own was written by
+ * earlier steps), so that the tile's round trip overlaps the qkv projection's tail instead of
+ * following the q/k/v post-processing; 0: an L2 prefetch of the same rows. Measured on
+ * Llama-3.1-8B (kernels/NOTES.md v18): batch 1 ~1% faster, batch 2 of 8:16 3%. */
+int sd_cu_attn_early(void);
 
 /* One decode step of single-token sequences (token t is sequence tok_seq[t]'s only one, at
  * position tok_pos[t]). Device pointers; the same meaning as sd_cu_qkv_args / sd_cu_attn_args. */
@@ -47,6 +53,7 @@ typedef struct sd_cu_fused_test {
     uint16_t *out;               /* bf16 bits, [T, n_heads*head_dim] */
     int window;                  /* sliding window: keys (pos - window, pos]; 0: [0, pos] */
     int cluster;                 /* SD_ATTN_CLUSTER_NEVER or _ALWAYS: sd_cu_attn_args.cluster */
+    int early;                   /* sd_cu_attn_args.early (fused only) */
 } sd_cu_fused_test;
 
 /* fused = 0: sd__cu_qkv_post into q, then sd__cu_attention (what the backend launches without

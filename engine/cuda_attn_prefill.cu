@@ -304,7 +304,8 @@ extern "C" int sd_cu_attn_test_run(int path, const sd_cu_attn_test *t, sd_diag *
                          t->min_chunk,
                          t->window,
                          SD_ATTN_CLUSTER_ALWAYS,
-                         0 /* sms: unused by ALWAYS */};
+                         0 /* sms: unused by ALWAYS */,
+                         0 /* early: the fused kernel only */};
     switch (path) {
     case SD_ATTN_PATH_SPLIT:
         return sd__cu_attention(&a, 0, 0, d);

@@ -202,6 +202,7 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     b->attn_min_run = sd_cu_attn_prefill_min_run();
     b->attn_fused = sd_cu_attn_fused_enabled();
     b->attn_cluster = sd_cu_attn_cluster_mode();
+    b->attn_early = sd_cu_attn_early();
     const char *chunk = getenv("SD_ATTN_CHUNK"); /* measured in results/2026-11-30-s3 */
     b->attn_chunk = chunk && *chunk ? atoi(chunk) : 64;
     /* block-table width, needed to size the meta buffers before the pool is known */
@@ -238,10 +239,6 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         const char *c24 = getenv("SD_NM_C24");
         sd_kernels_ctx_set_c24((sd_kernels_ctx *)b->mm.spmv, !(c24 && !strcmp(c24, "0")));
         sd_kernels_ctx_set_deterministic((sd_kernels_ctx *)b->mm.spmv, o.deterministic);
-        /* SD_NM_TC_EARLY=1: the dense tensor-core GEMV's first weights before its PDL wait (not yet
-         * measured: kernels/NOTES.md v17 "Next") */
-        const char *tce = getenv("SD_NM_TC_EARLY");
-        sd_kernels_ctx_set_tc_early((sd_kernels_ctx *)b->mm.spmv, tce && !strcmp(tce, "1"));
         /* SD_SWIGLU_FUSE=0: the SwiGLU as its own kernel after the gate_up linear, never in the
          * linear's epilogue; 2: in the epilogue wherever the kernel takes it, also where that
          * measured slower (kernels/NOTES.md v16); to measure what the fusion brings */

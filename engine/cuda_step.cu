@@ -79,6 +79,7 @@ static int attn_block(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *
     aa.window = sd_model_config_window(&b->cfg, li); /* 0: full causal; KV left of it stays cached */
     aa.cluster = b->attn_cluster;
     aa.sms = b->sms;
+    aa.early = b->attn_early;
     /* the decode kernel takes runs of 1 unless min_run is 1 (then they go tiled) */
     int fused = b->attn_fused && (b->attn_min_run <= 0 || b->attn_min_run > 1);
     for (int i = 0; fused && i < s->n_runs; i++)

@@ -45,12 +45,6 @@ extern "C" void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int on)
         ctx->c24 = on != 0;
 }
 
-extern "C" void sd_kernels_ctx_set_tc_early(sd_kernels_ctx *ctx, int on)
-{
-    if (ctx)
-        ctx->tc_early = on != 0;
-}
-
 extern "C" void sd_kernels_ctx_set_deterministic(sd_kernels_ctx *ctx, int on)
 {
     if (ctx)

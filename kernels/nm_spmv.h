@@ -53,11 +53,6 @@ void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on);
  * ctx is NULL); off only to measure what it brings. An explicit rows_per_warp of 101, 102 or 103
  * launches it either way. */
 void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int on);
-/* Whether the dense tensor-core GEMV (the batch-1 dense kernel the autotuner picks on the 8B
- * shapes) issues its first step's weight loads before its PDL wait, so that they overlap the
- * kernel before, as the other kernels do (kernels/NOTES.md v6, v17); the same bits either way.
- * Off by default until measured (SD_NM_TC_EARLY=1 in the CUDA backend). */
-void sd_kernels_ctx_set_tc_early(sd_kernels_ctx *ctx, int on);
 /* Deterministic launches: neither the autotuner nor the default heuristic splits K (split-K adds
  * its partial sums with atomics, in arrival order, so results vary in the last bits). An explicit
  * split in the args still splits. Off by default. */

@@ -27,7 +27,6 @@ struct sd_kernels_ctx {
     int pdl;                              /* launch with programmatic serialization (pdl.cuh) */
     int tcx;                              /* the autotuner also times SD_NM_RW_TCX */
     int c24;                              /* the autotuner also times SD_NM_RW_C24 + 1, 2, 3 */
-    int tc_early;                         /* dense tensor-core GEMV: first step before the PDL wait */
     int deterministic;                    /* no split-K (atomics) from the autotuner or heuristic */
     int n_entries, next_slot;             /* next_slot: round-robin replacement when full */
     sd_nm_entry entries[SD_NM_CACHE_MAX]; /* the autotune cache */

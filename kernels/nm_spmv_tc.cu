@@ -518,27 +518,8 @@ template <class E, int NT> __global__ void __launch_bounds__(kThreads, 2) tcxw_s
         store_frags<NT>(p, c, row0);
 }
 
-// The dense kernel's weights of warp step cw: two 64-column pieces of rows g (wg) and g+8 (wg8), a
-// piece past w_end zero (words_per_split and cols are multiples of 64 columns).
-__device__ __forceinline__ void gemv_load(uint4 (&a)[2][4], const uint4 *wg, const uint4 *wg8, int64_t cw,
-                                          int64_t w_begin, int64_t w_end, int t)
-{
-#pragma unroll
-    for (int s = 0; s < 2; s++) {
-        const bool ok = cw + 2 * s < w_end;
-        const int64_t q = (ok ? cw * 32 + 64 * s : w_begin * 32) / 8 + 2 * t;
-        a[s][0] = __ldg(wg + q), a[s][1] = __ldg(wg + q + 1);
-        a[s][2] = __ldg(wg8 + q), a[s][3] = __ldg(wg8 + q + 1);
-        if (!ok)
-            a[s][0] = a[s][1] = a[s][2] = a[s][3] = make_uint4(0, 0, 0, 0);
-    }
-}
-
-// Dense: lane (g, t) loads rows g and g+8, columns [16t, 16t+16) of each 64-column piece. EARLY: the
-// first step's weights are loaded before the PDL wait (weights never change during a step), into
-// the registers the loop uses anyway; v6's version also loaded each next step during the current
-// one and took 100 registers instead of ~64 (NOTES v6: slower).
-template <int NT, bool SW, bool EARLY> __global__ void __launch_bounds__(kThreads) tc_gemv_kernel(TcParams p)
+// Dense: lane (g, t) loads rows g and g+8, columns [16t, 16t+16) of each 64-column piece.
+template <int NT, bool SW> __global__ void __launch_bounds__(kThreads) tc_gemv_kernel(TcParams p)
 {
     extern __shared__ uint4 smem_tc[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -548,16 +529,20 @@ template <int NT, bool SW, bool EARLY> __global__ void __launch_bounds__(kThread
     const uint4 *wg = reinterpret_cast<const uint4 *>(p.values + tc_row<SW>(p, row0, g) * p.cols);
     const uint4 *wg8 = reinterpret_cast<const uint4 *>(p.values + tc_row<SW>(p, row0, g + 8) * p.cols);
     float c[NT][4] = {};
-    const int64_t cw0 = w_begin + 4 * warp;
-    uint4 a[2][4];
-    if (EARLY)
-        gemv_load(a, wg, wg8, cw0, w_begin, w_end, t);
     pdl_wait();
     pdl_trigger();
     // two 64-column pieces (4 words) per warp step: 8 x 16-byte weight loads in flight per lane
-    for (int64_t cw = cw0; cw < w_end; cw += 4 * kWarps) {
-        if (!EARLY || cw != cw0)
-            gemv_load(a, wg, wg8, cw, w_begin, w_end, t);
+    for (int64_t cw = w_begin + 4 * warp; cw < w_end; cw += 4 * kWarps) {
+        uint4 a[2][4];
+#pragma unroll
+        for (int s = 0; s < 2; s++) {
+            const bool ok = cw + 2 * s < w_end; // words_per_split and cols are multiples of 64 columns
+            const int64_t q = (ok ? cw * 32 + 64 * s : w_begin * 32) / 8 + 2 * t;
+            a[s][0] = __ldg(wg + q), a[s][1] = __ldg(wg + q + 1);
+            a[s][2] = __ldg(wg8 + q), a[s][3] = __ldg(wg8 + q + 1);
+            if (!ok)
+                a[s][0] = a[s][1] = a[s][2] = a[s][3] = make_uint4(0, 0, 0, 0);
+        }
 #pragma unroll
         for (int s = 0; s < 2; s++) {
             uint32_t xr[NT][8];
@@ -633,7 +618,7 @@ template <class E, bool SW> void (*tcx_kernel(int B))(TcParams)
 // The kernel of a kind for B vectors (NT n-tiles of 8; the 16-row kernels take B <= 16) and, for
 // the expanding kinds, pattern m (4: 2:4, 8: 4:8, 16: 8:16); SW: the 16-row kernels' SwiGLU
 // epilogue (the wide one has none).
-template <bool SW> void (*tc_kernel(TcKind kind, int B, int m, bool early))(TcParams)
+template <bool SW> void (*tc_kernel(TcKind kind, int B, int m))(TcParams)
 {
     const bool one = B <= 8;
     switch (kind) {
@@ -644,9 +629,7 @@ template <bool SW> void (*tc_kernel(TcKind kind, int B, int m, bool early))(TcPa
                : m == 8 ? tcx_kernel<Tcx48, SW>(B)
                         : tcx_kernel<Tcx816, SW>(B);
     case kTcDense:
-        if (early)
-            return one ? tc_gemv_kernel<1, SW, true> : tc_gemv_kernel<2, SW, true>;
-        return one ? tc_gemv_kernel<1, SW, false> : tc_gemv_kernel<2, SW, false>;
+        return one ? tc_gemv_kernel<1, SW> : tc_gemv_kernel<2, SW>;
     default:
         return one ? tc_spmv_kernel<1, SW> : tc_spmv_kernel<2, SW>;
     }
@@ -677,9 +660,7 @@ int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s)
     const int64_t rows_per_block = wide ? 16 * kWarps : 16;
     const int64_t grid_rows = a->swiglu ? a->rows / 2 : a->rows, per_block = a->swiglu ? 8 : rows_per_block;
     dim3 grid((unsigned)((grid_rows + per_block - 1) / per_block), (unsigned)nsplit);
-    const bool early = a->ctx && a->ctx->tc_early;
-    void (*k)(TcParams) =
-        a->swiglu ? tc_kernel<true>(kind, a->B, a->m, early) : tc_kernel<false>(kind, a->B, a->m, early);
+    void (*k)(TcParams) = a->swiglu ? tc_kernel<true>(kind, a->B, a->m) : tc_kernel<false>(kind, a->B, a->m);
     if (smem > 48 * 1024 && cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  (int)smem) != cudaSuccess)
         return SD_ECUDA;

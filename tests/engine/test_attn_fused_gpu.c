@@ -198,12 +198,17 @@ static int fstep_make(fstep *s, const fcase *c, uint64_t seed)
 
 /* Runs mode (0 two kernels on cache 0, 1 fused on cache 1, 2 fused reading cache 2 and writing
  * cache 3, the splits merged in a thread-block cluster wherever the device can; 3 and 4: modes 0
- * and 1 again with the splits merged through global memory) into out (bf16 bits, [T, n_heads*hd]; NaN-filled
- * first). Modes 3 and 4 rewrite the token's own rows of caches 0 and 1 with the same bits. */
+ * and 1 again with the splits merged through global memory; 5 and 6: modes 1 and 4 with each warp's
+ * first K/V tile loaded before the PDL wait, sd_cu_attn_args.early) into out (bf16 bits, [T,
+ * n_heads*hd]; NaN-filled first). Modes 3 to 6 rewrite the token's own rows of caches 0 and 1 with
+ * the same bits. */
 static int fstep_run(fstep *s, int mode, uint16_t *out)
 {
     const fcase *c = &s->c;
     size_t qn = (size_t)c->T * c->n_heads * c->hd;
+    const int early = mode >= 5;
+    if (early)
+        mode = mode == 5 ? 1 : 4;
     const int global = mode >= 3;
     if (global)
         mode -= 3;
@@ -237,7 +242,8 @@ static int fstep_run(fstep *s, int mode, uint16_t *out)
                           c->min_chunk,
                           s->dout,
                           c->window,
-                          global ? SD_ATTN_CLUSTER_NEVER : SD_ATTN_CLUSTER_ALWAYS};
+                          global ? SD_ATTN_CLUSTER_NEVER : SD_ATTN_CLUSTER_ALWAYS,
+                          early};
     sd_diag d = {0};
     int rc = sd_cu_attn_fused_test_run(mode != 0, &a, &d);
     if (rc) {
@@ -405,7 +411,7 @@ static int cache_equal(const fstep *s, int i, const uint16_t *kref, const uint16
 static void one_case(const fcase *c, uint64_t seed, double worst[3])
 {
     fstep s;
-    uint16_t *o[5] = {NULL, NULL, NULL, NULL, NULL}, *kc = NULL, *vc = NULL, *kb = NULL, *vb = NULL;
+    uint16_t *o[7] = {NULL}, *kc = NULL, *vc = NULL, *kb = NULL, *vb = NULL;
     char name[128];
     snprintf(name, sizeof name, "hd %d heads %d/%d T %d (pad %d) bias %d norm %d chunk %d window %d", c->hd,
              c->n_heads, c->n_kv, c->T, c->n_pad, c->bias, c->norm, c->min_chunk, c->window);
@@ -414,15 +420,15 @@ static void one_case(const fcase *c, uint64_t seed, double worst[3])
         goto out;
     }
     size_t qn = (size_t)c->T * c->n_heads * c->hd;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 7; i++)
         o[i] = malloc(qn * 2);
     kc = malloc(s.kvn * 2), vc = malloc(s.kvn * 2), kb = malloc(s.kvn * 2), vb = malloc(s.kvn * 2);
-    if (!o[0] || !o[1] || !o[2] || !o[3] || !o[4] || !kc || !vc || !kb || !vb) {
+    if (!o[0] || !o[1] || !o[2] || !o[3] || !o[4] || !o[5] || !o[6] || !kc || !vc || !kb || !vb) {
         CHECK_MSG(0, "%s: out of memory", name);
         goto out;
     }
     int ok = 1;
-    for (int m = 0; m < 5; m++)
+    for (int m = 0; m < 7; m++)
         ok &= fstep_run(&s, m, o[m]) == 0;
     CHECK_MSG(ok, "%s: a run failed", name);
     if (!ok || cudaMemcpy(kc, s.dk[0], s.kvn * 2, cudaMemcpyDeviceToHost) != cudaSuccess ||
@@ -432,6 +438,8 @@ static void one_case(const fcase *c, uint64_t seed, double worst[3])
     CHECK_MSG(!memcmp(o[0], o[2], qn * 2), "%s: fused output on the never-written cache differs", name);
     CHECK_MSG(!memcmp(o[0], o[3], qn * 2), "%s: the global-memory merge differs from the cluster's", name);
     CHECK_MSG(!memcmp(o[0], o[4], qn * 2), "%s: fused, the global-memory merge differs", name);
+    CHECK_MSG(!memcmp(o[0], o[5], qn * 2), "%s: fused, the first tile loaded early differs", name);
+    CHECK_MSG(!memcmp(o[0], o[6], qn * 2), "%s: fused, early and the global merge, differs", name);
     CHECK_MSG(cache_equal(&s, 1, kc, vc, kb, vb), "%s: fused cache differs from the two kernels'", name);
     CHECK_MSG(cache_equal(&s, 3, kc, vc, kb, vb), "%s: fused writes differ from the two kernels'", name);
     CHECK_MSG(cache_equal(&s, 2, s.k0, s.v0, kb, vb), "%s: the read-only cache was written", name);
@@ -448,7 +456,7 @@ static void one_case(const fcase *c, uint64_t seed, double worst[3])
               "poison would not show",
               name);
 out:
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 7; i++)
         free(o[i]);
     free(kc);
     free(vc);

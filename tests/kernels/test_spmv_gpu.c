@@ -541,57 +541,6 @@ static void test_gpu_autotune(void)
     sd_kernels_ctx_free(ctx);
 }
 
-/* One dense launch into a NaN-poisoned y, copied back to out ([B, ldy] fp32); 0 or -1. */
-static int gemv_run(const prob *p, const sd_nm_spmv_args *a, float *out)
-{
-    size_t n = (size_t)(p->B * p->ldy);
-    return CU(cudaMemset(p->d_y, 0xff, n * 4)) && sd_gemv_bf16_launch(a, 0) == 0 &&
-                   CU(cudaDeviceSynchronize()) && CU(cudaMemcpy(out, p->d_y, n * 4, cudaMemcpyDeviceToHost))
-               ? 0
-               : -1;
-}
-
-/* The dense tensor-core GEMV with its first step's weights loaded before the PDL wait
- * (sd_kernels_ctx_set_tc_early): within 1e-3 of the fp64 reference, and without split-K the same
- * bits as the kernel without it; shapes with fewer K steps than warps (a warp whose early load
- * is past its share) and partial row tiles, B from 1 to 16. */
-static void test_gpu_tc_early(void)
-{
-    if (!have_gpu())
-        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
-    static const shp shapes[] = {{1, 64}, {33, 576}, {1000, 4096}, {61, 14336}, {130, 24576}};
-    static const int Bs[] = {1, 5, 16};
-    sd_kernels_ctx *ctx = NULL;
-    sd_diag d = {0};
-    REQUIRE(sd_kernels_ctx_init(&ctx, &d) == 0);
-    for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
-        for (int bi = 0; bi < 3; bi++)
-            for (int split = 1; split <= 3; split += 2) {
-                prob p;
-                REQUIRE(prob_init(&p, 1, 0, 0, shapes[si].rows, shapes[si].cols, Bs[bi],
-                                  4242 + 10 * si + bi) == 0);
-                sd_nm_spmv_args a = prob_args(&p, 0, 0, 16, split);
-                a.ctx = ctx;
-                size_t n = (size_t)(p.B * p.ldy);
-                float *y0 = malloc(n * 4), *y1 = malloc(n * 4);
-                REQUIRE(y0 && y1);
-                sd_kernels_ctx_set_tc_early(ctx, 0);
-                int rc0 = gemv_run(&p, &a, y0);
-                sd_kernels_ctx_set_tc_early(ctx, 1);
-                int rc1 = gemv_run(&p, &a, y1);
-                double e = run_check(&p, &a, 77 + si);
-                CHECK_MSG(rc0 == 0 && rc1 == 0 && e >= 0 && e < 1e-3,
-                          "%lldx%lld B=%d split=%d: runs %d %d, rel L2 %g (%s)", (long long)p.rows,
-                          (long long)p.cols, p.B, split, rc0, rc1, e, cudaGetErrorString(rc_cu));
-                if (split == 1) /* split-K adds its partial sums with atomics, in arrival order */
-                    CHECK_MSG(!memcmp(y0, y1, n * 4), "%lldx%lld B=%d: early loads changed the bits",
-                              (long long)p.rows, (long long)p.cols, p.B);
-                free(y0), free(y1);
-                prob_free(&p);
-            }
-    sd_kernels_ctx_free(ctx);
-}
-
 /* A deterministic context never splits K, tuned or not: on a shape of few rows and long rows, where
  * the default heuristic splits (checked first, so the test can fail), and after autotuning. */
 static void test_gpu_deterministic_no_split(void)
@@ -677,7 +626,6 @@ int main(void)
     RUN(test_gpu_16_32);
     RUN(test_gpu_unstructured);
     RUN(test_gpu_dense_gemv);
-    RUN(test_gpu_tc_early);
     RUN(test_gpu_rows_2_4);
     RUN(test_gpu_rows_16_32);
     RUN(test_gpu_rows_4_8_8_16);

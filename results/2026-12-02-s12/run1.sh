@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# tools/gpu/next.sh: what the eleventh session left for the GPU (kernels/NOTES.md v17 "Next"), in
-# one call with no build on the device. Here first (about 3 minutes each on 2 cores):
+# results/2026-12-02-s12/run1.sh: the former tools/gpu/next.sh (what the eleventh session left for the GPU,
+# kernels/NOTES.md v17 "Next") plus SD_ATTN_EARLY 0/1, in one call with no build on the device. Here first (about 3 minutes each on 2 cores):
 #   make -j2 BUILD=build/gpu build/gpu/sparsed build/gpu/tests/kernels/test_spmv_gpu \
 #       build/gpu/tests/engine/test_attn_fused_gpu build/gpu/tests/engine/test_attn_prefill_gpu
 #   git worktree add results/tmp/snap9 db80aa7      # the ninth session's tree
 #   make -C results/tmp/snap9 -j2 BUILD=build/gpu build/gpu/sparsed
-# then on the device, with carry [".debs", "build/gpu/sparsed",
-# "build/gpu/tests/kernels/test_spmv_gpu", "build/gpu/tests/engine/test_attn_fused_gpu",
-# "build/gpu/tests/engine/test_attn_prefill_gpu", "results/tmp/snap9/build/gpu/sparsed"]:
-#   AB_PREBUILT=1 OLD=results/tmp/snap9 bash tools/gpu/next.sh
-# Copy it into results/<date>/ first to keep its output there.
+#   strip those five binaries; tar cJf results/tmp/bins.tar.xz <the five>   (75 MB -> 27 MB:
+#   carry takes 64 MiB in all)
+# then on the device, with carry [".debs", "results/tmp/bins.tar.xz"]:
+#   tar xJf results/tmp/bins.tar.xz && AB_PREBUILT=1 OLD=results/tmp/snap9 \
+#       bash results/2026-12-02-s12/run1.sh
 # 1. test_spmv_gpu, with test_gpu_tc_early: the dense tensor-core GEMV with its first weights
 #    loaded before the PDL wait, against the reference and bit for bit against the kernel without;
 #    the attention tests: the two split merges share one function since the last device call
@@ -24,12 +24,19 @@ ab_build
 ab_test spmv_gpu build/gpu/tests/kernels/test_spmv_gpu 200
 ab_test attn_fused build/gpu/tests/engine/test_attn_fused_gpu 200
 ab_test attn_prefill build/gpu/tests/engine/test_attn_prefill_gpu 200
+timeout 150 compute-sanitizer --tool memcheck build/gpu/tests/engine/test_attn_fused_gpu >"$R/memcheck.log" 2>&1
+ab_note "memcheck attn_fused rc=$? $(grep -c 'ERROR SUMMARY: 0 errors' "$R/memcheck.log") clean, $(tail -1 "$R/memcheck.log")"
 ab_pack
 AB_DECODE_ARGS="--tune-cache $R/tune.json" ab_decode fill "$NEW_BIN" llama-3.1-8b dense,2:4 1,2,4,16
-for k in 1 2; do
+for k in 1 2 3; do
     for e in 0 1; do
         SD_NM_TC_EARLY=$e AB_DECODE_ARGS="--tune-cache $R/tune.json" ab_decode early$e-$k "$NEW_BIN" \
             llama-3.1-8b dense,2:4 1,2,4,16
+    done
+    # the fused attention's first K/V tile into registers before the PDL wait (SD_ATTN_EARLY)
+    for e in 0 1; do
+        SD_ATTN_EARLY=$e AB_DECODE_ARGS="--tune-cache $R/tune.json" ab_decode attn$e-$k "$NEW_BIN" \
+            llama-3.1-8b dense,2:4,8:16 1,2,4,16
     done
     ab_pack
 done
