@@ -119,7 +119,10 @@ def test_idle_streams_cost_no_cpu(start_server):
     # 1.55x here); the threads that serve the connections (HTTP, main loop) must stay near idle.
     margin = 1.5 if not os.environ.get("SD_SANITIZED") else 2.0
     assert loaded <= base * margin, (base, loaded, margin)
-    assert loaded_other <= base_other + 0.06, (base_other, loaded_other)
+    # A thread that spins or polls per waiting stream would add a whole core (`window` s); a
+    # tenth of a core is the margin: CI's loaded 2-core machines once measured +0.08 s with the
+    # HTTP threads doing nothing but the running stream's writes.
+    assert loaded_other <= base_other + 0.1 * window, (base_other, loaded_other)
     for w in waiters:
         w.close()
     runner.close()
