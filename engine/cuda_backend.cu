@@ -238,6 +238,11 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         /* SD_NM_C24=0: without the batch-1 2:4 kernel that compacts x (kernels/NOTES.md v11) */
         const char *c24 = getenv("SD_NM_C24");
         sd_kernels_ctx_set_c24((sd_kernels_ctx *)b->mm.spmv, !(c24 && !strcmp(c24, "0")));
+        /* SD_NM_SK=0 / 2: the stream-K row-per-lane kernel never / always among the autotuner's
+         * candidates (the default: where the register-expanding kernels do not take the problem) */
+        const char *sk = getenv("SD_NM_SK");
+        sd_kernels_ctx_set_sk((sd_kernels_ctx *)b->mm.spmv,
+                              sk && (!strcmp(sk, "0") || !strcmp(sk, "2")) ? atoi(sk) : SD_NM_SK_TCX);
         sd_kernels_ctx_set_deterministic((sd_kernels_ctx *)b->mm.spmv, o.deterministic);
         /* SD_SWIGLU_FUSE=0: the SwiGLU as its own kernel after the gate_up linear, never in the
          * linear's epilogue; 2: in the epilogue wherever the kernel takes it, also where that

@@ -23,6 +23,7 @@ extern "C" int sd_kernels_ctx_init(sd_kernels_ctx **ret, sd_diag *d)
     ctx->pdl = 1;
     ctx->tcx = 1;
     ctx->c24 = 1;
+    ctx->sk = SD_NM_SK_TCX;
     *ret = ctx;
     return 0;
 }
@@ -43,6 +44,12 @@ extern "C" void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int on)
 {
     if (ctx)
         ctx->c24 = on != 0;
+}
+
+extern "C" void sd_kernels_ctx_set_sk(sd_kernels_ctx *ctx, int mode)
+{
+    if (ctx && mode >= SD_NM_SK_NEVER && mode <= SD_NM_SK_ALWAYS)
+        ctx->sk = mode;
 }
 
 extern "C" void sd_kernels_ctx_set_deterministic(sd_kernels_ctx *ctx, int on)
@@ -145,6 +152,19 @@ extern "C" int sd_kernels_ctx_import(sd_kernels_ctx *ctx, const sd_nm_tuned *e)
     return 0;
 }
 
+// Whether the autotuner times the stream-K row-per-lane kernel for this problem. Under
+// SD_NM_SK_TCX (the default) not where the register-expanding tensor-core kernel takes it: single
+// launches rank stream-K first there, and the decode step runs it far slower (8B 8:16 gate_up at
+// batch 4: 5.33 ms a step against 4.65 with the expanding kernel), while against the other kernels
+// it measured as good in the step as alone (16:32 at batch 4: 5.09 against 5.22 ms; kernels/NOTES.md
+// v18, results/2026-12-02-s12/r4).
+static int stream_k_candidate(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *a)
+{
+    if (ctx->sk == SD_NM_SK_NEVER)
+        return 0;
+    return ctx->sk == SD_NM_SK_ALWAYS || !ctx->tcx || !sd__nm_tcx_supported(a);
+}
+
 // Median time (ms) of `reps` single launches of one config, rotating over the n_args problems.
 // Timing bursts of launches instead (plain, or captured in a graph as the decode step runs them)
 // was tried and ranked worse: it picked kernels that ran slower in the benchmark's graphs and in
@@ -215,7 +235,8 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                 (rw == SD_NM_RW_TCXW &&
                  (dense || !sd__nm_tcx_supported(a) || (!ctx->tcx && a->B <= SD_NM_MAX_B))) ||
                 (a->B > SD_NM_MAX_B && rw != SD_NM_RW_TCXW) ||
-                (rows_kernel && (dense || !sd__nm_rows_supported(a, rw))) || (stream_k && split > 1) ||
+                (rows_kernel && (dense || !sd__nm_rows_supported(a, rw))) ||
+                (stream_k && (split > 1 || !stream_k_candidate(ctx, a))) ||
                 (c24 && (dense || !ctx->c24 || !sd__nm_c24_supported(a, rw - SD_NM_RW_C24))) ||
                 (rw == SD_NM_RW_ROWS && split > 2) || (rw == SD_NM_RW_ROWS3 && split > 1) ||
                 (split > 1 && units / split < 32))

@@ -53,6 +53,13 @@ void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on);
  * ctx is NULL); off only to measure what it brings. An explicit rows_per_warp of 101, 102 or 103
  * launches it either way. */
 void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int on);
+/* Where the autotuner times the stream-K row-per-lane kernel (rows_per_warp 64: a persistent
+ * grid over equal shares, y zeroed first): never, where the register-expanding tensor-core kernel
+ * does not take the problem (the default: there single launches ranked stream-K first and the
+ * decode step ran it slower, kernels/NOTES.md v18), or always. An explicit rows_per_warp of 64
+ * launches it either way. */
+enum { SD_NM_SK_NEVER = 0, SD_NM_SK_TCX = 1, SD_NM_SK_ALWAYS = 2 };
+void sd_kernels_ctx_set_sk(sd_kernels_ctx *ctx, int mode);
 /* Deterministic launches: neither the autotuner nor the default heuristic splits K (split-K adds
  * its partial sums with atomics, in arrival order, so results vary in the last bits). An explicit
  * split in the args still splits. Off by default. */

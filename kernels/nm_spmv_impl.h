@@ -27,6 +27,7 @@ struct sd_kernels_ctx {
     int pdl;                              /* launch with programmatic serialization (pdl.cuh) */
     int tcx;                              /* the autotuner also times SD_NM_RW_TCX */
     int c24;                              /* the autotuner also times SD_NM_RW_C24 + 1, 2, 3 */
+    int sk;                               /* when the autotuner times SD_NM_RW_ROWS_SK: SD_NM_SK_* */
     int deterministic;                    /* no split-K (atomics) from the autotuner or heuristic */
     int n_entries, next_slot;             /* next_slot: round-robin replacement when full */
     sd_nm_entry entries[SD_NM_CACHE_MAX]; /* the autotune cache */
