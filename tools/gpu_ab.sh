@@ -89,3 +89,18 @@ ab_kernels() {
 ab_pack() {
     tar czf "$OUT/r.tgz" -C "$(dirname "$R")" r
 }
+
+# ab_records BINARY: the decode tables of record (the issue's protocol, context 512) quoted in the
+# README: Llama-3.1-8B, Qwen3-14B and Qwen3-32B, every pattern, batch 1, 4, 16, 64; Llama-3.3-70B
+# 2:4 at batch 1, 4, 16 (it fits one H200 only sparse). About 220 s; packs after each model.
+ab_records() {
+    local all=dense,2:4,4:8,8:16,16:32
+    ab_decode rec-8b "$1" llama-3.1-8b $all 1,4,16,64
+    ab_pack
+    ab_decode rec-q14 "$1" qwen3-14b $all 1,4,16,64 512 240
+    ab_pack
+    ab_decode rec-q32 "$1" qwen3-32b $all 1,4,16,64 512 240
+    ab_pack
+    ab_decode rec-70b "$1" llama-3.3-70b 2:4 1,4,16 512 200
+    ab_pack
+}

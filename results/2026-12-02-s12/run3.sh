@@ -17,12 +17,6 @@ for k in 1 2; do
 done
 ab_pack
 export AB_DECODE_ARGS="--tune-cache $R/tune.json"
-ab_decode rec-8b "$NEW_BIN" llama-3.1-8b $ALL 1,4,16,64
-ab_pack
-ab_decode rec-q14 "$NEW_BIN" qwen3-14b $ALL 1,4,16,64 512 240
-ab_pack
-ab_decode rec-q32 "$NEW_BIN" qwen3-32b $ALL 1,4,16,64 512 240
-ab_pack
-ab_decode rec-70b "$NEW_BIN" llama-3.3-70b 2:4 1,4,16 512 200
+ab_records "$NEW_BIN"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv >"$R/gpu.txt" 2>&1
 ab_pack
