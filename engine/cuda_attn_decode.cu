@@ -361,7 +361,8 @@ static __device__ __forceinline__ void cluster_merge(const sd_cu_attn_args &a, i
  * unused and q is read from a.q. EARLY (FUSED, one head per block: a.early where steps have 1-2
  * tokens): each warp's first tile of K/V rows is loaded into registers before the PDL wait (a
  * template flag: held across the prologue, those registers would cost every instance occupancy,
- * ptxas: head_dim 128, 4 heads 153 -> 254; one head 152 -> 168). */
+ * ptxas: head_dim 128, 4 heads 153 -> 254; one head 152 -> 168. Head groups with it measured 7%
+ * slower at batch 4 of the 8B, where the grid fits two such blocks per SM: kernels/NOTES.md v18). */
 template <int E, int GB, bool FUSED, bool EARLY = false>
 static __global__ void __launch_bounds__(32 * SD_ATTN_WARPS)
     attn_decode_kernel(sd_cu_attn_args a, sd_cu_qkv_args p, int cl)

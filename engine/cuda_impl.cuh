@@ -112,8 +112,8 @@ typedef struct sd_cu_attn_args {
                            and the counters, or in a thread-block cluster's shared memory (NEVER
                            where the device cannot launch clusters) */
     int sms;            /* the device's SMs: the grid limit of SD_ATTN_CLUSTER_PAYS */
-    int early;          /* fused kernel: each warp loads its first K/V tile into registers before
-                           the PDL wait, not only into L2 (sd_cu_attn_early) */
+    int early;          /* fused kernel at one head per block: each warp loads its first K/V tile
+                           into registers before the PDL wait, not only into L2 (sd_cu_attn_early) */
 } sd_cu_attn_args;
 
 /* The decode-step ops take `pdl`: launch with programmatic serialization (kernels/pdl.cuh). */
