@@ -36,28 +36,9 @@ extern "C" int sd_cu_attn_fused_test_run(int fused, const sd_cu_fused_test *t, s
     sd_cu_qkv_args p = {t->qkv,     t->bias,         t->q_norm, t->k_norm,     t->inv_freq, t->tok_pos,
                         t->tok_seq, t->block_tables, t->max_bt, t->block_size, t->T,        t->n_heads,
                         t->n_kv,    t->head_dim,     t->eps,    t->q,          kc,          vc};
-    sd_cu_attn_args a = {t->q,
-                         kc,
-                         vc,
-                         t->tok_pos,
-                         t->tok_seq,
-                         t->block_tables,
-                         t->max_bt,
-                         t->block_size,
-                         t->T,
-                         t->n_heads,
-                         t->n_kv,
-                         t->head_dim,
-                         t->n_splits,
-                         t->part_acc,
-                         t->part_ml,
-                         (__nv_bfloat16 *)t->out,
-                         t->counters,
-                         t->min_chunk,
-                         t->window,
-                         t->cluster,
-                         0 /* sms: the tests ask for ALWAYS or NEVER */,
-                         t->early};
+    sd_cu_attn_args a = sd__cu_attn_test_args(t);
+    a.cluster = t->cluster; /* NEVER or ALWAYS: sms matters only to PAYS */
+    a.early = t->early;
     if (!fused) {
         SD_TRY(sd__cu_qkv_post(&p, 0, 0, d));
         return sd__cu_attention(&a, 0, 0, d);

@@ -284,28 +284,8 @@ int sd__cu_attn_step(const sd_cu_attn_args *a, const int *run_len, int n_runs, i
 
 extern "C" int sd_cu_attn_test_run(int path, const sd_cu_attn_test *t, sd_diag *d)
 {
-    sd_cu_attn_args a = {t->q,
-                         (const __nv_bfloat16 *)t->k_cache,
-                         (const __nv_bfloat16 *)t->v_cache,
-                         t->tok_pos,
-                         t->tok_seq,
-                         t->block_tables,
-                         t->max_bt,
-                         t->block_size,
-                         t->T,
-                         t->n_heads,
-                         t->n_kv,
-                         t->head_dim,
-                         t->n_splits,
-                         t->part_acc,
-                         t->part_ml,
-                         (__nv_bfloat16 *)t->out,
-                         t->counters,
-                         t->min_chunk,
-                         t->window,
-                         SD_ATTN_CLUSTER_ALWAYS,
-                         0 /* sms: unused by ALWAYS */,
-                         0 /* early: the fused kernel only */};
+    sd_cu_attn_args a = sd__cu_attn_test_args(t);
+    a.cluster = SD_ATTN_CLUSTER_ALWAYS;
     switch (path) {
     case SD_ATTN_PATH_SPLIT:
         return sd__cu_attention(&a, 0, 0, d);

@@ -116,6 +116,34 @@ typedef struct sd_cu_attn_args {
                            into registers before the PDL wait, not only into L2 (sd_cu_attn_early) */
 } sd_cu_attn_args;
 
+/* The args the attention tests' C entries launch with, from their structs (sd_cu_attn_test,
+ * sd_cu_fused_test: the same field names; bf16 as uint16_t bits there): the caller sets the merge
+ * mode and what else it tests (sms 0, early off here). */
+template <class TEST> static inline sd_cu_attn_args sd__cu_attn_test_args(const TEST *t)
+{
+    sd_cu_attn_args a = {};
+    a.q = t->q;
+    a.k_cache = (const __nv_bfloat16 *)t->k_cache;
+    a.v_cache = (const __nv_bfloat16 *)t->v_cache;
+    a.tok_pos = t->tok_pos;
+    a.tok_seq = t->tok_seq;
+    a.block_tables = t->block_tables;
+    a.max_bt = t->max_bt;
+    a.block_size = t->block_size;
+    a.T = t->T;
+    a.n_heads = t->n_heads;
+    a.n_kv = t->n_kv;
+    a.head_dim = t->head_dim;
+    a.n_splits = t->n_splits;
+    a.part_acc = t->part_acc;
+    a.part_ml = t->part_ml;
+    a.out = (__nv_bfloat16 *)t->out;
+    a.counters = t->counters;
+    a.min_chunk = t->min_chunk;
+    a.window = t->window;
+    return a;
+}
+
 /* The decode-step ops take `pdl`: launch with programmatic serialization (kernels/pdl.cuh). */
 int sd__cu_embed(const __nv_bfloat16 *embed, const int32_t *tokens, float *x, int T, int hidden, int pdl,
                  cudaStream_t st, sd_diag *d);
