@@ -158,6 +158,13 @@ static int parse_skip(const char *s, int *ret, sd_diag *d)
     return 0;
 }
 
+/* A measurement switch: the environment variable's value when it is one digit 0..max, else def. */
+static int env_mode(const char *name, int def, int max)
+{
+    const char *e = getenv(name);
+    return e && e[0] >= '0' && e[0] <= '0' + max && !e[1] ? e[0] - '0' : def;
+}
+
 static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_backend_opts *opts,
                        int (*load)(sd_cuda_backend *b, const void *arg, sd_diag *d), const void *arg,
                        const sd_tp_rank *tp, sd_diag *d)
@@ -193,12 +200,10 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     b->cfg = *cfg;
     b->device = o.device;
     b->use_graphs = 1;
-    const char *pdl_env = getenv("SD_PDL");
-    b->pdl = !(pdl_env && !strcmp(pdl_env, "0"));
+    b->pdl = env_mode("SD_PDL", 1, 1);
     /* The o and down projections add into the residual stream (no separate add, no split-K
      * zeroing); under TP the partial sums go through the all-reduce first. SD_RESID_ACC=0: off. */
-    const char *racc = getenv("SD_RESID_ACC");
-    b->res_acc = !b->tp.comm && !(racc && !strcmp(racc, "0"));
+    b->res_acc = !b->tp.comm && env_mode("SD_RESID_ACC", 1, 1);
     b->attn_min_run = sd_cu_attn_prefill_min_run();
     b->attn_fused = sd_cu_attn_fused_enabled();
     b->attn_cluster = sd_cu_attn_cluster_mode();
@@ -233,24 +238,19 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         sd_kernels_ctx_set_pdl((sd_kernels_ctx *)b->mm.spmv, b->pdl);
         /* SD_NM_TCX=0: without the 2:4 / 4:8 / 8:16 register-expanding kernels (kernels/NOTES.md v8),
          * to measure what they bring */
-        const char *tcx = getenv("SD_NM_TCX");
-        sd_kernels_ctx_set_tcx((sd_kernels_ctx *)b->mm.spmv, !(tcx && !strcmp(tcx, "0")));
+        sd_kernels_ctx_set_tcx((sd_kernels_ctx *)b->mm.spmv, env_mode("SD_NM_TCX", 1, 1));
         /* SD_NM_C24=0: without the batch-1 2:4 kernel that compacts x (kernels/NOTES.md v11) */
-        const char *c24 = getenv("SD_NM_C24");
-        sd_kernels_ctx_set_c24((sd_kernels_ctx *)b->mm.spmv, !(c24 && !strcmp(c24, "0")));
+        sd_kernels_ctx_set_c24((sd_kernels_ctx *)b->mm.spmv, env_mode("SD_NM_C24", 1, 1));
         /* SD_NM_SK=0 / 2: the stream-K row-per-lane kernel never / always among the autotuner's
          * candidates (the default: where the register-expanding kernels do not take the problem) */
-        const char *sk = getenv("SD_NM_SK");
         sd_kernels_ctx_set_sk((sd_kernels_ctx *)b->mm.spmv,
-                              sk && (!strcmp(sk, "0") || !strcmp(sk, "2")) ? atoi(sk) : SD_NM_SK_TCX);
+                              env_mode("SD_NM_SK", SD_NM_SK_TCX, SD_NM_SK_ALWAYS));
         sd_kernels_ctx_set_deterministic((sd_kernels_ctx *)b->mm.spmv, o.deterministic);
         /* SD_SWIGLU_FUSE=0: the SwiGLU as its own kernel after the gate_up linear, never in the
          * linear's epilogue; 2: in the epilogue wherever the kernel takes it, also where that
          * measured slower (kernels/NOTES.md v16); to measure what the fusion brings */
-        const char *swf = getenv("SD_SWIGLU_FUSE");
-        b->mm.swiglu = swf && (!strcmp(swf, "0") || !strcmp(swf, "2")) ? atoi(swf) : 1;
-        const char *tlog = getenv("SD_TUNE_LOG");
-        b->mm.tune_log = tlog && !strcmp(tlog, "1");
+        b->mm.swiglu = env_mode("SD_SWIGLU_FUSE", 1, 2);
+        b->mm.tune_log = env_mode("SD_TUNE_LOG", 0, 1);
         rc = sd__cu_tune_cache_open(b, o.tune_cache, d); /* after the deterministic flag: it filters */
     }
     if (!rc)

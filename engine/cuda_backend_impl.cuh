@@ -62,7 +62,7 @@ typedef struct sd_cuda_backend {
                          token; SD_ATTN_FUSED=0: off (engine/cuda_attn_fused.h) */
     int attn_cluster; /* how decode attention's splits merge: SD_ATTN_CLUSTER_* from
                          SD_ATTN_CLUSTER (engine/cuda_attn_fused.h) */
-    int attn_early;   /* SD_ATTN_EARLY=1: sd_cu_attn_args.early */
+    int attn_early;   /* sd_cu_attn_args.early: 1 unless SD_ATTN_EARLY=0 (engine/cuda_attn_fused.h) */
     cudaGraphExec_t graphs[SD_CU_N_BUCKETS];
     int64_t replays;
     sd_cu_sampler smp;          /* sampling on the GPU (engine/cuda_sample.cu) */
