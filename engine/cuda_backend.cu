@@ -239,8 +239,10 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         /* SD_NM_TCX=0: without the 2:4 / 4:8 / 8:16 register-expanding kernels (kernels/NOTES.md v8),
          * to measure what they bring */
         sd_kernels_ctx_set_tcx((sd_kernels_ctx *)b->mm.spmv, env_mode("SD_NM_TCX", 1, 1));
-        /* SD_NM_C24=0: without the batch-1 2:4 kernel that compacts x (kernels/NOTES.md v11) */
-        sd_kernels_ctx_set_c24((sd_kernels_ctx *)b->mm.spmv, env_mode("SD_NM_C24", 1, 1));
+        /* SD_NM_C24=0: without the batch-1 kernels that compact x (kernels/NOTES.md v11, v19);
+         * =1: the 2:4 one only */
+        sd_kernels_ctx_set_c24((sd_kernels_ctx *)b->mm.spmv,
+                               env_mode("SD_NM_C24", SD_NM_C24_ALL, SD_NM_C24_ALL));
         /* SD_NM_SK=0 / 2: the stream-K row-per-lane kernel never / always among the autotuner's
          * candidates (the default: where the register-expanding kernels do not take the problem) */
         sd_kernels_ctx_set_sk((sd_kernels_ctx *)b->mm.spmv,

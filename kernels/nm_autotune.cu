@@ -22,7 +22,7 @@ extern "C" int sd_kernels_ctx_init(sd_kernels_ctx **ret, sd_diag *d)
     }
     ctx->pdl = 1;
     ctx->tcx = 1;
-    ctx->c24 = 1;
+    ctx->c24 = SD_NM_C24_ALL;
     ctx->sk = SD_NM_SK_TCX;
     *ret = ctx;
     return 0;
@@ -40,10 +40,10 @@ extern "C" void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on)
         ctx->tcx = on != 0;
 }
 
-extern "C" void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int on)
+extern "C" void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int mode)
 {
-    if (ctx)
-        ctx->c24 = on != 0;
+    if (ctx && mode >= SD_NM_C24_NONE && mode <= SD_NM_C24_ALL)
+        ctx->c24 = mode;
 }
 
 extern "C" void sd_kernels_ctx_set_sk(sd_kernels_ctx *ctx, int mode)
@@ -165,6 +165,12 @@ static int stream_k_candidate(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *
     return ctx->sk == SD_NM_SK_ALWAYS || !ctx->tcx || !sd__nm_tcx_supported(a);
 }
 
+// Whether the autotuner times the compacting kernels (nm_spmv_c24.cu) for this problem's pattern.
+static int c24_candidate(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *a)
+{
+    return ctx->c24 == SD_NM_C24_ALL || (ctx->c24 == SD_NM_C24_24 && a->m == 4);
+}
+
 // Median time (ms) of `reps` single launches of one config, rotating over the n_args problems.
 // Timing bursts of launches instead (plain, or captured in a graph as the decode step runs them)
 // was tried and ranked worse: it picked kernels that ran slower in the benchmark's graphs and in
@@ -237,7 +243,7 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                 (a->B > SD_NM_MAX_B && rw != SD_NM_RW_TCXW) ||
                 (rows_kernel && (dense || !sd__nm_rows_supported(a, rw))) ||
                 (stream_k && (split > 1 || !stream_k_candidate(ctx, a))) ||
-                (c24 && (dense || !ctx->c24 || !sd__nm_c24_supported(a, rw - SD_NM_RW_C24))) ||
+                (c24 && (dense || !c24_candidate(ctx, a) || !sd__nm_c24_supported(a, rw - SD_NM_RW_C24))) ||
                 (rw == SD_NM_RW_ROWS && split > 2) || (rw == SD_NM_RW_ROWS3 && split > 1) ||
                 (split > 1 && units / split < 32))
                 continue;

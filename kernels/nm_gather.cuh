@@ -161,10 +161,10 @@ __device__ __forceinline__ void store_out_rows(const KParams &p, float (&acc)[RW
 
 typedef void (*kernel_fn)(KParams);
 
-// The 2:4 compacting kernel (nm_spmv_c24.cu) of config 1, 2 or 3 (nm_spmv_impl.h) for B vectors
-// (with the SwiGLU epilogue or not),
+// The compacting kernel (nm_spmv_c24.cu) of config 1, 2 or 3 (nm_spmv_impl.h) for B vectors and
+// pattern group m (4: 2:4, 8: 4:8), with the SwiGLU epilogue or not;
 // the largest K-tile (words, a multiple of 32) its staged x may take, and that x's bytes for kt words.
-kernel_fn c24_kernel(int cfg, int B, bool swiglu);
+kernel_fn c24_kernel(int cfg, int B, int m, bool swiglu);
 int c24_kt_max(int B);
 size_t c24_smem(int kt, int B);
 

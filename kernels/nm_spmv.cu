@@ -438,7 +438,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     const int sw = a->swiglu != 0;
     if (sw && bi > 1) // the word-per-lane kernels have the epilogue for 1 and 2 vectors
         return SD_ENOTSUP;
-    kernel_fn k = c24            ? c24_kernel(c24_cfg, a->B, sw)
+    kernel_fn k = c24            ? c24_kernel(c24_cfg, a->B, a->m, sw)
                   : dense        ? (sw ? k_gemv_sw : k_gemv)[bi][rw_index(rw)]
                   : unstructured ? k_un[bi]
                                  : (sw ? k_nm_sw : k_nm)[bi][rw_index(rw)];
@@ -477,7 +477,7 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
         rw = SD_NM_RW_TCXW; // the only kernel for that many vectors (2:4, 4:8, 8:16)
     // Single 2:4 vectors: the compacting kernel (1.1-1.3x the gather kernel on the 8B shapes,
     // kernels/NOTES.md v11), unless the ctx turns it off.
-    if (rw <= 0 && !dense && a->B == 1 && (!a->ctx || a->ctx->c24) && sd__nm_c24_supported(a, 3))
+    if (rw <= 0 && !dense && a->B == 1 && a->n == 2 && (!a->ctx || a->ctx->c24) && sd__nm_c24_supported(a, 3))
         rw = SD_NM_RW_C24 + 3;
     if (rw <= 0)
         rw = a->B >= 2 && sd__nm_tc_supported(a, dense) ? SD_NM_RW_TC : 2;

@@ -48,11 +48,12 @@ void sd_kernels_ctx_set_pdl(sd_kernels_ctx *ctx, int on);
  * NULL); off only to measure what they bring. An explicit rows_per_warp of 24 or 128 launches them
  * either way. */
 void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on);
-/* Whether the autotuner also times the batch-1 2:4 kernel that compacts x beside the values
- * (kernels/nm_spmv_c24.cu), and whether the default heuristic picks it: on by default (and when
- * ctx is NULL); off only to measure what it brings. An explicit rows_per_warp of 101, 102 or 103
- * launches it either way. */
-void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int on);
+/* Which batch-1 kernels that compact x beside the values (kernels/nm_spmv_c24.cu) the autotuner
+ * also times: none, the 2:4 one, or the 2:4 and 4:8 ones (the default, and when ctx is NULL); the
+ * default heuristic picks the 2:4 one unless mode is none. Other modes only measure what they
+ * bring. An explicit rows_per_warp of 101, 102 or 103 launches them either way. */
+enum { SD_NM_C24_NONE = 0, SD_NM_C24_24 = 1, SD_NM_C24_ALL = 2 };
+void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int mode);
 /* Where the autotuner times the stream-K row-per-lane kernel (rows_per_warp 64: a persistent
  * grid over equal shares, y zeroed first): never, where the register-expanding tensor-core kernel
  * does not take the problem (the default: there single launches ranked stream-K first and the

@@ -1,5 +1,5 @@
 // nm_spmv_c24: the batch-1 (and batch-2) 2:4 SpMV that compacts x beside the values instead of
-// gathering it.
+// gathering it, and its batch-1 4:8 twin.
 //
 // Why: the word-per-lane gather kernel (nm_spmv.cu) spends per kept value a bit scan (FLO, BMSK),
 // an address, one shared-memory gather of x and an FMA: ~7 instructions, and the 32 lanes' gathers
@@ -18,8 +18,13 @@
 // (K-tile, word) steps), RW rows per warp, the first step's weights loaded before the PDL wait,
 // the next step's while this one computes, split-K over grid.y with fp32 atomics. The per-word
 // math lives in nm_c24.h (host and device: tests/kernels/test_nm_c24.c runs it on the CPU).
+//
+// 4:8 (nm_c48.h): each mask byte keeps four columns, so two permutes per stored value pair pick
+// its x out of three of the byte's four x pairs, with selectors from a 256-entry table in shared
+// memory. Batch 1 only (kernels/NOTES.md v19).
 #include "kernels/nm_spmv_impl.h"
 #include "kernels/nm_c24.h"
+#include "kernels/nm_c48.h"
 #include "kernels/nm_device.cuh"
 #include "kernels/nm_gather.cuh"
 #include "kernels/pdl.cuh"
@@ -31,6 +36,20 @@ namespace
 using namespace sd_nm_dev;
 using namespace sd_nm_gather;
 using namespace sd_pdl;
+
+// The 4:8 selector table (nm_c48.h), computed by the compiler; each block copies it into shared
+// memory before its PDL wait (2 KB from L2).
+struct C48Tab {
+    uint32_t e[512];
+};
+constexpr C48Tab c48_make_tab()
+{
+    C48Tab t{};
+    for (int i = 0; i < 512; i++)
+        t.e[i] = sd_c48_entry((uint32_t)i >> 1, i & 1);
+    return t;
+}
+__device__ const C48Tab kC48Tab = c48_make_tab();
 
 // Staged x: one word (32 bf16 = four 16-byte units) per 5 units. The odd stride puts the 8
 // lanes of an LDS.128 phase (consecutive words) on 8 distinct bank groups.
@@ -69,12 +88,16 @@ __device__ __forceinline__ void load_xv(uint32_t (&xv)[16], const uint4 *xw)
 }
 
 // RW rows per warp; MINB: blocks per SM the registers must leave room for (0: no cap); BT:
-// vectors (1 or 2; the selectors of a word serve both).
+// vectors (1 or 2; the selectors of a word serve both); M: the pattern's group (4: 2:4, 8: 4:8).
 // SW: the SwiGLU epilogue (nm_gather.cuh store_swiglu).
-template <int RW, int MINB, int BT, bool SW>
+template <int M, int RW, int MINB, int BT, bool SW>
 __global__ void __launch_bounds__(kThreads, MINB) c24_spmv_kernel(KParams p)
 {
     extern __shared__ uint4 xs[];
+    __shared__ uint32_t tab[M == 8 ? 512 : 1]; // 4:8: the selector table, read after the first barrier
+    if constexpr (M == 8)
+        for (int i = threadIdx.x; i < 256; i += kThreads)
+            reinterpret_cast<uint2 *>(tab)[i] = reinterpret_cast<const uint2 *>(kC48Tab.e)[i];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t words = p.cols >> 5, row0 = ((int64_t)blockIdx.x * kWarps + warp) * RW;
     const int64_t w_begin = blockIdx.y * p.units_per_split;
@@ -116,8 +139,15 @@ __global__ void __launch_bounds__(kThreads, MINB) c24_spmv_kernel(KParams p)
                     const uint32_t xv[16] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w,
                                              x2.x, x2.y, x2.z, x2.w, x3.x, x3.y, x3.z, x3.w};
 #pragma unroll
-                    for (int r = 0; r < RW; r++)
-                        acc[r][0] = c24_word(w.mk[u][r], w.v0[u][r], w.v1[u][r], xv, acc[r][0]);
+                    for (int r = 0; r < RW; r++) {
+                        if constexpr (M == 8) {
+                            const uint4 &v0 = w.v0[u][r], &v1 = w.v1[u][r];
+                            const uint32_t uv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+                            acc[r][0] = sd_c48_word(w.mk[u][r], uv, xv, tab, acc[r][0]);
+                        } else {
+                            acc[r][0] = c24_word(w.mk[u][r], w.v0[u][r], w.v1[u][r], xv, acc[r][0]);
+                        }
+                    }
                 } else {
                     uint32_t xv[BT][16];
                     const uint32_t *xp[BT];
@@ -151,33 +181,43 @@ __global__ void __launch_bounds__(kThreads, MINB) c24_spmv_kernel(KParams p)
 
 extern "C" int sd__nm_c24_supported(const sd_nm_spmv_args *a, int cfg)
 {
-    return a->n == 2 && a->m == 4 && a->B >= 1 && a->B <= SD_NM_C24_MAX_B && (a->B == 1 || cfg != 2) &&
-           a->cols % 32 == 0 && ((uintptr_t)a->x & 15) == 0 && (a->B == 1 || a->ldx % 8 == 0);
+    return ((a->n == 2 && a->m == 4) || (a->n == 4 && a->m == 8 && a->B == 1)) && a->B >= 1 &&
+           a->B <= SD_NM_C24_MAX_B && (a->B == 1 || cfg != 2) && a->cols % 32 == 0 &&
+           ((uintptr_t)a->x & 15) == 0 && (a->B == 1 || a->ldx % 8 == 0);
 }
 
 namespace sd_nm_gather
 {
-template <int BT, bool SW> static kernel_fn c24_batch_kernel(int cfg)
+template <int M, int BT, bool SW> static kernel_fn c24_batch_kernel(int cfg)
 {
-    return cfg == 3 ? c24_spmv_kernel<1, 3, BT, SW> : c24_spmv_kernel<1, 0, BT, SW>;
+    return cfg == 3 ? c24_spmv_kernel<M, 1, 3, BT, SW> : c24_spmv_kernel<M, 1, 0, BT, SW>;
 }
 
-template <bool SW> static kernel_fn c24_kernel_sw(int cfg, int B)
+template <int M, bool SW> static kernel_fn c24_kernel_sw(int cfg, int B)
 {
     // Batch 1: 1 row per warp (78 registers, 3 blocks per SM), 2 rows (127, 2 blocks), 1 row
     // capped at 64 registers (4 blocks): each wins somewhere (kernels/NOTES.md v11). Batch 2:
     // one row per warp, uncapped (97 registers) or capped for 3 blocks per SM (78); at 3 and 4
     // vectors the staged x's loads bind and the tensor-core kernel was faster everywhere (v12).
     if (B == 2)
-        return c24_batch_kernel<2, SW>(cfg);
-    return cfg == 2   ? c24_spmv_kernel<2, 0, 1, SW>
-           : cfg == 3 ? c24_spmv_kernel<1, 4, 1, SW>
-                      : c24_spmv_kernel<1, 0, 1, SW>;
+        return c24_batch_kernel<M, 2, SW>(cfg);
+    return cfg == 2   ? c24_spmv_kernel<M, 2, 0, 1, SW>
+           : cfg == 3 ? c24_spmv_kernel<M, 1, 4, 1, SW>
+                      : c24_spmv_kernel<M, 1, 0, 1, SW>;
 }
 
-kernel_fn c24_kernel(int cfg, int B, bool swiglu)
+template <bool SW> static kernel_fn c48_kernel_sw(int cfg)
 {
-    return swiglu ? c24_kernel_sw<true>(cfg, B) : c24_kernel_sw<false>(cfg, B);
+    return cfg == 2   ? c24_spmv_kernel<8, 2, 0, 1, SW>
+           : cfg == 3 ? c24_spmv_kernel<8, 1, 4, 1, SW>
+                      : c24_spmv_kernel<8, 1, 0, 1, SW>;
+}
+
+kernel_fn c24_kernel(int cfg, int B, int m, bool swiglu)
+{
+    if (m == 8) // batch 1 only: at 2 the row-per-lane kernel was faster on the 8B shapes (NOTES.md v19)
+        return swiglu ? c48_kernel_sw<true>(cfg) : c48_kernel_sw<false>(cfg);
+    return swiglu ? c24_kernel_sw<4, true>(cfg, B) : c24_kernel_sw<4, false>(cfg, B);
 }
 int c24_kt_max(int B)
 {

@@ -65,11 +65,11 @@ int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_
 int sd__nm_rows_supported(const sd_nm_spmv_args *a, int rw);
 int sd__nm_rows_launch(const sd_nm_spmv_args *a, int rw, int split, cudaStream_t s);
 
-/* The 2:4 kernel that compacts x beside the values (nm_spmv_c24.cu), chosen by rows_per_warp ==
- * SD_NM_RW_C24 + c: c = 1 one row per warp, 2 two rows, 3 one row with registers capped (4
- * blocks per SM at batch 1, 3 at batch 2). It takes 2:4, B <= SD_NM_C24_MAX_B (c = 2: B == 1
- * only), x 16-byte aligned (and ldx % 8 == 0); elsewhere the code is a hint for the gather kernel
- * with as many rows per warp. */
+/* The 2:4 and 4:8 kernels that compact x beside the values (nm_spmv_c24.cu; nm_c24.h, nm_c48.h),
+ * chosen by rows_per_warp == SD_NM_RW_C24 + c: c = 1 one row per warp, 2 two rows, 3 one row with
+ * registers capped (4 blocks per SM at batch 1, 3 at batch 2). They take 2:4 with B <=
+ * SD_NM_C24_MAX_B (c = 2: B == 1 only) and 4:8 with B == 1, x 16-byte aligned (and ldx % 8 == 0); elsewhere
+ * the code is a hint for the gather kernel with as many rows per warp. */
 #define SD_NM_RW_C24 100
 #define SD_NM_C24_MAX_B 2
 int sd__nm_c24_supported(const sd_nm_spmv_args *a, int cfg);

@@ -392,11 +392,12 @@ static void test_gpu_tcx_fallback(void)
     }
 }
 
-/* The batch-1 2:4 kernel that compacts x beside the values (rows_per_warp 101 / 102 / 103: 1 row per
- * warp, 2, 1 with registers capped; the values mirror kernels/nm_spmv_impl.h): odd rows, partial row groups,
- * x in several K-tiles (57344 columns), fewer words than lanes, explicit and uneven split-K, fp32 / bf16
- * output, accumulate; where it does not apply (4:8, B > 1, x not 16-byte aligned) the gather kernel takes the
- * problem with the same result; corrupt masks give wrong numbers, never a fault. */
+/* The batch-1 2:4 and 4:8 kernels that compact x beside the values (rows_per_warp 101 / 102 / 103: 1
+ * row per warp, 2, 1 with registers capped; the values mirror kernels/nm_spmv_impl.h): odd rows, partial
+ * row groups, x in several K-tiles (57344 columns), fewer words than lanes, explicit and uneven split-K,
+ * fp32 / bf16 output, accumulate; where they do not apply (8:16, B > 2 or 4:8 B > 1, x not 16-byte aligned)
+ * the gather kernel takes the problem with the same result; corrupt masks give wrong numbers, never a fault.
+ */
 #define RW_C24 100
 static void test_gpu_c24(void)
 {
@@ -410,16 +411,19 @@ static void test_gpu_c24(void)
     const int n_cfg = (int)(sizeof cfg / sizeof cfg[0]);
     double worst = 0;
     int worst_cfg = 0;
-    for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
-        prob p;
-        REQUIRE(prob_init(&p, 0, 2, 4, shapes[si].rows, shapes[si].cols, 1, 1200 + si) == 0);
-        check_cfgs(&p, cfg, n_cfg, "c24", 80, 0, &worst, &worst_cfg);
-        prob_free(&p);
-    }
-    fprintf(stderr, "  c24 worst rel L2 %.3g (config %d)\n", worst, worst_cfg);
-    /* fallbacks: another pattern, more vectors than it takes, then x 4 bytes past a 16-byte boundary */
-    const int fb[][3] = {{4, 8, 1}, {2, 4, 5}};
-    for (int i = 0; i < 2; i++) {
+    for (int pi = 0; pi < 2; pi++) /* 2:4, then 4:8 (nm_c48.h) */
+        for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
+            prob p;
+            REQUIRE(prob_init(&p, 0, 2 + 2 * pi, 4 + 4 * pi, shapes[si].rows, shapes[si].cols, 1,
+                              1200 + 20 * pi + si) == 0);
+            check_cfgs(&p, cfg, n_cfg, pi ? "c48" : "c24", 80, 0, &worst, &worst_cfg);
+            prob_free(&p);
+        }
+    fprintf(stderr, "  c24 / c48 worst rel L2 %.3g (config %d)\n", worst, worst_cfg);
+    /* fallbacks: another pattern, more vectors than they take (4:8: one), then x 4 bytes past a
+     * 16-byte boundary */
+    const int fb[][3] = {{8, 16, 1}, {2, 4, 5}, {4, 8, 2}};
+    for (int i = 0; i < 3; i++) {
         prob p;
         REQUIRE(prob_init(&p, 0, fb[i][0], fb[i][1], 70, 1024, fb[i][2], 1300 + i) == 0);
         for (int k = 0; k < 3; k++) {
@@ -440,16 +444,20 @@ static void test_gpu_c24(void)
     double e = run_check(&p, &a, 95);
     CHECK_MSG(e >= 0 && e < 1e-3, "c24 fallback, unaligned x: rel L2 %g", e);
     cudaFree(shifted);
-    for (int fill = 0; fill < 2; fill++) {
-        REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(70 * 1024 / 32) * 4)));
-        for (int k = 0; k < 3; k++) {
-            a = prob_args(&p, 0, 0, RW_C24 + 1 + k, 1);
-            CHECK(sd_nm_spmv_launch(&a, 0) == 0);
-            CHECK_MSG(CU(cudaDeviceSynchronize()), "c24 mask fill %d rw %d: %s", fill, RW_C24 + 1 + k,
-                      cudaGetErrorString(rc_cu));
-        }
-    }
     prob_free(&p);
+    for (int pi = 0; pi < 2; pi++) { /* corrupt masks: all clear, all set */
+        REQUIRE(prob_init(&p, 0, 2 + 2 * pi, 4 + 4 * pi, 70, 1024, 1, 1320 + pi) == 0);
+        for (int fill = 0; fill < 2; fill++) {
+            REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(70 * 1024 / 32) * 4)));
+            for (int k = 0; k < 3; k++) {
+                a = prob_args(&p, 0, 0, RW_C24 + 1 + k, 1);
+                CHECK(sd_nm_spmv_launch(&a, 0) == 0);
+                CHECK_MSG(CU(cudaDeviceSynchronize()), "%d:%d mask fill %d rw %d: %s", 2 + 2 * pi, 4 + 4 * pi,
+                          fill, RW_C24 + 1 + k, cudaGetErrorString(rc_cu));
+            }
+        }
+        prob_free(&p);
+    }
 }
 
 /* The compacting kernel on batches of 2 (configs 101 and 103; 102 takes one vector only, so it
