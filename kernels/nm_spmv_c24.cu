@@ -38,15 +38,15 @@ using namespace sd_nm_gather;
 using namespace sd_pdl;
 
 // The 4:8 selector table (nm_c48.h), computed by the compiler; each block copies it into shared
-// memory before its PDL wait (2 KB from L2).
+// memory before its PDL wait (1 KB from L2).
 struct C48Tab {
-    uint32_t e[512];
+    uint32_t e[256];
 };
 constexpr C48Tab c48_make_tab()
 {
     C48Tab t{};
-    for (int i = 0; i < 512; i++)
-        t.e[i] = sd_c48_entry((uint32_t)i >> 1, i & 1);
+    for (int i = 0; i < 256; i++)
+        t.e[i] = sd_c48_entry32((uint32_t)i);
     return t;
 }
 __device__ const C48Tab kC48Tab = c48_make_tab();
@@ -94,10 +94,10 @@ template <int M, int RW, int MINB, int BT, bool SW>
 __global__ void __launch_bounds__(kThreads, MINB) c24_spmv_kernel(KParams p)
 {
     extern __shared__ uint4 xs[];
-    __shared__ uint32_t tab[M == 8 ? 512 : 1]; // 4:8: the selector table, read after the first barrier
+    __shared__ uint32_t tab[M == 8 ? 256 : 1]; // 4:8: the selector table, read after the first barrier
     if constexpr (M == 8)
         for (int i = threadIdx.x; i < 256; i += kThreads)
-            reinterpret_cast<uint2 *>(tab)[i] = reinterpret_cast<const uint2 *>(kC48Tab.e)[i];
+            tab[i] = kC48Tab.e[i];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t words = p.cols >> 5, row0 = ((int64_t)blockIdx.x * kWarps + warp) * RW;
     const int64_t w_begin = blockIdx.y * p.units_per_split;

@@ -54,12 +54,13 @@ static void test_pick_every_nibble(void)
 }
 
 /* The 4:8 selector table (nm_c48.h), as the kernel's copy holds it. */
-static uint32_t c48_tab[512];
+
+static uint32_t c48_tab32[256]; /* the same in the 32-bit form */
 
 static void c48_tab_init(void)
 {
-    for (int i = 0; i < 512; i++)
-        c48_tab[i] = sd_c48_entry((uint32_t)i >> 1, i & 1);
+    for (int i = 0; i < 256; i++)
+        c48_tab32[i] = sd_c48_entry32((uint32_t)i);
 }
 
 /* Random 2:4 and 4:8 rows (one to 128 words, fresh data per shape): the word function over a row,
@@ -94,7 +95,7 @@ static void test_rows_against_reference(void)
                     memcpy(u, vals + r * (cols / 2) + 16 * k, sizeof u); /* little-endian, as on the GPU */
                     memcpy(xv, xh + 32 * k, sizeof xv);
                     acc = m == 4 ? sd_c24_word(mask[r * words + k], u, xv, acc)
-                                 : sd_c48_word(mask[r * words + k], u, xv, c48_tab, acc);
+                                 : sd_c48_word(mask[r * words + k], u, xv, c48_tab32, acc);
                 }
                 const double got = (double)acc.a + acc.b;
                 num += (got - ref[r]) * (got - ref[r]);
@@ -151,8 +152,9 @@ static void test_c48_every_byte(void)
     for (uint32_t b = 0; b < 256; b++)
         for (int k = 0; k < 4; k++) {
             const uint32_t *X = xv + 4 * k;
-            const uint32_t c0 = sd_c48_pick(c48_tab[2 * b], X[0], X[1], X[2]);
-            const uint32_t c1 = sd_c48_pick(c48_tab[2 * b + 1], X[2], X[3], X[1]);
+            /* the selectors as the kernel gets them: the 32-bit entry, a permute of a constant */
+            const uint32_t c0 = sd_c48_pick(sd_c48_sel(c48_tab32[b], 0), X[0], X[1], X[2]);
+            const uint32_t c1 = sd_c48_pick(sd_c48_sel(c48_tab32[b], 1), X[2], X[3], X[1]);
             const uint16_t got[4] = {(uint16_t)c0, (uint16_t)(c0 >> 16), (uint16_t)c1, (uint16_t)(c1 >> 16)};
             if (__builtin_popcount(b) == 4) {
                 int pos[4], n = 0;
