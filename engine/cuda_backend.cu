@@ -253,6 +253,9 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
          * measured slower (kernels/NOTES.md v16); to measure what the fusion brings */
         b->mm.swiglu = env_mode("SD_SWIGLU_FUSE", 1, 2);
         b->mm.tune_log = env_mode("SD_TUNE_LOG", 0, 1);
+        /* SD_TUNE_REFINE=1: after a bucket's first capture, each linear's runner-up config tried
+         * inside the step and kept where the step runs faster (cuda_step.cu refine_graph) */
+        b->refine = env_mode("SD_TUNE_REFINE", 0, 1) && !o.deterministic;
         rc = sd__cu_tune_cache_open(b, o.tune_cache, d); /* after the deterministic flag: it filters */
     }
     if (!rc)
@@ -458,6 +461,13 @@ int64_t sd_backend_cuda_swiglu_fused(const sd_backend *b)
 int sd_backend_cuda_tuned_here(const sd_backend *b)
 {
     return sd__cu_tuned_here((const sd_cuda_backend *)b);
+}
+
+void sd_backend_cuda_refined(const sd_backend *b, int *tried, int *kept)
+{
+    const sd_cuda_backend *c = (const sd_cuda_backend *)b;
+    *tried = c->refine_tried;
+    *kept = c->refine_kept;
 }
 
 int64_t sd_backend_cuda_sampled_rows(const sd_backend *b)

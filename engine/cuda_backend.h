@@ -42,6 +42,9 @@ int64_t sd_backend_cuda_swiglu_fused(const sd_backend *b);
 /* How many linear problems the backend has timed at first use itself, not counting those a
  * tuning cache (sd_backend_opts.tune_cache) supplied: for tests. */
 int sd_backend_cuda_tuned_here(const sd_backend *b);
+/* How many runner-up kernel configs the refine pass (SD_TUNE_REFINE=1) has tried inside decode
+ * steps, and how many it kept: for tests. */
+void sd_backend_cuda_refined(const sd_backend *b, int *tried, int *kept);
 
 /* Logits rows sampled on the GPU so far (the `sample` operation; for tests). */
 int64_t sd_backend_cuda_sampled_rows(const sd_backend *b);

@@ -2,13 +2,18 @@
  * the stream (per layer: add+RMSNorm, qkv linear, q/k/v post-processing + attention — one fused
  * kernel in decode steps —, o linear, add+RMSNorm, gate_up linear, SwiGLU — in the gate_up kernel
  * where it takes it —, down linear), eagerly
- * or replayed from the CUDA graph of a batch-size bucket, then the logits copied out (gathered
- * over the ranks under tensor parallelism), and sampling on the GPU. */
+ * or replayed from the CUDA graph of a batch-size bucket (on its first capture, optionally
+ * refined: each linear's runner-up config tried inside the step), then the logits copied out
+ * (gathered over the ranks under tensor parallelism), and sampling on the GPU. */
 #include "engine/cuda_backend_impl.cuh"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/cuda_attn_prefill.h"
+#include "kernels/nm_spmv.h"
+#include "kernels/nm_tuned.h"
 
 /* Offsets into the meta buffer for one step. */
 typedef struct step_shape {
@@ -252,16 +257,13 @@ static int bucket_of(int n)
     return k;
 }
 
-/* Replays (or on first use, runs eagerly then captures) the graph of this batch bucket. */
-static int decode_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag *d)
+/* Captures the step of shape s into b->graphs[k], replacing the graph there. */
+static int capture_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag *d)
 {
     if (b->graphs[k]) {
-        SD_CU(d, cudaGraphLaunch(b->graphs[k], b->st));
-        b->replays++;
-        return 0;
+        cudaGraphExecDestroy(b->graphs[k]);
+        b->graphs[k] = NULL;
     }
-    SD_TRY(enqueue_step(b, s, d)); /* this step's results, and any lazy init outside the capture */
-    SD_TRY(sd__tp_sync(&b->tp, b->st, d));
     cudaGraph_t g = NULL;
     SD_CU(d, cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
     int rc = enqueue_step(b, s, d);
@@ -273,6 +275,103 @@ static int decode_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag 
     if (rc)
         return rc;
     SD_CU(d, e);
+    return 0;
+}
+
+/* ms per replay of graph k: two warm-up launches, then the fastest of three rounds of ten. */
+static int time_graph(sd_cuda_backend *b, int k, float *ms, sd_diag *d)
+{
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    int rc = 0;
+    float best = 1e30f;
+    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess)
+        rc = SD_ECUDA;
+    for (int i = 0; !rc && i < 2; i++)
+        rc = cudaGraphLaunch(b->graphs[k], b->st) == cudaSuccess ? 0 : SD_ECUDA;
+    for (int r = 0; !rc && r < 3; r++) {
+        float t = 0;
+        rc = cudaEventRecord(e0, b->st) == cudaSuccess ? 0 : SD_ECUDA;
+        for (int i = 0; !rc && i < 10; i++)
+            rc = cudaGraphLaunch(b->graphs[k], b->st) == cudaSuccess ? 0 : SD_ECUDA;
+        if (!rc && (cudaEventRecord(e1, b->st) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+                    cudaEventElapsedTime(&t, e0, e1) != cudaSuccess))
+            rc = SD_ECUDA;
+        if (!rc && t / 10 < best)
+            best = t / 10;
+    }
+    if (rc == SD_ECUDA)
+        sd_diag_set(d, rc, "refine: timing graph %d: %s", k, cudaGetErrorString(cudaGetLastError()));
+    if (e0)
+        cudaEventDestroy(e0);
+    if (e1)
+        cudaEventDestroy(e1);
+    *ms = best;
+    return rc;
+}
+
+/* The refine pass (SD_TUNE_REFINE=1), right after bucket k's first capture: the autotuner ranked
+ * each linear's configs by single launches, which can differ from their time inside the step
+ * (kernels/NOTES.md v18, v19). So for each problem of this bucket tuned in this process, the
+ * step runs with its runner-up config instead (every linear of that shape at once), and keeps it
+ * if the whole step replays at least 0.5% faster. The replays repeat this step on the same
+ * inputs; a last replay leaves its results from the configs kept. Not under tensor parallelism
+ * (every rank would have to decide alike) nor in the deterministic mode (the choice depends on
+ * timing). The tuning cache is saved again with the configs kept. */
+static int refine_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag *d)
+{
+    sd_kernels_ctx *ctx = (sd_kernels_ctx *)b->mm.spmv;
+    sd_nm_tuned *e = (sd_nm_tuned *)malloc(SD_NM_CACHE_CAP * sizeof *e);
+    if (!e)
+        return sd_diag_set(d, SD_ENOMEM, "refine: out of memory");
+    const int n = sd_kernels_ctx_export(ctx, e, SD_NM_CACHE_CAP), bucket = sd_nm_tune_bucket(1 << k);
+    float best = 0;
+    int rc = time_graph(b, k, &best, d), kept = 0;
+    for (int i = 0; !rc && i < n; i++) {
+        if (e[i].B != bucket || !sd_kernels_ctx_has_runner_up(ctx, i))
+            continue;
+        float t = 0;
+        sd_kernels_ctx_swap_runner_up(ctx, i);
+        rc = capture_graph(b, s, k, d);
+        if (!rc)
+            rc = time_graph(b, k, &t, d);
+        const int keep = !rc && t < best * 0.995f;
+        b->refine_tried += !rc;
+        b->refine_kept += keep;
+        if (b->mm.tune_log)
+            fprintf(stderr,
+                    "refine: [%lld, %lld] %s%d:%d, %d rows%s: runner-up %.3f ms a step against %.3f -> %s\n",
+                    (long long)e[i].rows, (long long)e[i].cols, e[i].dense ? "dense " : "", e[i].n, e[i].m,
+                    bucket, e[i].accumulate ? " (accumulate)" : "", t, best, keep ? "kept" : "reverted");
+        if (keep) {
+            best = t, kept++;
+            continue;
+        }
+        sd_kernels_ctx_swap_runner_up(ctx, i);
+        int rc2 = capture_graph(b, s, k, d);
+        rc = rc ? rc : rc2;
+    }
+    free(e);
+    if (!rc)
+        SD_CU(d, cudaGraphLaunch(b->graphs[k], b->st));
+    if (!rc && kept && b->mm.on_tune)
+        b->mm.on_tune(b->mm.on_tune_ud);
+    return rc;
+}
+
+/* Replays (or on first use, runs eagerly, captures and, with SD_TUNE_REFINE, refines) the graph
+ * of this batch bucket. */
+static int decode_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag *d)
+{
+    if (b->graphs[k]) {
+        SD_CU(d, cudaGraphLaunch(b->graphs[k], b->st));
+        b->replays++;
+        return 0;
+    }
+    SD_TRY(enqueue_step(b, s, d)); /* this step's results, and any lazy init outside the capture */
+    SD_TRY(sd__tp_sync(&b->tp, b->st, d));
+    SD_TRY(capture_graph(b, s, k, d));
+    if (b->refine && !b->tp.comm)
+        SD_TRY(refine_graph(b, s, k, d));
     return 0;
 }
 

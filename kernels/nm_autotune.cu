@@ -104,18 +104,15 @@ extern "C" int sd__nm_cache_lookup(const sd_kernels_ctx *ctx, const sd_nm_spmv_a
     return SD_ENOTFOUND;
 }
 
-static void cache_put(sd_kernels_ctx *ctx, const sd_nm_key *k, int rw, int split)
+static void cache_put(sd_kernels_ctx *ctx, const sd_nm_key *k, int rw, int split, int rw2, int split2)
 {
-    for (int i = 0; i < ctx->n_entries; i++)
-        if (key_eq(&ctx->entries[i].key, k)) {
-            ctx->entries[i].rows_per_warp = rw;
-            ctx->entries[i].split = split;
-            return;
-        }
-    int slot = ctx->n_entries < SD_NM_CACHE_MAX ? ctx->n_entries++ : ctx->next_slot++ % SD_NM_CACHE_MAX;
-    ctx->entries[slot].key = *k;
-    ctx->entries[slot].rows_per_warp = rw;
-    ctx->entries[slot].split = split;
+    int slot = -1;
+    for (int i = 0; i < ctx->n_entries && slot < 0; i++)
+        if (key_eq(&ctx->entries[i].key, k))
+            slot = i;
+    if (slot < 0)
+        slot = ctx->n_entries < SD_NM_CACHE_MAX ? ctx->n_entries++ : ctx->next_slot++ % SD_NM_CACHE_MAX;
+    ctx->entries[slot] = (sd_nm_entry){*k, rw, split, rw2, split2};
 }
 
 extern "C" int sd_kernels_ctx_export(const sd_kernels_ctx *ctx, sd_nm_tuned *out, int max)
@@ -148,7 +145,23 @@ extern "C" int sd_kernels_ctx_import(sd_kernels_ctx *ctx, const sd_nm_tuned *e)
     memset(&k, 0, sizeof k);
     k.dense = e->dense != 0, k.n = e->dense ? 0 : e->n, k.m = e->dense ? 0 : e->m, k.B = e->B;
     k.y_bf16 = e->y_bf16 != 0, k.accumulate = e->accumulate != 0, k.rows = e->rows, k.cols = e->cols;
-    cache_put(ctx, &k, e->rows_per_warp, e->split);
+    cache_put(ctx, &k, e->rows_per_warp, e->split, 0, 0);
+    return 0;
+}
+
+extern "C" int sd_kernels_ctx_has_runner_up(const sd_kernels_ctx *ctx, int i)
+{
+    return ctx && i >= 0 && i < ctx->n_entries && ctx->entries[i].rw2 != 0;
+}
+
+extern "C" int sd_kernels_ctx_swap_runner_up(sd_kernels_ctx *ctx, int i)
+{
+    if (!sd_kernels_ctx_has_runner_up(ctx, i))
+        return SD_ENOTFOUND;
+    sd_nm_entry *e = &ctx->entries[i];
+    const int rw = e->rows_per_warp, split = e->split;
+    e->rows_per_warp = e->rw2, e->split = e->split2;
+    e->rw2 = rw, e->split2 = split;
     return 0;
 }
 
@@ -211,8 +224,8 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
         cudaEventDestroy(e0);
         return sd_diag_set(d, SD_ECUDA, "autotune: cannot create events");
     }
-    int best_rw = 0, best_split = 0, rc = 0;
-    float best = 1e30f;
+    int best_rw = 0, best_split = 0, rc = 0, next_rw = 0, next_split = 0;
+    float best = 1e30f, next = 1e30f;
     // The row-per-lane kernels: split 1-2 (2 stages), split 1 (3 stages, stream-K); the other
     // variants never won on the H200 (kernels/NOTES.md, v4) and would only lengthen the tuning.
     const int rws[] = {1,
@@ -255,8 +268,12 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                             rc == SD_ECUDA ? cudaGetErrorString(cudaGetLastError()) : "bad arguments");
                 goto done;
             }
-            if (ms < best)
+            if (ms < best) {
+                next = best, next_rw = best_rw, next_split = best_split;
                 best = ms, best_rw = rw, best_split = split;
+            } else if (ms < next) {
+                next = ms, next_rw = rw, next_split = split;
+            }
         }
     if (!best_rw) { // nothing timed: caching 0 would leave the launch to the untuned heuristic
         rc = sd_diag_set(d, SD_EINVAL, "autotune %s %lldx%lld B=%d: no candidate config takes this problem",
@@ -265,7 +282,7 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
     }
     {
         sd_nm_key k = make_key(a, dense);
-        cache_put(ctx, &k, best_rw, best_split);
+        cache_put(ctx, &k, best_rw, best_split, next_rw, next_split);
     }
 done:
     cudaEventDestroy(e0);

@@ -118,6 +118,12 @@ int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int n_args, in
  * deterministic context, also for split-K). */
 #define SD_NM_CACHE_CAP 512 /* entries the autotune cache holds (then the oldest go) */
 int sd_kernels_ctx_export(const sd_kernels_ctx *ctx, sd_nm_tuned *out, int max);
+/* Entry i of the cache (export's order) and the autotuner's runner-up for its problem, the config
+ * its single launches ranked second: whether it has one (entries imported from a tuning cache have
+ * none), and swapping the two (SD_ENOTFOUND without one; a second swap restores the first). What
+ * the decode step's refine pass tries against the step's own time (engine/cuda_step.cu). */
+int sd_kernels_ctx_has_runner_up(const sd_kernels_ctx *ctx, int i);
+int sd_kernels_ctx_swap_runner_up(sd_kernels_ctx *ctx, int i);
 int sd_kernels_ctx_import(sd_kernels_ctx *ctx, const sd_nm_tuned *e);
 
 /* The config a launch would use (after the cache / heuristic): for reports. */

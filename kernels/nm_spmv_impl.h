@@ -19,6 +19,7 @@ typedef struct sd_nm_key {
 typedef struct sd_nm_entry {
     sd_nm_key key;
     int rows_per_warp, split;
+    int rw2, split2; /* the autotuner's runner-up (rw2 0: none, as for entries loaded from a cache) */
 } sd_nm_entry;
 
 struct sd_kernels_ctx {

@@ -2,10 +2,12 @@
  * that an earlier backend wrote runs the same kernels without timing any (no first-use tuning),
  * so in deterministic mode its logits equal the earlier ones bit for bit; a damaged cache, or one
  * made for another device key, is not used, and the backend rewrites it with what it tuned.
- * Synthetic weights of the bundled tiny model's shapes, dense and 2:4, one and two sequences per
- * step. Skips without a GPU. */
+ * The refine pass (SD_TUNE_REFINE) leaves every step's logits as the plain run's. Synthetic
+ * weights of the bundled tiny model's shapes, dense, 2:4 and 4:8, one and two sequences per step.
+ * Skips without a GPU. */
 #include "tests/harness.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,15 +30,16 @@ static char cache_path[64];
 /* One backend of `pattern` (weights from seed 11) with the tuning cache: a prompt, then STEPS
  * decode steps at one and at two sequences; the decode logits into out ([2 * STEPS * 3, V]) and
  * how many problems it timed itself into *tuned. */
-static int run_backend(const sd_model_config *cfg, const char *pattern, float *out, int *tuned)
+static int run_backend_opts(const sd_model_config *cfg, const char *pattern, float *out, int *tuned, int det,
+                            const char *cache, int *refined)
 {
     sd_backend_opts o;
     sd_backend_opts_default(&o);
     o.kv_blocks = KV_BLOCKS;
     o.block_size = BS;
     o.max_batch_tokens = 256;
-    o.deterministic = 1;
-    o.tune_cache = cache_path;
+    o.deterministic = det;
+    o.tune_cache = cache;
     sd_backend *b = NULL;
     sd_diag d = {0};
     int rc = sd_backend_cuda_init_synthetic(&b, cfg, pattern, 11, &o, &d);
@@ -70,9 +73,17 @@ static int run_backend(const sd_model_config *cfg, const char *pattern, float *o
     if (rc)
         fprintf(stderr, "  forward: %s\n", sd_diag_str(&d, rc));
     *tuned = sd_backend_cuda_tuned_here(b);
+    int kept = 0;
+    sd_backend_cuda_refined(b, refined, &kept);
     free(scratch);
     sd_backend_free(b);
     return rc;
+}
+
+static int run_backend(const sd_model_config *cfg, const char *pattern, float *out, int *tuned)
+{
+    int refined = 0;
+    return run_backend_opts(cfg, pattern, out, tuned, 1, cache_path, &refined);
 }
 
 /* dense, then 2:4, on one file (as bench decode shares one across patterns): each tunes and the
@@ -148,6 +159,49 @@ static void test_bad_or_foreign_cache_rewritten(void)
     free(out);
     unlink(cache_path);
 }
+
+/* SD_TUNE_REFINE=1: each bucket's first graph tries the linears' runner-up configs inside the
+ * step (engine/cuda_step.cu refine_graph), replaying the step, recapturing, reverting. The logits
+ * of every step stay those of the plain run (other kernels sum in another order, and bf16
+ * activations may round the other way: within 1e-2 relative, the CUDA backend's bound), so the replays and
+ * recaptures leave the step's outputs and the KV cache right. Not in the deterministic mode (the choice would
+ * depend on timing). */
+static void test_refine_keeps_logits(void)
+{
+    if (sd_cuda_device_count() < 1)
+        SKIP("no CUDA device");
+    sd_diag d = {0};
+    sd_model_config cfg;
+    REQUIRE(sd_model_config_load(&cfg, TINY_CONFIG, &d) == 0);
+    const size_t n = (size_t)3 * STEPS * cfg.vocab;
+    float *plain = malloc(n * 4), *refined = malloc(n * 4), *det = malloc(n * 4);
+    REQUIRE(plain && refined && det);
+    const char *pats[] = {"dense", "4:8"};
+    for (int p = 0; p < 2; p++) {
+        int tuned = 0, tried = -1;
+        unsetenv("SD_TUNE_REFINE");
+        REQUIRE(run_backend_opts(&cfg, pats[p], plain, &tuned, 0, NULL, &tried) == 0);
+        CHECK_MSG(tried == 0, "%s: refine off, %d runner-ups tried", pats[p], tried);
+        setenv("SD_TUNE_REFINE", "1", 1);
+        REQUIRE(run_backend_opts(&cfg, pats[p], refined, &tuned, 0, NULL, &tried) == 0);
+        CHECK_MSG(tried > 0, "%s: refine on, no runner-up tried", pats[p]);
+        int det_tried = -1;
+        REQUIRE(run_backend_opts(&cfg, pats[p], det, &tuned, 1, NULL, &det_tried) == 0);
+        CHECK_MSG(det_tried == 0, "%s: deterministic, %d runner-ups tried", pats[p], det_tried);
+        unsetenv("SD_TUNE_REFINE");
+        for (int r = 0; r < 3 * STEPS; r++) {
+            const float *a = plain + (size_t)r * cfg.vocab, *b = refined + (size_t)r * cfg.vocab;
+            double num = 0, den = 0;
+            for (int v = 0; v < cfg.vocab; v++)
+                num += ((double)a[v] - b[v]) * ((double)a[v] - b[v]), den += (double)a[v] * a[v];
+            CHECK_MSG(num <= 1e-4 * den, "%s: logits row %d differ with refine: rel L2 %g", pats[p], r,
+                      den > 0 ? sqrt(num / den) : num);
+        }
+    }
+    free(plain);
+    free(refined);
+    free(det);
+}
 #else
 static void test_unavailable(void)
 {
@@ -161,6 +215,7 @@ int main(void)
     snprintf(cache_path, sizeof cache_path, "/tmp/sd_tune_gpu_%ld.json", (long)getpid());
     RUN(test_cache_reused);
     RUN(test_bad_or_foreign_cache_rewritten);
+    RUN(test_refine_keeps_logits);
 #else
     RUN(test_unavailable);
 #endif

@@ -549,6 +549,46 @@ static void test_gpu_autotune(void)
     sd_kernels_ctx_free(ctx);
 }
 
+/* The autotuner keeps its runner-up beside the best config (what the decode step's refine pass
+ * tries): swapping puts another config in place, which launches correctly, and a second swap
+ * restores the first; an entry imported from a tuning cache has none to swap. */
+static void test_gpu_autotune_runner_up(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
+    sd_kernels_ctx *ctx = NULL;
+    sd_diag d = {0};
+    REQUIRE(sd_kernels_ctx_init(&ctx, &d) == 0);
+    prob p;
+    REQUIRE(prob_init(&p, 0, 4, 8, 1000, 4096, 1, 990) == 0);
+    sd_nm_spmv_args a = prob_args(&p, 0, 0, 0, 0);
+    a.ctx = ctx;
+    CHECK_MSG(sd_nm_autotune(ctx, &a, 1, 0, 0, &d) == 0, "autotune: %s", d.msg);
+    sd_nm_tuned e[2];
+    REQUIRE(sd_kernels_ctx_export(ctx, e, 2) == 1);
+    CHECK(sd_kernels_ctx_has_runner_up(ctx, 0));
+    CHECK(!sd_kernels_ctx_has_runner_up(ctx, 1) && sd_kernels_ctx_swap_runner_up(ctx, 1) == SD_ENOTFOUND);
+    const int rw0 = e[0].rows_per_warp, split0 = e[0].split;
+    REQUIRE(sd_kernels_ctx_swap_runner_up(ctx, 0) == 0);
+    REQUIRE(sd_kernels_ctx_export(ctx, e, 2) == 1);
+    CHECK_MSG(e[0].rows_per_warp != rw0 || e[0].split != split0, "runner-up equals the best (rw %d split %d)",
+              rw0, split0);
+    int rw = 0, split = 0;
+    sd_nm_config(&a, 0, &rw, &split);
+    CHECK(rw == e[0].rows_per_warp && split == e[0].split);
+    double err = run_check(&p, &a, 77);
+    CHECK_MSG(err >= 0 && err < 1e-3, "runner-up rw %d split %d: rel L2 %g", rw, split, err);
+    REQUIRE(sd_kernels_ctx_swap_runner_up(ctx, 0) == 0);
+    sd_nm_config(&a, 0, &rw, &split);
+    CHECK(rw == rw0 && split == split0);
+    sd_nm_tuned imp = e[0];
+    imp.rows = 2000; /* another problem, as a tuning cache would bring it */
+    REQUIRE(sd_kernels_ctx_import(ctx, &imp) == 0);
+    CHECK(!sd_kernels_ctx_has_runner_up(ctx, 1) && sd_kernels_ctx_swap_runner_up(ctx, 1) == SD_ENOTFOUND);
+    prob_free(&p);
+    sd_kernels_ctx_free(ctx);
+}
+
 /* A deterministic context never splits K, tuned or not: on a shape of few rows and long rows, where
  * the default heuristic splits (checked first, so the test can fail), and after autotuning. */
 static void test_gpu_deterministic_no_split(void)
@@ -645,6 +685,7 @@ int main(void)
     RUN(test_gpu_tcx_fallback);
     RUN(test_gpu_c24);
     RUN(test_gpu_c24_batch);
+    RUN(test_gpu_autotune_runner_up);
     RUN(test_gpu_bad_args);
     RUN(test_gpu_autotune);
     RUN(test_gpu_autotune_tcx);
