@@ -37,7 +37,7 @@ extern "C" void sd_kernels_ctx_set_pdl(sd_kernels_ctx *ctx, int on)
 extern "C" void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on)
 {
     if (ctx)
-        ctx->tcx = on != 0;
+        ctx->tcx = on == 2 ? 2 : on != 0;
 }
 
 extern "C" void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int mode)
@@ -165,6 +165,13 @@ extern "C" int sd_kernels_ctx_swap_runner_up(sd_kernels_ctx *ctx, int i)
     return 0;
 }
 
+// Whether the autotuner times the 16-row register-expanding kernel for this problem (tcx 2: not
+// for 16:32, to measure what its expansion brings).
+static int tcx_candidate(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *a)
+{
+    return ctx->tcx && !(ctx->tcx == 2 && a->m == 32) && sd__nm_tcx_supported(a);
+}
+
 // Whether the autotuner times the stream-K row-per-lane kernel for this problem. Under
 // SD_NM_SK_TCX (the default) not where the register-expanding tensor-core kernel takes it: single
 // launches rank stream-K first there, and the decode step runs it far slower (8B 8:16 gate_up at
@@ -175,7 +182,7 @@ static int stream_k_candidate(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *
 {
     if (ctx->sk == SD_NM_SK_NEVER)
         return 0;
-    return ctx->sk == SD_NM_SK_ALWAYS || !ctx->tcx || !sd__nm_tcx_supported(a);
+    return ctx->sk == SD_NM_SK_ALWAYS || !tcx_candidate(ctx, a);
 }
 
 // Whether the autotuner times the compacting kernels (nm_spmv_c24.cu) for this problem's pattern.
@@ -250,9 +257,9 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
             if ((unstructured && (rw != 1 || split != 1)) ||
                 (split > 1 && (a->y_bf16 || ctx->deterministic)) ||
                 (rw == SD_NM_RW_TC && !sd__nm_tc_supported(a, dense)) ||
-                (rw == SD_NM_RW_TCX && (dense || !ctx->tcx || !sd__nm_tcx_supported(a))) ||
+                (rw == SD_NM_RW_TCX && (dense || !tcx_candidate(ctx, a))) ||
                 (rw == SD_NM_RW_TCXW &&
-                 (dense || !sd__nm_tcx_supported(a) || (!ctx->tcx && a->B <= SD_NM_MAX_B))) ||
+                 (dense || !sd__nm_tcxw_supported(a) || (!ctx->tcx && a->B <= SD_NM_MAX_B))) ||
                 (a->B > SD_NM_MAX_B && rw != SD_NM_RW_TCXW) ||
                 (rows_kernel && (dense || !sd__nm_rows_supported(a, rw))) ||
                 (stream_k && (split > 1 || !stream_k_candidate(ctx, a))) ||

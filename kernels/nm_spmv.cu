@@ -392,7 +392,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
     if (tcx_kernel || a->B > SD_NM_MAX_B) {
         const int wide = rw != SD_NM_RW_TCX || a->B > SD_NM_MAX_B;
-        if (!dense && sd__nm_tcx_supported(a))
+        if (!dense && (wide ? sd__nm_tcxw_supported(a) : sd__nm_tcx_supported(a)))
             return sd__nm_tcx_launch(a, wide, split, s);
         if (a->B > SD_NM_MAX_B)
             return SD_EINVAL; // no other kernel takes more than SD_NM_MAX_B vectors

@@ -42,11 +42,11 @@ void sd_kernels_ctx_free(sd_kernels_ctx *ctx);
 /* Programmatic dependent launch of the gather SpMV / GEMV kernels (kernels/pdl.cuh): on by
  * default (and when ctx is NULL); off only to measure what it brings. */
 void sd_kernels_ctx_set_pdl(sd_kernels_ctx *ctx, int on);
-/* Whether the autotuner also times the 2:4 / 4:8 / 8:16 kernels that expand bitmask weights into
- * tensor-core fragments in registers (kernels/nm_tcx.h), and whether callers should send 17..64
- * vectors of those patterns to the wide one (sd_kernels_ctx_tcx): on by default (and when ctx is
- * NULL); off only to measure what they bring. An explicit rows_per_warp of 24 or 128 launches them
- * either way. */
+/* Whether the autotuner also times the 2:4 / 4:8 / 8:16 / 16:32 kernels that expand bitmask weights
+ * into tensor-core fragments in registers (kernels/nm_tcx.h), and whether callers should send 17..64
+ * vectors of the first three patterns to the wide one (sd_kernels_ctx_tcx): on by default (and when ctx is
+ * NULL); off only to measure what they bring (on == 2: on, but the autotuner does not time the
+ * 16:32 one). An explicit rows_per_warp of 24 or 128 launches them either way. */
 void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on);
 /* Which batch-1 kernels that compact x beside the values (kernels/nm_spmv_c24.cu) the autotuner
  * also times: none, the 2:4 one, or the 2:4 and 4:8 ones (the default, and when ctx is NULL); the

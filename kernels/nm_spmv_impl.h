@@ -41,7 +41,7 @@ int sd__nm_cache_lookup(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
 #define SD_NM_RW_TC 16
 int sd__nm_tc_supported(const sd_nm_spmv_args *a, int dense);
 int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_t s);
-/* The 2:4 / 4:8 / 8:16 tensor-core kernel that expands the A fragments in registers (nm_tcx.h),
+/* The 2:4 / 4:8 / 8:16 / 16:32 tensor-core kernel that expands the A fragments in registers (nm_tcx.h),
  * chosen by rows_per_warp == SD_NM_RW_TCX: those patterns only, cols % 64 == 0, x 16-byte aligned rows. A
  * candidate of the autotuner unless the context turns it off (sd_kernels_ctx_set_tcx). */
 #define SD_NM_RW_TCX 24
@@ -51,6 +51,9 @@ int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_
  * smaller B too unless the ctx turns it off. */
 #define SD_NM_RW_TCXW 128
 int sd__nm_tcx_supported(const sd_nm_spmv_args *a);
+/* Whether the wide expanding kernel (rows_per_warp SD_NM_RW_TCXW) takes it: as above, but not
+ * 16:32 (its whole-word layout is the 16-row kernel's only). */
+int sd__nm_tcxw_supported(const sd_nm_spmv_args *a);
 int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_t s);
 
 /* The row-per-lane N:M kernels for B <= 4 (nm_spmv_rows.cu), chosen by rows_per_warp ==

@@ -226,6 +226,8 @@ template <int NT, bool SW> __global__ void __launch_bounds__(kThreads) tc_spmv_k
 
 // The expansion of a pattern (nm_tcx.h): its 32-word shared table and its expand function.
 struct Tcx24 {
+    static constexpr int kTab = 32;       // words of the shared table
+    static constexpr bool kWhole = false; // the nm_tcx.h layout (a lane: 16 columns a piece)
     __device__ static uint32_t entry(int i)
     {
         return i < 16 ? sd_tcx_sel((uint32_t)i) : 0u;
@@ -236,6 +238,8 @@ struct Tcx24 {
     }
 };
 struct Tcx48 {
+    static constexpr int kTab = 32;
+    static constexpr bool kWhole = false;
     __device__ static uint32_t entry(int i)
     {
         return sd_tcx48_entry((uint32_t)i >> 1, i & 1);
@@ -247,6 +251,8 @@ struct Tcx48 {
 };
 
 struct Tcx816 {
+    static constexpr int kTab = 32;
+    static constexpr bool kWhole = false;
     __device__ static uint32_t entry(int i)
     {
         return sd_tcx816_entry((uint32_t)i >> 1, i & 1);
@@ -256,6 +262,25 @@ struct Tcx816 {
         sd_tcx816_expand(v, m16, tab, a);
     }
 };
+
+// 16:32, the 16-row kernel only: the whole-word layout (nm_tcx.h sd_tcx1632_expand), a lane's word
+// expanded per piece from both of its 16-byte value units.
+struct Tcx1632 {
+    static constexpr int kTab = SD_TCX1632_TAB;
+    static constexpr bool kWhole = true;
+    __device__ static uint32_t entry(int i)
+    {
+        return sd_tcx1632_entry((uint32_t)i / 3, i % 3);
+    }
+};
+
+// The first x column of lane t's piece s in the step at word cw (the K permutation A and x share).
+template <class E> __device__ __forceinline__ int64_t tcx_col(int64_t cw, int s, int t)
+{
+    if constexpr (E::kWhole)
+        return sd_tcx_w_col(cw, s, t);
+    return cw * 32 + 64 * s + 16 * t;
+}
 
 // What a lane loads per step: [piece][row g, g+8] values and masks (the nm_tcx.h layout).
 struct TcxRegs {
@@ -280,18 +305,33 @@ struct TcxRows {
     }
 
     // The step at mask word cw of the split [w_begin, w_end); a piece past its end loads an empty
-    // mask (words_per_split and cols are multiples of 64 columns).
+    // mask (words_per_split and cols are multiples of 64 columns). The whole-word layout: the
+    // lane's word, both value units (piece s: unit s), its mask in both pieces; past the end an
+    // empty mask.
+    template <class E>
     __device__ __forceinline__ void load(TcxRegs &r, int64_t cw, int64_t w_begin, int64_t w_end) const
     {
+        if constexpr (E::kWhole) {
+            const bool ok = sd_tcx_w_word(cw, t) < w_end;
+            const int64_t word = ok ? sd_tcx_w_word(cw, t) : w_begin;
 #pragma unroll
-        for (int s = 0; s < 2; s++) {
-            const bool ok = cw + 2 * s < w_end;
-            const int64_t c = ok ? cw : w_begin;
-            const int ss = ok ? s : 0;
-            r.v[s][0] = __ldg(vg + sd_tcx_value_unit(c, ss, t));
-            r.v[s][1] = __ldg(vg8 + sd_tcx_value_unit(c, ss, t));
-            r.m[s][0] = ok ? ld_stream_u32(mg + sd_tcx_mask_word(c, ss, t)) : 0u;
-            r.m[s][1] = ok ? ld_stream_u32(mg8 + sd_tcx_mask_word(c, ss, t)) : 0u;
+            for (int s = 0; s < 2; s++) {
+                r.v[s][0] = __ldg(vg + sd_tcx_w_value_unit(word, s));
+                r.v[s][1] = __ldg(vg8 + sd_tcx_w_value_unit(word, s));
+            }
+            r.m[0][0] = r.m[1][0] = ok ? ld_stream_u32(mg + word) : 0u;
+            r.m[0][1] = r.m[1][1] = ok ? ld_stream_u32(mg8 + word) : 0u;
+        } else {
+#pragma unroll
+            for (int s = 0; s < 2; s++) {
+                const bool ok = cw + 2 * s < w_end;
+                const int64_t c = ok ? cw : w_begin;
+                const int ss = ok ? s : 0;
+                r.v[s][0] = __ldg(vg + sd_tcx_value_unit(c, ss, t));
+                r.v[s][1] = __ldg(vg8 + sd_tcx_value_unit(c, ss, t));
+                r.m[s][0] = ok ? ld_stream_u32(mg + sd_tcx_mask_word(c, ss, t)) : 0u;
+                r.m[s][1] = ok ? ld_stream_u32(mg8 + sd_tcx_mask_word(c, ss, t)) : 0u;
+            }
         }
     }
 
@@ -300,28 +340,37 @@ struct TcxRows {
     __device__ __forceinline__ void expand(const TcxRegs &r, int s, const uint32_t *tab, uint32_t (&ag)[8],
                                            uint32_t (&ag8)[8]) const
     {
-        const uint32_t v0[4] = {r.v[s][0].x, r.v[s][0].y, r.v[s][0].z, r.v[s][0].w};
-        const uint32_t v8[4] = {r.v[s][1].x, r.v[s][1].y, r.v[s][1].z, r.v[s][1].w};
-        E::expand(v0, (r.m[s][0] >> shift) & 0xffffu, tab, ag);
-        E::expand(v8, (r.m[s][1] >> shift) & 0xffffu, tab, ag8);
+        if constexpr (E::kWhole) {
+            const uint32_t v0[8] = {r.v[0][0].x, r.v[0][0].y, r.v[0][0].z, r.v[0][0].w,
+                                    r.v[1][0].x, r.v[1][0].y, r.v[1][0].z, r.v[1][0].w};
+            const uint32_t v8[8] = {r.v[0][1].x, r.v[0][1].y, r.v[0][1].z, r.v[0][1].w,
+                                    r.v[1][1].x, r.v[1][1].y, r.v[1][1].z, r.v[1][1].w};
+            sd_tcx1632_expand(v0, r.m[s][0], s, tab, ag);
+            sd_tcx1632_expand(v8, r.m[s][1], s, tab, ag8);
+        } else {
+            const uint32_t v0[4] = {r.v[s][0].x, r.v[s][0].y, r.v[s][0].z, r.v[s][0].w};
+            const uint32_t v8[4] = {r.v[s][1].x, r.v[s][1].y, r.v[s][1].z, r.v[s][1].w};
+            E::expand(v0, (r.m[s][0] >> shift) & 0xffffu, tab, ag);
+            E::expand(v8, (r.m[s][1] >> shift) & 0xffffu, tab, ag8);
+        }
     }
 };
 
 // The block's selector table (nm_tcx.h); the caller syncs before use.
 template <class E> __device__ __forceinline__ void tcx_table(uint32_t *tab)
 {
-    if (threadIdx.x < 32)
+    if (threadIdx.x < E::kTab)
         tab[threadIdx.x] = E::entry(threadIdx.x);
 }
 
-// 2:4 / 4:8 / 8:16 with the A fragments expanded in registers (kernels/nm_tcx.h): the same block shape,
-// K split and x loads as the dense kernel, but each lane loads 16 bytes of values and 16 mask
-// bits per row and piece, and byte-permutes them into its fragments. The next step's weights are
-// loaded while this one multiplies, the first step's before the PDL wait.
+// 2:4 / 4:8 / 8:16 / 16:32 with the A fragments expanded in registers (kernels/nm_tcx.h): the same block
+// shape, K split and x loads as the dense kernel, but each lane loads 16 bytes of values and 16 mask bits per
+// row and piece, and byte-permutes them into its fragments. The next step's weights are loaded while this one
+// multiplies, the first step's before the PDL wait.
 template <class E, int NT, bool SW> __global__ void __launch_bounds__(kThreads) tcx_spmv_kernel(TcParams p)
 {
     extern __shared__ uint4 smem_tc[];
-    __shared__ uint32_t tab[32];
+    __shared__ uint32_t tab[E::kTab];
     tcx_table<E>(tab);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16;
@@ -332,7 +381,7 @@ template <class E, int NT, bool SW> __global__ void __launch_bounds__(kThreads) 
     int64_t cw = w_begin + 4 * warp;
     TcxRegs cur;
     if (cw < w_end)
-        rows.load(cur, cw, w_begin, w_end);
+        rows.load<E>(cur, cw, w_begin, w_end);
     float c[NT][4] = {};
     __syncthreads(); // tab
     pdl_wait();
@@ -341,13 +390,13 @@ template <class E, int NT, bool SW> __global__ void __launch_bounds__(kThreads) 
         TcxRegs nxt;
         nxt.m[0][0] = nxt.m[0][1] = nxt.m[1][0] = nxt.m[1][1] = 0u;
         if (cw + step < w_end)
-            rows.load(nxt, cw + step, w_begin, w_end);
+            rows.load<E>(nxt, cw + step, w_begin, w_end);
 #pragma unroll
         for (int s = 0; s < 2; s++) {
             uint32_t xr[NT][8];
 #pragma unroll
             for (int n = 0; n < NT; n++)
-                load_x16(p, 8 * n + g, cw * 32 + 64 * s + 16 * t, xr[n]);
+                load_x16(p, 8 * n + g, tcx_col<E>(cw, s, t), xr[n]);
             uint32_t ag[8], ag8[8];
             rows.expand<E>(cur, s, tab, ag, ag8);
             mma_piece<NT>(c, ag, ag8, xr);
@@ -452,7 +501,7 @@ template <class E, int NT> __global__ void __launch_bounds__(kThreads, 2) tcxw_s
 {
     extern __shared__ uint4 smem_tc[];
     char *smem = reinterpret_cast<char *>(smem_tc);
-    __shared__ uint32_t tab[32];
+    __shared__ uint32_t tab[E::kTab];
     tcx_table<E>(tab);
     using S = WideStage<NT>;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -575,8 +624,14 @@ extern "C" int sd_nm_tcx_pattern(int n, int m)
 
 extern "C" int sd__nm_tcx_supported(const sd_nm_spmv_args *a)
 {
-    return sd_nm_tcx_pattern(a->n, a->m) && a->cols % 64 == 0 && a->ldx % 8 == 0 &&
+    const int p1632 = a->n == 16 && a->m == 32 && a->B <= SD_NM_MAX_B; // the 16-row kernel only
+    return (sd_nm_tcx_pattern(a->n, a->m) || p1632) && a->cols % 64 == 0 && a->ldx % 8 == 0 &&
            ((uintptr_t)a->x & 15) == 0;
+}
+
+extern "C" int sd__nm_tcxw_supported(const sd_nm_spmv_args *a)
+{
+    return sd_nm_tcx_pattern(a->n, a->m) && sd__nm_tcx_supported(a);
 }
 
 namespace
@@ -625,9 +680,10 @@ template <bool SW> void (*tc_kernel(TcKind kind, int B, int m))(TcParams)
     case kTcExpandWide:
         return m == 4 ? tcxw_kernel<Tcx24>(B) : m == 8 ? tcxw_kernel<Tcx48>(B) : tcxw_kernel<Tcx816>(B);
     case kTcExpand:
-        return m == 4   ? tcx_kernel<Tcx24, SW>(B)
-               : m == 8 ? tcx_kernel<Tcx48, SW>(B)
-                        : tcx_kernel<Tcx816, SW>(B);
+        return m == 4    ? tcx_kernel<Tcx24, SW>(B)
+               : m == 8  ? tcx_kernel<Tcx48, SW>(B)
+               : m == 16 ? tcx_kernel<Tcx816, SW>(B)
+                         : tcx_kernel<Tcx1632, SW>(B);
     case kTcDense:
         return one ? tc_gemv_kernel<1, SW> : tc_gemv_kernel<2, SW>;
     default:
@@ -681,7 +737,7 @@ extern "C" int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, 
 
 extern "C" int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_t s)
 {
-    if (!sd__nm_tcx_supported(a) || (!wide && a->B > SD_NM_MAX_B))
+    if (!(wide ? sd__nm_tcxw_supported(a) : sd__nm_tcx_supported(a)) || (!wide && a->B > SD_NM_MAX_B))
         return SD_EINVAL;
     return tc_launch(a, wide ? kTcExpandWide : kTcExpand, split, s);
 }

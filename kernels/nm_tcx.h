@@ -1,8 +1,8 @@
 /* nm_tcx: how the register-expanded tensor-core SpMV (tcx_spmv_kernel and its wide twin in
- * nm_spmv_tc.cu) turns 2:4, 4:8 and 8:16 bitmask weights into mma.m16n8k16 A fragments without a
- * shared-memory tile. Host and device code: the kernels call these functions, and
- * tests/kernels/test_nm_tcx.c runs the same functions on the CPU and multiplies the fragments
- * the way the PTX fragment layout says, so the index arithmetic is checked without a GPU.
+ * nm_spmv_tc.cu) turns 2:4, 4:8 and 8:16 (and, in the 16-row kernel, 16:32: below) bitmask
+ * weights into mma.m16n8k16 A fragments without a shared-memory tile. Host and device code: the kernels call
+ * these functions, and tests/kernels/test_nm_tcx.c runs the same functions on the CPU and multiplies the
+ * fragments the way the PTX fragment layout says, so the index arithmetic is checked without a GPU.
  *
  * Layout. A block owns 16 rows; a warp step covers 128 columns (4 mask words) as two 64-column
  * pieces. Lane (g = lane / 4, t = lane % 4) holds, of each piece, columns [16t, 16t + 16) of
@@ -180,6 +180,93 @@ SD_TCX_FN void sd_tcx816_expand(const uint32_t v[4], uint32_t m16, const uint32_
         for (int r = 0; r < live; r++)
             q[r] = sd_tcx_shr(q[r], r + 1 < 4 ? q[r + 1] : 0u, n);
     }
+}
+
+/* 16:32. A lane's 16 columns are half a 16:32 group, holding 0-16 of its values, so the layout
+ * above cannot load them at a fixed place. Instead lane t owns a whole mask word (cw + t) across
+ * the step's two pieces (the K permutation is free as long as A and x share it): piece 0 takes
+ * the word's low 16 columns, piece 1 its high 16, and the lane loads the word's 16 values (two
+ * 16-byte units, 8 u32) once. The low half's c values are the word's first c, the high half's its
+ * last 16 - c: piece 0 consumes the 8-register queue from the front (as 8:16: place from the low
+ * 32 bits of q[0], shift right), piece 1 from the back (place from the high 32 bits of q[7],
+ * shift left, its columns last first), each on its own copy, so neither moves the other's
+ * values: after u32 k at most 7 - k registers can hold what is left (28 funnel shifts a piece).
+ * Table: 3 words a nibble (front placing selectors, shifts as 8:16; back placing selectors: a
+ * u32's two values are the queue's last two, in column order), 48 words, conflict-free. Any
+ * 50% N:M mask with M | 32 holds 16 values a word, so 2:4 to 8:16 masks expand here too. A
+ * corrupt word shifts zeros in, never reads outside its registers. */
+SD_TCX_FN uint32_t sd_tcx_shl(uint32_t lo, uint32_t hi, uint32_t n)
+{
+#ifdef __CUDA_ARCH__
+    return __funnelshift_lc(lo, hi, n);
+#else
+    return (uint32_t)((((uint64_t)hi << 32 | lo) << (n < 32 ? n : 32)) >> 32);
+#endif
+}
+
+/* Back placing selector of one dense u32 from its 2 mask bits: its values are the queue's last
+ * (high half of q[7]) and, with both bits, the one before (low half); byte 4 is a zero. */
+SD_TCX_FN uint32_t sd_tcx1632_back(uint32_t b2)
+{
+    return b2 == 3 ? 0x3210u : b2 == 2 ? 0x3244u : b2 == 1 ? 0x4432u : 0x4444u;
+}
+
+#define SD_TCX1632_TAB 48 /* words of the 16:32 table: entry word w of nibble n at 3n + w */
+
+SD_TCX_FN uint32_t sd_tcx1632_entry(uint32_t nib, int word)
+{
+    if (word < 2)
+        return sd_tcx816_entry(nib, word);
+    return sd_tcx1632_back(nib & 3) | sd_tcx1632_back((nib >> 2) & 3) << 16;
+}
+
+/* Piece `piece` (0: the low 16 columns, 1: the high 16) of a lane's word: v = the word's 16 values
+ * (8 u32, column order), m32 = its mask, tab = the 48-word table; a[k] = the piece's dense columns
+ * 2k, 2k+1, the order mma_piece takes. */
+SD_TCX_FN void sd_tcx1632_expand(const uint32_t v[8], uint32_t m32, int piece, const uint32_t *tab,
+                                 uint32_t a[8])
+{
+    uint32_t q[8] = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+    const uint32_t m16 = piece ? m32 >> 16 : m32 & 0xffffu;
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+    for (int j = 0; j < 8; j++) {
+        const int k = piece ? 7 - j : j; /* the back walks its columns last first */
+        const uint32_t nib = (m16 >> (4 * (k >> 1))) & 15;
+        const int h = 16 * (k & 1);
+        const uint32_t n = (tab[3 * nib + 1] >> h) & 0xffffu;
+        if (!piece) {
+            a[k] = sd_tcx_perm(q[0], 0, tab[3 * nib] >> h);
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+            for (int r = 0; r < 7 - j; r++)
+                q[r] = sd_tcx_shr(q[r], q[r + 1], n);
+        } else {
+            a[k] = sd_tcx_perm(q[7], 0, tab[3 * nib + 2] >> h);
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+            for (int r = 7; r > j; r--)
+                q[r] = sd_tcx_shl(q[r - 1], q[r], n);
+        }
+    }
+}
+
+/* The whole-word layout (16:32): lane t's word, its two 16-byte value units (piece s: unit s of
+ * the word) and the first x column of its piece s. */
+SD_TCX_FN int64_t sd_tcx_w_word(int64_t cw, int t)
+{
+    return cw + t;
+}
+SD_TCX_FN int64_t sd_tcx_w_value_unit(int64_t word, int s)
+{
+    return 2 * word + s;
+}
+SD_TCX_FN int64_t sd_tcx_w_col(int64_t cw, int s, int t)
+{
+    return 32 * (cw + t) + 16 * s;
 }
 
 /* Where lane t finds its data for piece s (0, 1) of the warp step starting at mask word cw:

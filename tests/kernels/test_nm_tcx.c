@@ -1,4 +1,4 @@
-/* CPU tests for kernels/nm_tcx.h, the 2:4, 4:8 and 8:16 fragment expansion of the register-expanded
+/* CPU tests for kernels/nm_tcx.h, the 2:4, 4:8, 8:16 and 16:32 fragment expansion of the register-expanded
  * tensor-core SpMV (tcx_spmv_kernel and its wide twin in kernels/nm_spmv_tc.cu). The kernels' own
  * functions run here on the host; the warp is emulated lane by lane with the kernels' loops
  * (splits, warps, steps, pieces) and its mma.m16n8k16 calls are multiplied the way the PTX ISA
@@ -88,15 +88,17 @@ static void mma_emul(double D[16][8], const uint32_t A[32][4], const uint32_t Bf
                 D[r][n] += (double)a[r][k] * b[k][n];
 }
 
-/* The kernels' three expanders (Tcx24, Tcx48, Tcx816 in nm_spmv_tc.cu) with the 32-word shared
- * tables they build. */
+/* The kernels' expanders (Tcx24, Tcx48, Tcx816, Tcx1632 in nm_spmv_tc.cu) with the shared tables
+ * they build (32 words; 48 for 16:32). */
 typedef void (*expand_fn)(const uint32_t v[4], uint32_t m16, const uint32_t *tab, uint32_t a[8]);
-static void table(int m, uint32_t tab[32])
+static void table(int m, uint32_t tab[SD_TCX1632_TAB])
 {
-    for (int i = 0; i < 32; i++)
-        tab[i] = m == 4   ? (i < 16 ? sd_tcx_sel((uint32_t)i) : 0u)
-                 : m == 8 ? sd_tcx48_entry((uint32_t)i >> 1, i & 1)
-                          : sd_tcx816_entry((uint32_t)i >> 1, i & 1);
+    for (int i = 0; i < SD_TCX1632_TAB; i++)
+        tab[i] = m == 32   ? sd_tcx1632_entry((uint32_t)i / 3, i % 3)
+                 : i >= 32 ? 0u
+                 : m == 4  ? (i < 16 ? sd_tcx_sel((uint32_t)i) : 0u)
+                 : m == 8  ? sd_tcx48_entry((uint32_t)i >> 1, i & 1)
+                           : sd_tcx816_entry((uint32_t)i >> 1, i & 1);
 }
 static expand_fn expander(int m)
 {
@@ -108,7 +110,7 @@ static expand_fn expander(int m)
  * where a group holds more than its 4 values (not a 4:8 mask) only the absence of faults matters. */
 static void test_expand48_every_byte(void)
 {
-    uint32_t tab[32], a[8];
+    uint32_t tab[SD_TCX1632_TAB], a[8];
     table(8, tab);
     const uint16_t val[2][4] = {{0x3f80, 0x4000, 0x4040, 0x4080}, {0xbf80, 0xc000, 0xc040, 0xc080}};
     uint32_t v[4];
@@ -139,7 +141,7 @@ static void test_expand48_every_byte(void)
  * matters. */
 static void test_expand816_every_mask(void)
 {
-    uint32_t tab[32], a[8], v[4];
+    uint32_t tab[SD_TCX1632_TAB], a[8], v[4];
     table(16, tab);
     uint16_t val[8];
     for (int i = 0; i < 8; i++)
@@ -163,6 +165,44 @@ static void test_expand816_every_mask(void)
     CHECK(checked == 12870); /* every 8:16 group */
 }
 
+/* 16:32: for every low half (16 bits, c of them set) a high half of 16 - c bits (placed by a
+ * hash), both pieces of the word: column c of the word gets value popc(bits below c), or zero.
+ * Then words of more than 16 bits: no fault, whatever comes out. */
+static void test_expand1632_every_half(void)
+{
+    uint32_t tab[SD_TCX1632_TAB], a[8], v[8];
+    table(32, tab);
+    uint16_t val[16];
+    for (int i = 0; i < 16; i++)
+        val[i] = (uint16_t)(0x3f80 + 0x81 * i);
+    for (int i = 0; i < 8; i++)
+        v[i] = (uint32_t)val[2 * i] | (uint32_t)val[2 * i + 1] << 16;
+    int bad_words = 0;
+    for (uint32_t lo = 0; lo < 65536; lo++) {
+        const int need = 16 - __builtin_popcount(lo);
+        uint32_t hi = 0;
+        for (int c = (int)((lo * 2654435761u) >> 28), got = 0; got < need; c = (c + 7) & 15)
+            if (!((hi >> c) & 1))
+                hi |= 1u << c, got++;
+        const uint32_t m32 = lo | hi << 16;
+        int i = 0, bad = 0;
+        for (int piece = 0; piece < 2; piece++) {
+            sd_tcx1632_expand(v, m32, piece, tab, a);
+            for (int c = 0; c < 16; c++) {
+                const uint16_t got = (uint16_t)(c & 1 ? a[c / 2] >> 16 : a[c / 2]);
+                const uint16_t want = (m32 >> (16 * piece + c)) & 1 ? val[i++] : 0;
+                bad |= got != want;
+            }
+        }
+        bad_words += bad;
+        CHECK_MSG(!bad, "word %08x: wrong expansion", m32);
+    }
+    CHECK(bad_words == 0);
+    for (uint32_t w = 0xffffffffu, k = 0; k < 64; k++, w = w * 1664525u + 1013904223u) /* corrupt words */
+        for (int piece = 0; piece < 2; piece++)
+            sd_tcx1632_expand(v, w | 0x00ff00ffu, piece, tab, a);
+}
+
 /* One warp of the kernel, emulated: rows r0..r0+15, the mask words from `start` by `stride`
  * within its split [w_begin, w_end), 2 pieces a step (a piece past the split's end loads an empty
  * mask), each lane's loads and expansion through nm_tcx.h, x as load_x16 reads it (the wide
@@ -173,9 +213,9 @@ static void emulate_warp(int m, const uint16_t *vals, const uint32_t *mask, int6
                          const uint16_t *x, int64_t ldx, int B, int64_t r0, int64_t start, int64_t stride,
                          int64_t w_begin, int64_t w_end, double D[8][16][8])
 {
-    uint32_t tab[32];
+    uint32_t tab[SD_TCX1632_TAB];
     table(m, tab);
-    const expand_fn expand = expander(m);
+    const expand_fn expand = m == 32 ? NULL : expander(m);
     const int64_t words = cols / 32;
     const int NT = (B + 7) / 8;
     for (int64_t cw = start; cw < w_end; cw += stride)
@@ -189,6 +229,16 @@ static void emulate_warp(int m, const uint16_t *vals, const uint32_t *mask, int6
                 for (int h = 0; h < 2; h++) {
                     int64_t r = r0 + g + 8 * h;
                     r = r < rows ? r : rows - 1;
+                    if (m == 32) { /* the whole-word layout: lane t owns word cw + t */
+                        const int wok = sd_tcx_w_word(cw, t) < w_end;
+                        const int64_t word = wok ? sd_tcx_w_word(cw, t) : w_begin;
+                        const uint32_t *vu =
+                            (const uint32_t *)(vals + r * (cols / 2)) + 4 * sd_tcx_w_value_unit(word, 0);
+                        const uint32_t v8[8] = {vu[0], vu[1], vu[2], vu[3], vu[4], vu[5], vu[6], vu[7]};
+                        sd_tcx1632_expand(v8, wok ? mask[r * words + word] : 0u, s, tab,
+                                          h ? ag8[lane] : ag[lane]);
+                        continue;
+                    }
                     const uint32_t *vu =
                         (const uint32_t *)(vals + r * (cols / 2)) + 4 * sd_tcx_value_unit(c, ss, t);
                     const uint32_t v[4] = {vu[0], vu[1], vu[2], vu[3]};
@@ -197,7 +247,7 @@ static void emulate_warp(int m, const uint16_t *vals, const uint32_t *mask, int6
                 }
                 for (int n = 0; n < NT; n++) {
                     const int vec = 8 * n + g;
-                    const int64_t col = cw * 32 + 64 * s + 16 * t;
+                    const int64_t col = m == 32 ? sd_tcx_w_col(cw, s, t) : cw * 32 + 64 * s + 16 * t;
                     for (int q = 0; q < 8; q++) {
                         uint32_t u = 0;
                         if (vec < B && col < cols)
@@ -277,8 +327,8 @@ static void check_emulated(int n, int m, int em, uint64_t seed)
             sd_nm_spmv_cpu_f64(vals, mask, rows, cols, xf, ldx, B, ref, rows);
             for (int wide = 0; wide < 2; wide++)
                 for (int split = 1; split <= 3; split++) {
-                    if (!wide && B > 16)
-                        continue; /* the 16-row kernel takes B <= 16 */
+                    if ((!wide && B > 16) || (wide && em == 32))
+                        continue; /* the 16-row kernel takes B <= 16; 16:32 has no wide kernel */
                     for (int64_t i = 0; i < B * rows; i++)
                         y[i] = NAN;
                     emulate_launch(em, vals, mask, rows, cols, x, ldx, B, split, wide, y);
@@ -302,6 +352,9 @@ static void test_emulated_kernel(void)
     check_emulated(2, 4, 16, 10); /* a 2:4 or 4:8 mask is also an 8:16 one */
     check_emulated(4, 8, 16, 11);
     check_emulated(8, 16, 16, 12);
+    check_emulated(16, 32, 32, 13);
+    check_emulated(2, 4, 32, 14); /* every 50% N:M mask holds 16 values a word */
+    check_emulated(8, 16, 32, 15);
 }
 
 int main(void)
@@ -310,6 +363,7 @@ int main(void)
     RUN(test_expand_every_nibble);
     RUN(test_expand48_every_byte);
     RUN(test_expand816_every_mask);
+    RUN(test_expand1632_every_half);
     RUN(test_emulated_kernel);
     return sd_test_done();
 }

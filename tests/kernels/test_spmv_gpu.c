@@ -309,8 +309,9 @@ static void test_gpu_rows_corrupt_mask(void)
     prob_free(&p);
 }
 
-/* The 2:4 / 4:8 / 8:16 kernels that expand the fragments in registers (rows_per_warp 24, and 128: the
- * wide twin for B up to 64, weights and x staged in shared memory; kernels/nm_tcx.h): rows not a
+/* The 2:4 / 4:8 / 8:16 / 16:32 kernels that expand the fragments in registers (rows_per_warp 24, and 128:
+ * the wide twin for B up to 64, weights and x staged in shared memory, not 16:32, which falls back to the
+ * shared-tile kernel and stops at B = 16; kernels/nm_tcx.h): rows not a
  * multiple of 16 (and of 128), cols an odd number of 64-column pieces, fewer steps than warps, uneven split-K
  * shares, every B up to 16 on one shape and B = 17..64 for the wide kernel, fp32/bf16 output, accumulate;
  * corrupt masks give wrong numbers, never a fault. */
@@ -335,7 +336,8 @@ static void check_tcx(int n, int m, uint64_t seed)
             if (si != 3 && B != 1 && B != 2 && B != 5 && B != 8 && B != 9 && B != 16 && B != 17 && B != 40 &&
                 B != 64)
                 continue;
-            if (si == 3 && B > SD_NM_MAX_B && B != 17 && B != 24 && B != 33 && B != 64)
+            if ((si == 3 && B > SD_NM_MAX_B && B != 17 && B != 24 && B != 33 && B != 64) ||
+                (m == 32 && B > SD_NM_MAX_B))
                 continue;
             prob p;
             REQUIRE(prob_init(&p, 0, n, m, shapes[si].rows, shapes[si].cols, B, seed + 100 * si + B) == 0);
@@ -371,9 +373,13 @@ static void test_gpu_tcx_8_16(void)
 {
     check_tcx(8, 16, 900);
 }
+static void test_gpu_tcx_16_32(void)
+{
+    check_tcx(16, 32, 950);
+}
 
-/* Asking for the register-expanding kernels where they do not apply (16:32, cols % 64 != 0)
- * falls back to a kernel that does, with the same result. */
+/* Asking for the register-expanding kernels where they do not apply (16:32 in the wide one, cols %
+ * 64 != 0) falls back to a kernel that does, with the same result. */
 static void test_gpu_tcx_fallback(void)
 {
     if (!have_gpu())
@@ -682,6 +688,7 @@ int main(void)
     RUN(test_gpu_tcx_2_4);
     RUN(test_gpu_tcx_4_8);
     RUN(test_gpu_tcx_8_16);
+    RUN(test_gpu_tcx_16_32);
     RUN(test_gpu_tcx_fallback);
     RUN(test_gpu_c24);
     RUN(test_gpu_c24_batch);
