@@ -201,13 +201,13 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, in
     return 0;
 }
 
-/* 17..64 rows of a 2:4, 4:8 or 8:16 linear may take the wide register-expanding kernel (unless SD_NM_TCX=0;
- * first use times it against cuBLAS like any other problem). */
+/* 17..64 rows of a 2:4, 4:8, 8:16 or 16:32 linear may take the wide register-expanding kernel (unless
+ * SD_NM_TCX=0; first use times it against cuBLAS like any other problem). */
 static int wide_ok(const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, int T)
 {
-    return sd_kernels_ctx_tcx((const sd_kernels_ctx *)mm->spmv) && l->bitmask &&
-           sd_nm_tcx_pattern(l->nm_n, l->nm_m) && l->cols % 64 == 0 && ((uintptr_t)in & 15) == 0 &&
-           T <= SD_NM_MAX_B_WIDE;
+    const int tcx = sd_kernels_ctx_tcx((const sd_kernels_ctx *)mm->spmv); /* 2: not for 16:32 */
+    return tcx && !(tcx == 2 && l->nm_m == 32) && l->bitmask && sd_nm_tcx_pattern(l->nm_n, l->nm_m) &&
+           l->cols % 64 == 0 && ((uintptr_t)in & 15) == 0 && T <= SD_NM_MAX_B_WIDE;
 }
 
 int sd__cu_linear_swiglu(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, __nv_bfloat16 *out,

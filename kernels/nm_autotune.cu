@@ -259,7 +259,8 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                 (rw == SD_NM_RW_TC && !sd__nm_tc_supported(a, dense)) ||
                 (rw == SD_NM_RW_TCX && (dense || !tcx_candidate(ctx, a))) ||
                 (rw == SD_NM_RW_TCXW &&
-                 (dense || !sd__nm_tcxw_supported(a) || (!ctx->tcx && a->B <= SD_NM_MAX_B))) ||
+                 (dense || !sd__nm_tcx_supported(a) || (!ctx->tcx && a->B <= SD_NM_MAX_B) ||
+                  (ctx->tcx == 2 && a->m == 32))) ||
                 (a->B > SD_NM_MAX_B && rw != SD_NM_RW_TCXW) ||
                 (rows_kernel && (dense || !sd__nm_rows_supported(a, rw))) ||
                 (stream_k && (split > 1 || !stream_k_candidate(ctx, a))) ||

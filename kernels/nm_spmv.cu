@@ -341,7 +341,7 @@ int kt_max(int dense, int BT)
 int check_args(const sd_nm_spmv_args *a, int dense)
 {
     if (!a || !a->values || !a->x || !a->y || a->rows <= 0 || a->cols <= 0 || a->B < 1 ||
-        a->B > SD_NM_MAX_B_WIDE) // more than SD_NM_MAX_B: the wide 2:4 / 4:8 / 8:16 kernel only (launch_cfg)
+        a->B > SD_NM_MAX_B_WIDE) // more than SD_NM_MAX_B: the wide expanding kernel only (launch_cfg)
         return SD_EINVAL;
     if (a->cols % (dense ? 8 : 32) != 0 || a->ldx < a->cols || a->ldx % 2 != 0 ||
         a->ldy < (a->swiglu ? a->rows / 2 : a->rows))
@@ -392,7 +392,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
     if (tcx_kernel || a->B > SD_NM_MAX_B) {
         const int wide = rw != SD_NM_RW_TCX || a->B > SD_NM_MAX_B;
-        if (!dense && (wide ? sd__nm_tcxw_supported(a) : sd__nm_tcx_supported(a)))
+        if (!dense && sd__nm_tcx_supported(a))
             return sd__nm_tcx_launch(a, wide, split, s);
         if (a->B > SD_NM_MAX_B)
             return SD_EINVAL; // no other kernel takes more than SD_NM_MAX_B vectors
@@ -474,7 +474,7 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
         split = split > 0 ? split : 1; // one block per 32 rows already fills the GPU
     }
     if (rw <= 0 && a->B > SD_NM_MAX_B)
-        rw = SD_NM_RW_TCXW; // the only kernel for that many vectors (2:4, 4:8, 8:16)
+        rw = SD_NM_RW_TCXW; // the only kernel for that many vectors (2:4, 4:8, 8:16, 16:32)
     // Single 2:4 vectors: the compacting kernel (1.1-1.3x the gather kernel on the 8B shapes,
     // kernels/NOTES.md v11), unless the ctx turns it off.
     if (rw <= 0 && !dense && a->B == 1 && a->n == 2 && (!a->ctx || a->ctx->c24) && sd__nm_c24_supported(a, 3))

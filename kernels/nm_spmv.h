@@ -44,9 +44,9 @@ void sd_kernels_ctx_free(sd_kernels_ctx *ctx);
 void sd_kernels_ctx_set_pdl(sd_kernels_ctx *ctx, int on);
 /* Whether the autotuner also times the 2:4 / 4:8 / 8:16 / 16:32 kernels that expand bitmask weights
  * into tensor-core fragments in registers (kernels/nm_tcx.h), and whether callers should send 17..64
- * vectors of the first three patterns to the wide one (sd_kernels_ctx_tcx): on by default (and when ctx is
- * NULL); off only to measure what they bring (on == 2: on, but the autotuner does not time the
- * 16:32 one). An explicit rows_per_warp of 24 or 128 launches them either way. */
+ * vectors of those patterns to the wide one (sd_kernels_ctx_tcx): on by default (and when ctx is
+ * NULL); off only to measure what they bring (on == 2: on, but not for 16:32). An explicit rows_per_warp of
+ * 24 or 128 launches them either way. */
 void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on);
 /* Which batch-1 kernels that compact x beside the values (kernels/nm_spmv_c24.cu) the autotuner
  * also times: none, the 2:4 one, or the 2:4 and 4:8 ones (the default, and when ctx is NULL); the
@@ -66,8 +66,8 @@ void sd_kernels_ctx_set_sk(sd_kernels_ctx *ctx, int mode);
  * split in the args still splits. Off by default. */
 void sd_kernels_ctx_set_deterministic(sd_kernels_ctx *ctx, int on);
 int sd_kernels_ctx_tcx(const sd_kernels_ctx *ctx);
-/* Whether the register-expanding kernels have an expansion for pattern n:m (2:4, 4:8, 8:16): the
- * patterns that may take up to SD_NM_MAX_B_WIDE vectors. */
+/* Whether the register-expanding kernels have an expansion for pattern n:m (2:4, 4:8, 8:16, 16:32):
+ * the patterns that may take up to SD_NM_MAX_B_WIDE vectors. */
 int sd_nm_tcx_pattern(int n, int m);
 
 typedef struct sd_nm_spmv_args {

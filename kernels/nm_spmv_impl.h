@@ -51,9 +51,6 @@ int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_
  * smaller B too unless the ctx turns it off. */
 #define SD_NM_RW_TCXW 128
 int sd__nm_tcx_supported(const sd_nm_spmv_args *a);
-/* Whether the wide expanding kernel (rows_per_warp SD_NM_RW_TCXW) takes it: as above, but not
- * 16:32 (its whole-word layout is the 16-row kernel's only). */
-int sd__nm_tcxw_supported(const sd_nm_spmv_args *a);
 int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_t s);
 
 /* The row-per-lane N:M kernels for B <= 4 (nm_spmv_rows.cu), chosen by rows_per_warp ==

@@ -489,7 +489,39 @@ __device__ __forceinline__ void stage_w(const TcParams &p, char *st, int64_t blk
     }
 }
 
-// 2:4 / 4:8 / 8:16, wide (batches up to 64, rows_per_warp SD_NM_RW_TCXW): a block of 8 warps owns 128
+// Piece s of the staged step st as the A fragments of rows rg (ag) and rg + 8 (ag8): the v8 layout
+// (lane t: 16-byte chunk 4s + t and its half of mask word 2s + t/2), or the whole-word one (16:32:
+// chunks 2t and 2t + 1, mask word t; nm_tcx.h).
+template <class E, class S>
+__device__ __forceinline__ void wide_expand(const char *st, int rg, int s, int t, int shift,
+                                            const uint32_t *tab, uint32_t (&ag)[8], uint32_t (&ag8)[8])
+{
+    const uint32_t *mk = reinterpret_cast<const uint32_t *>(st + S::kVals);
+    if constexpr (E::kWhole) {
+        uint32_t v[2][8];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = rg + 8 * h;
+            const uint4 lo = *reinterpret_cast<const uint4 *>(st + wide_chunk(r, 2 * t));
+            const uint4 hi = *reinterpret_cast<const uint4 *>(st + wide_chunk(r, 2 * t + 1));
+            const uint32_t u[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                v[h][i] = u[i];
+        }
+        sd_tcx1632_expand(v[0], mk[4 * rg + t], s, tab, ag);
+        sd_tcx1632_expand(v[1], mk[4 * (rg + 8) + t], s, tab, ag8);
+    } else {
+        const uint4 v0 = *reinterpret_cast<const uint4 *>(st + wide_chunk(rg, 4 * s + t));
+        const uint4 v8 = *reinterpret_cast<const uint4 *>(st + wide_chunk(rg + 8, 4 * s + t));
+        const uint32_t *m = mk + 2 * s + (t >> 1);
+        const uint32_t va[4] = {v0.x, v0.y, v0.z, v0.w}, vb[4] = {v8.x, v8.y, v8.z, v8.w};
+        E::expand(va, (m[4 * rg] >> shift) & 0xffffu, tab, ag);
+        E::expand(vb, (m[4 * (rg + 8)] >> shift) & 0xffffu, tab, ag8);
+    }
+}
+
+// 2:4 / 4:8 / 8:16 / 16:32, wide (batches up to 64, rows_per_warp SD_NM_RW_TCXW): a block of 8 warps owns 128
 // rows, 16 per warp, and every warp walks the block's whole K share in step with the others. Per
 // step (128 columns) the block copies its rows' values and masks and x for all vectors into
 // shared memory with cp.async, kStages steps ahead (one copy group per step). At B = 64 a warp
@@ -541,17 +573,12 @@ template <class E, int NT> __global__ void __launch_bounds__(kThreads, 2) tcxw_s
             const uint16_t *xs = reinterpret_cast<const uint16_t *>(st + S::kVals + S::kMasks);
 #pragma unroll
             for (int s = 0; s < 2; s++) {
-                const uint4 v0 = *reinterpret_cast<const uint4 *>(st + wide_chunk(rg, 4 * s + t));
-                const uint4 v8 = *reinterpret_cast<const uint4 *>(st + wide_chunk(rg + 8, 4 * s + t));
-                const uint32_t *mk = reinterpret_cast<const uint32_t *>(st + S::kVals) + 2 * s + (t >> 1);
-                const uint32_t va[4] = {v0.x, v0.y, v0.z, v0.w}, vb[4] = {v8.x, v8.y, v8.z, v8.w};
                 uint32_t ag[8], ag8[8];
-                E::expand(va, (mk[4 * rg] >> shift) & 0xffffu, tab, ag);
-                E::expand(vb, (mk[4 * (rg + 8)] >> shift) & 0xffffu, tab, ag8);
+                wide_expand<E, S>(st, rg, s, t, shift, tab, ag, ag8);
 #pragma unroll
                 for (int n = 0; n < NT; n++) {
                     const uint4 *xp =
-                        reinterpret_cast<const uint4 *>(xs + (8 * n + g) * kXStride + 64 * s + 16 * t);
+                        reinterpret_cast<const uint4 *>(xs + (8 * n + g) * kXStride + tcx_col<E>(0, s, t));
                     const uint4 lo = xp[0], hi = xp[1];
                     const uint32_t xr[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
@@ -619,19 +646,13 @@ extern "C" int sd__nm_tc_supported(const sd_nm_spmv_args *a, int dense)
 
 extern "C" int sd_nm_tcx_pattern(int n, int m)
 {
-    return (n == 2 && m == 4) || (n == 4 && m == 8) || (n == 8 && m == 16);
+    return (n == 2 && m == 4) || (n == 4 && m == 8) || (n == 8 && m == 16) || (n == 16 && m == 32);
 }
 
 extern "C" int sd__nm_tcx_supported(const sd_nm_spmv_args *a)
 {
-    const int p1632 = a->n == 16 && a->m == 32 && a->B <= SD_NM_MAX_B; // the 16-row kernel only
-    return (sd_nm_tcx_pattern(a->n, a->m) || p1632) && a->cols % 64 == 0 && a->ldx % 8 == 0 &&
+    return sd_nm_tcx_pattern(a->n, a->m) && a->cols % 64 == 0 && a->ldx % 8 == 0 &&
            ((uintptr_t)a->x & 15) == 0;
-}
-
-extern "C" int sd__nm_tcxw_supported(const sd_nm_spmv_args *a)
-{
-    return sd_nm_tcx_pattern(a->n, a->m) && sd__nm_tcx_supported(a);
 }
 
 namespace
@@ -678,7 +699,10 @@ template <bool SW> void (*tc_kernel(TcKind kind, int B, int m))(TcParams)
     const bool one = B <= 8;
     switch (kind) {
     case kTcExpandWide:
-        return m == 4 ? tcxw_kernel<Tcx24>(B) : m == 8 ? tcxw_kernel<Tcx48>(B) : tcxw_kernel<Tcx816>(B);
+        return m == 4    ? tcxw_kernel<Tcx24>(B)
+               : m == 8  ? tcxw_kernel<Tcx48>(B)
+               : m == 16 ? tcxw_kernel<Tcx816>(B)
+                         : tcxw_kernel<Tcx1632>(B);
     case kTcExpand:
         return m == 4    ? tcx_kernel<Tcx24, SW>(B)
                : m == 8  ? tcx_kernel<Tcx48, SW>(B)
@@ -737,7 +761,7 @@ extern "C" int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, 
 
 extern "C" int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_t s)
 {
-    if (!(wide ? sd__nm_tcxw_supported(a) : sd__nm_tcx_supported(a)) || (!wide && a->B > SD_NM_MAX_B))
+    if (!sd__nm_tcx_supported(a) || (!wide && a->B > SD_NM_MAX_B))
         return SD_EINVAL;
     return tc_launch(a, wide ? kTcExpandWide : kTcExpand, split, s);
 }

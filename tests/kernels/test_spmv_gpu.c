@@ -310,8 +310,7 @@ static void test_gpu_rows_corrupt_mask(void)
 }
 
 /* The 2:4 / 4:8 / 8:16 / 16:32 kernels that expand the fragments in registers (rows_per_warp 24, and 128:
- * the wide twin for B up to 64, weights and x staged in shared memory, not 16:32, which falls back to the
- * shared-tile kernel and stops at B = 16; kernels/nm_tcx.h): rows not a
+ * the wide twin for B up to 64, weights and x staged in shared memory; kernels/nm_tcx.h): rows not a
  * multiple of 16 (and of 128), cols an odd number of 64-column pieces, fewer steps than warps, uneven split-K
  * shares, every B up to 16 on one shape and B = 17..64 for the wide kernel, fp32/bf16 output, accumulate;
  * corrupt masks give wrong numbers, never a fault. */
@@ -336,8 +335,7 @@ static void check_tcx(int n, int m, uint64_t seed)
             if (si != 3 && B != 1 && B != 2 && B != 5 && B != 8 && B != 9 && B != 16 && B != 17 && B != 40 &&
                 B != 64)
                 continue;
-            if ((si == 3 && B > SD_NM_MAX_B && B != 17 && B != 24 && B != 33 && B != 64) ||
-                (m == 32 && B > SD_NM_MAX_B))
+            if (si == 3 && B > SD_NM_MAX_B && B != 17 && B != 24 && B != 33 && B != 64)
                 continue;
             prob p;
             REQUIRE(prob_init(&p, 0, n, m, shapes[si].rows, shapes[si].cols, B, seed + 100 * si + B) == 0);
@@ -378,13 +376,13 @@ static void test_gpu_tcx_16_32(void)
     check_tcx(16, 32, 950);
 }
 
-/* Asking for the register-expanding kernels where they do not apply (16:32 in the wide one, cols %
- * 64 != 0) falls back to a kernel that does, with the same result. */
+/* Asking for the register-expanding kernels where they do not apply (cols % 64 != 0) falls back to
+ * a kernel that does, with the same result. */
 static void test_gpu_tcx_fallback(void)
 {
     if (!have_gpu())
         SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
-    const int fb[][4] = {{16, 32, 70, 1024}, {2, 4, 70, 544}, {4, 8, 70, 544}, {8, 16, 70, 544}};
+    const int fb[][4] = {{16, 32, 70, 1056}, {2, 4, 70, 544}, {4, 8, 70, 544}, {8, 16, 70, 544}};
     for (int i = 0; i < 4; i++) {
         prob p;
         REQUIRE(prob_init(&p, 0, fb[i][0], fb[i][1], fb[i][2], fb[i][3], 8, 600 + i) == 0);
@@ -509,8 +507,8 @@ static void test_gpu_bad_args(void)
     a = prob_args(&p, 0, 0, 0, 0);
     a.B = SD_NM_MAX_B_WIDE + 1;
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
-    a = prob_args(&p, 0, 0, 0, 0);             /* more than SD_NM_MAX_B vectors: 2:4, 4:8, 8:16 only */
-    a.B = SD_NM_MAX_B + 1, a.n = 16, a.m = 32; /* (the 2:4 mask is a valid 16:32 one) */
+    a = prob_args(&p, 0, 0, 0, 0);           /* more than SD_NM_MAX_B vectors: the N:M patterns only */
+    a.B = SD_NM_MAX_B + 1, a.n = 0, a.m = 0; /* (the 2:4 mask read as an unstructured one) */
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
     a = prob_args(&p, 1, 0, 0, 0);
     a.B = SD_NM_MAX_B + 1;
