@@ -87,7 +87,7 @@ static void spmv_args(sd_nm_spmv_args *a, const sd_cu_mm *mm, const sd_cu_linear
 }
 
 /* The bitmask SpMV / dense GEMV: weights read once for all T rows (T <= SD_NM_MAX_B, or up to
- * SD_NM_MAX_B_WIDE for 2:4, 4:8 and 8:16: wide_ok). */
+ * SD_NM_MAX_B_WIDE for 2:4 to 16:32: wide_ok). */
 static int launch(const sd_cu_linear *l, const sd_nm_spmv_args *a, cudaStream_t st, sd_diag *d)
 {
     int rc = l->bitmask ? sd_nm_spmv_launch(a, st) : sd_gemv_bf16_launch(a, st);

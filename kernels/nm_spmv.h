@@ -19,9 +19,8 @@ extern "C" {
 #endif
 
 #define SD_NM_MAX_B 16
-/* 2:4, 4:8 and 8:16 weights take up to this many vectors (the wide register-expanding
- * tensor-core kernel, rows_per_warp 128); 16:32, unstructured and the dense GEMV up to
- * SD_NM_MAX_B. */
+/* 2:4, 4:8, 8:16 and 16:32 weights take up to this many vectors (the wide register-expanding
+ * tensor-core kernel, rows_per_warp 128); unstructured and the dense GEMV up to SD_NM_MAX_B. */
 #define SD_NM_MAX_B_WIDE 64
 
 /* The batch size a tuned config is kept under: B itself up to SD_NM_MAX_B, above it the next
@@ -84,12 +83,12 @@ typedef struct sd_nm_spmv_args {
     int64_t ldy;
     int y_bf16;        /* output dtype: 0 fp32, 1 bf16 */
     int accumulate;    /* 1: y += W x (residual add); 0: y = W x */
-    int rows_per_warp; /* kernel choice: 1, 2 or 4 (gather), 16 (tensor cores), 24 (2:4, 4:8 and 8:16
+    int rows_per_warp; /* kernel choice: 1, 2 or 4 (gather), 16 (tensor cores), 24 (2:4 to 16:32
                           on tensor cores, fragments expanded in registers), 128 (its wide twin, B <= 64),
-                          32/48/64/96 (row per lane, B <= 4), 101/102/103 (2:4, B <= 2: x compacted
-                          beside the values; 1 / 2 rows per warp / 1 with registers capped);
-                          0: from the ctx cache / heuristic. A kernel that does not take the
-                          problem falls back to one that does. */
+                          32/48/64/96 (row per lane, B <= 4), 101/102/103 (2:4, B <= 2, and 4:8, B = 1: x
+                          compacted beside the values; 1 / 2 rows per warp / 1 with registers capped); 0: from
+                          the ctx cache / heuristic. A kernel that does not take the problem falls back to one
+                          that does. */
     int split;         /* split-K factor (fp32 output only, atomics); 0: from the cache / heuristic */
     int swiglu;        /* 1: W is [gate; up] (rows/2 each) and y = bf16 silu(gate x) * (up x), [B, ldy >=
                           rows/2]: the SwiGLU of the MLP in the kernel's epilogue, bit for bit what

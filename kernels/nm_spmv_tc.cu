@@ -3,7 +3,7 @@
 // zeroed shared-memory tile (the same fixed 16-step bit scan as the B=1 kernel, but scattering
 // values instead of gathering x), then multiplies it by x with mma.m16n8k16 (bf16 in, fp32
 // accumulate); the cost per kept weight no longer grows with B. Dense: the weights go straight
-// from global memory into the A fragments. 2:4, 4:8, 8:16 can skip the shared tile: tcx_spmv_kernel
+// from global memory into the A fragments. 2:4 to 16:32 can skip the shared tile: tcx_spmv_kernel
 // expands the bitmask weights into the A fragments in registers (kernels/nm_tcx.h), and its wide
 // twin takes up to 64 vectors. The 8 warps' partial tiles are summed in shared memory.
 //

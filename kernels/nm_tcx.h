@@ -1,5 +1,5 @@
 /* nm_tcx: how the register-expanded tensor-core SpMV (tcx_spmv_kernel and its wide twin in
- * nm_spmv_tc.cu) turns 2:4, 4:8 and 8:16 (and, in the 16-row kernel, 16:32: below) bitmask
+ * nm_spmv_tc.cu) turns 2:4, 4:8 and 8:16 (and 16:32, in a layout of its own: below) bitmask
  * weights into mma.m16n8k16 A fragments without a shared-memory tile. Host and device code: the kernels call
  * these functions, and tests/kernels/test_nm_tcx.c runs the same functions on the CPU and multiplies the
  * fragments the way the PTX fragment layout says, so the index arithmetic is checked without a GPU.
