@@ -238,7 +238,8 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         sd_kernels_ctx_set_pdl((sd_kernels_ctx *)b->mm.spmv, b->pdl);
         /* SD_NM_TCX=0: without the register-expanding kernels (kernels/NOTES.md v8), to measure
          * what they bring; =2: without the 16:32 one only (v19) */
-        sd_kernels_ctx_set_tcx((sd_kernels_ctx *)b->mm.spmv, env_mode("SD_NM_TCX", 1, 2));
+        sd_kernels_ctx_set_tcx((sd_kernels_ctx *)b->mm.spmv,
+                               env_mode("SD_NM_TCX", SD_NM_TCX_ALL, SD_NM_TCX_NO_1632));
         /* SD_NM_C24=0: without the batch-1 kernels that compact x (kernels/NOTES.md v11, v19);
          * =1: the 2:4 one only */
         sd_kernels_ctx_set_c24((sd_kernels_ctx *)b->mm.spmv,

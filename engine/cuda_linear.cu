@@ -205,9 +205,9 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, in
  * SD_NM_TCX=0; first use times it against cuBLAS like any other problem). */
 static int wide_ok(const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, int T)
 {
-    const int tcx = sd_kernels_ctx_tcx((const sd_kernels_ctx *)mm->spmv); /* 2: not for 16:32 */
-    return tcx && !(tcx == 2 && l->nm_m == 32) && l->bitmask && sd_nm_tcx_pattern(l->nm_n, l->nm_m) &&
-           l->cols % 64 == 0 && ((uintptr_t)in & 15) == 0 && T <= SD_NM_MAX_B_WIDE;
+    return sd_kernels_ctx_tcx((const sd_kernels_ctx *)mm->spmv, l->nm_m) && l->bitmask &&
+           sd_nm_tcx_pattern(l->nm_n, l->nm_m) && l->cols % 64 == 0 && ((uintptr_t)in & 15) == 0 &&
+           T <= SD_NM_MAX_B_WIDE;
 }
 
 int sd__cu_linear_swiglu(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, __nv_bfloat16 *out,

@@ -352,7 +352,7 @@ static int bk_init(bk *b)
     if (sd_kernels_ctx_init(&b->ctx, &d))
         return fprintf(stderr, "bench kernels: %s\n", d.msg), -1;
     sd_kernels_ctx_set_pdl(b->ctx, b->pdl);
-    sd_kernels_ctx_set_tcx(b->ctx, b->tcx);
+    sd_kernels_ctx_set_tcx(b->ctx, b->tcx ? SD_NM_TCX_ALL : SD_NM_TCX_NONE);
     sd_kernels_ctx_set_c24(b->ctx, b->c24 ? SD_NM_C24_ALL : SD_NM_C24_NONE);
     for (int i = 0; i < 2 * BK_MAX_REPS; i++)
         BK_CU(cudaEventCreate(&b->ev[i]));
@@ -394,7 +394,7 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
                 "- %%rd = effective GB/s on the bytes the kernel must move (weights [+ masks] + x + y fp32) "
                 "over the read-only ceiling; per kernel: median of %d replays of a CUDA graph of 20 launches "
                 "/ 20, weights rotated over copies > 3× L2; programmatic dependent launch %s; the 2:4 / 4:8 "
-                "/ 8:16 "
+                "/ 8:16 / 16:32 "
                 "register-expanding tensor-core kernels (cfg 24, 128) %s; the batch-1 2:4 and 4:8 compacting "
                 "kernels (cfg 101, 102, 103) %s\n\n",
                 date, prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, cmdline, b->read_gbs,

@@ -21,7 +21,7 @@ extern "C" int sd_kernels_ctx_init(sd_kernels_ctx **ret, sd_diag *d)
         return sd_diag_set(d, SD_ECUDA, "kernels context: %s", cudaGetErrorString(e));
     }
     ctx->pdl = 1;
-    ctx->tcx = 1;
+    ctx->tcx = SD_NM_TCX_ALL;
     ctx->c24 = SD_NM_C24_ALL;
     ctx->sk = SD_NM_SK_TCX;
     *ret = ctx;
@@ -34,10 +34,10 @@ extern "C" void sd_kernels_ctx_set_pdl(sd_kernels_ctx *ctx, int on)
         ctx->pdl = on != 0;
 }
 
-extern "C" void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on)
+extern "C" void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int mode)
 {
-    if (ctx)
-        ctx->tcx = on == 2 ? 2 : on != 0;
+    if (ctx && mode >= SD_NM_TCX_NONE && mode <= SD_NM_TCX_NO_1632)
+        ctx->tcx = mode;
 }
 
 extern "C" void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int mode)
@@ -58,9 +58,11 @@ extern "C" void sd_kernels_ctx_set_deterministic(sd_kernels_ctx *ctx, int on)
         ctx->deterministic = on != 0;
 }
 
-extern "C" int sd_kernels_ctx_tcx(const sd_kernels_ctx *ctx)
+extern "C" int sd_kernels_ctx_tcx(const sd_kernels_ctx *ctx, int m)
 {
-    return ctx ? ctx->tcx : 1;
+    if (!ctx)
+        return 1;
+    return ctx->tcx == SD_NM_TCX_ALL || (ctx->tcx == SD_NM_TCX_NO_1632 && m != 32);
 }
 
 extern "C" void sd_kernels_ctx_free(sd_kernels_ctx *ctx)
@@ -165,11 +167,10 @@ extern "C" int sd_kernels_ctx_swap_runner_up(sd_kernels_ctx *ctx, int i)
     return 0;
 }
 
-// Whether the autotuner times the 16-row register-expanding kernel for this problem (tcx 2: not
-// for 16:32, to measure what its expansion brings).
+// Whether the autotuner times the 16-row register-expanding kernel for this problem.
 static int tcx_candidate(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *a)
 {
-    return ctx->tcx && !(ctx->tcx == 2 && a->m == 32) && sd__nm_tcx_supported(a);
+    return sd_kernels_ctx_tcx(ctx, a->m) && sd__nm_tcx_supported(a);
 }
 
 // Whether the autotuner times the stream-K row-per-lane kernel for this problem. Under
@@ -258,9 +259,8 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                 (split > 1 && (a->y_bf16 || ctx->deterministic)) ||
                 (rw == SD_NM_RW_TC && !sd__nm_tc_supported(a, dense)) ||
                 (rw == SD_NM_RW_TCX && (dense || !tcx_candidate(ctx, a))) ||
-                (rw == SD_NM_RW_TCXW &&
-                 (dense || !sd__nm_tcx_supported(a) || (!ctx->tcx && a->B <= SD_NM_MAX_B) ||
-                  (ctx->tcx == 2 && a->m == 32))) ||
+                (rw == SD_NM_RW_TCXW && (dense || !sd__nm_tcx_supported(a) ||
+                                         (!sd_kernels_ctx_tcx(ctx, a->m) && a->B <= SD_NM_MAX_B))) ||
                 (a->B > SD_NM_MAX_B && rw != SD_NM_RW_TCXW) ||
                 (rows_kernel && (dense || !sd__nm_rows_supported(a, rw))) ||
                 (stream_k && (split > 1 || !stream_k_candidate(ctx, a))) ||

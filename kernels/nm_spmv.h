@@ -43,10 +43,11 @@ void sd_kernels_ctx_free(sd_kernels_ctx *ctx);
 void sd_kernels_ctx_set_pdl(sd_kernels_ctx *ctx, int on);
 /* Whether the autotuner also times the 2:4 / 4:8 / 8:16 / 16:32 kernels that expand bitmask weights
  * into tensor-core fragments in registers (kernels/nm_tcx.h), and whether callers should send 17..64
- * vectors of those patterns to the wide one (sd_kernels_ctx_tcx): on by default (and when ctx is
- * NULL); off only to measure what they bring (on == 2: on, but not for 16:32). An explicit rows_per_warp of
- * 24 or 128 launches them either way. */
-void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int on);
+ * vectors of those patterns to the wide one (sd_kernels_ctx_tcx): all patterns by default (and when
+ * ctx is NULL); none, or all but 16:32, only to measure what they bring. An explicit rows_per_warp
+ * of 24 or 128 launches them either way. */
+enum { SD_NM_TCX_NONE = 0, SD_NM_TCX_ALL = 1, SD_NM_TCX_NO_1632 = 2 };
+void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int mode);
 /* Which batch-1 kernels that compact x beside the values (kernels/nm_spmv_c24.cu) the autotuner
  * also times: none, the 2:4 one, or the 2:4 and 4:8 ones (the default, and when ctx is NULL); the
  * default heuristic picks the 2:4 one unless mode is none. Other modes only measure what they
@@ -64,7 +65,8 @@ void sd_kernels_ctx_set_sk(sd_kernels_ctx *ctx, int mode);
  * its partial sums with atomics, in arrival order, so results vary in the last bits). An explicit
  * split in the args still splits. Off by default. */
 void sd_kernels_ctx_set_deterministic(sd_kernels_ctx *ctx, int on);
-int sd_kernels_ctx_tcx(const sd_kernels_ctx *ctx);
+/* Whether the register-expanding kernels are on for pattern group m (sd_kernels_ctx_set_tcx). */
+int sd_kernels_ctx_tcx(const sd_kernels_ctx *ctx, int m);
 /* Whether the register-expanding kernels have an expansion for pattern n:m (2:4, 4:8, 8:16, 16:32):
  * the patterns that may take up to SD_NM_MAX_B_WIDE vectors. */
 int sd_nm_tcx_pattern(int n, int m);

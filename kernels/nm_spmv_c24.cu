@@ -199,24 +199,20 @@ template <int M, bool SW> static kernel_fn c24_kernel_sw(int cfg, int B)
     // capped at 64 registers (4 blocks): each wins somewhere (kernels/NOTES.md v11). Batch 2:
     // one row per warp, uncapped (97 registers) or capped for 3 blocks per SM (78); at 3 and 4
     // vectors the staged x's loads bind and the tensor-core kernel was faster everywhere (v12).
-    if (B == 2)
-        return c24_batch_kernel<M, 2, SW>(cfg);
+    // 4:8: batch 1 only (sd__nm_c24_supported): at 2 the row-per-lane kernel was faster on the 8B
+    // shapes (NOTES.md v19), so no batch instance is built
+    if constexpr (M == 4)
+        if (B == 2)
+            return c24_batch_kernel<M, 2, SW>(cfg);
     return cfg == 2   ? c24_spmv_kernel<M, 2, 0, 1, SW>
            : cfg == 3 ? c24_spmv_kernel<M, 1, 4, 1, SW>
                       : c24_spmv_kernel<M, 1, 0, 1, SW>;
 }
 
-template <bool SW> static kernel_fn c48_kernel_sw(int cfg)
-{
-    return cfg == 2   ? c24_spmv_kernel<8, 2, 0, 1, SW>
-           : cfg == 3 ? c24_spmv_kernel<8, 1, 4, 1, SW>
-                      : c24_spmv_kernel<8, 1, 0, 1, SW>;
-}
-
 kernel_fn c24_kernel(int cfg, int B, int m, bool swiglu)
 {
-    if (m == 8) // batch 1 only: at 2 the row-per-lane kernel was faster on the 8B shapes (NOTES.md v19)
-        return swiglu ? c48_kernel_sw<true>(cfg) : c48_kernel_sw<false>(cfg);
+    if (m == 8)
+        return swiglu ? c24_kernel_sw<8, true>(cfg, B) : c24_kernel_sw<8, false>(cfg, B);
     return swiglu ? c24_kernel_sw<4, true>(cfg, B) : c24_kernel_sw<4, false>(cfg, B);
 }
 int c24_kt_max(int B)

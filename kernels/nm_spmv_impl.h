@@ -26,7 +26,7 @@ struct sd_kernels_ctx {
     int device;
     int n_sm;
     int pdl;                              /* launch with programmatic serialization (pdl.cuh) */
-    int tcx;                              /* the autotuner also times SD_NM_RW_TCX */
+    int tcx;                              /* SD_NM_TCX_*: which patterns the expanding kernels take */
     int c24;                              /* the autotuner also times SD_NM_RW_C24 + 1, 2, 3 */
     int sk;                               /* when the autotuner times SD_NM_RW_ROWS_SK: SD_NM_SK_* */
     int deterministic;                    /* no split-K (atomics) from the autotuner or heuristic */

@@ -224,7 +224,7 @@ template <int NT, bool SW> __global__ void __launch_bounds__(kThreads) tc_spmv_k
     reduce_store<NT, SW>(p, reinterpret_cast<float *>(smem_tc), c, row0);
 }
 
-// The expansion of a pattern (nm_tcx.h): its 32-word shared table and its expand function.
+// The expansion of a pattern (nm_tcx.h): its shared table (kTab words) and its expand function.
 struct Tcx24 {
     static constexpr int kTab = 32;       // words of the shared table
     static constexpr bool kWhole = false; // the nm_tcx.h layout (a lane: 16 columns a piece)
@@ -263,8 +263,8 @@ struct Tcx816 {
     }
 };
 
-// 16:32, the 16-row kernel only: the whole-word layout (nm_tcx.h sd_tcx1632_expand), a lane's word
-// expanded per piece from both of its 16-byte value units.
+// 16:32: the whole-word layout (nm_tcx.h sd_tcx1632_expand), a lane's word expanded per piece
+// from both of its 16-byte value units (lo, hi) and its whole mask word.
 struct Tcx1632 {
     static constexpr int kTab = SD_TCX1632_TAB;
     static constexpr bool kWhole = true;
@@ -272,9 +272,16 @@ struct Tcx1632 {
     {
         return sd_tcx1632_entry((uint32_t)i / 3, i % 3);
     }
+    __device__ static void expand_word(const uint4 &lo, const uint4 &hi, uint32_t m32, int s,
+                                       const uint32_t *tab, uint32_t (&a)[8])
+    {
+        const uint32_t v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        sd_tcx1632_expand(v, m32, s, tab, a);
+    }
 };
 
-// The first x column of lane t's piece s in the step at word cw (the K permutation A and x share).
+// The first x column of lane t's piece s in the step at word cw (the K permutation A and x share;
+// cw 0: the column within a step, as the wide kernel's staged x holds it).
 template <class E> __device__ __forceinline__ int64_t tcx_col(int64_t cw, int s, int t)
 {
     if constexpr (E::kWhole)
@@ -341,12 +348,8 @@ struct TcxRows {
                                            uint32_t (&ag8)[8]) const
     {
         if constexpr (E::kWhole) {
-            const uint32_t v0[8] = {r.v[0][0].x, r.v[0][0].y, r.v[0][0].z, r.v[0][0].w,
-                                    r.v[1][0].x, r.v[1][0].y, r.v[1][0].z, r.v[1][0].w};
-            const uint32_t v8[8] = {r.v[0][1].x, r.v[0][1].y, r.v[0][1].z, r.v[0][1].w,
-                                    r.v[1][1].x, r.v[1][1].y, r.v[1][1].z, r.v[1][1].w};
-            sd_tcx1632_expand(v0, r.m[s][0], s, tab, ag);
-            sd_tcx1632_expand(v8, r.m[s][1], s, tab, ag8);
+            E::expand_word(r.v[0][0], r.v[1][0], r.m[s][0], s, tab, ag);
+            E::expand_word(r.v[0][1], r.v[1][1], r.m[s][1], s, tab, ag8);
         } else {
             const uint32_t v0[4] = {r.v[s][0].x, r.v[s][0].y, r.v[s][0].z, r.v[s][0].w};
             const uint32_t v8[4] = {r.v[s][1].x, r.v[s][1].y, r.v[s][1].z, r.v[s][1].w};
@@ -498,19 +501,11 @@ __device__ __forceinline__ void wide_expand(const char *st, int rg, int s, int t
 {
     const uint32_t *mk = reinterpret_cast<const uint32_t *>(st + S::kVals);
     if constexpr (E::kWhole) {
-        uint32_t v[2][8];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int r = rg + 8 * h;
-            const uint4 lo = *reinterpret_cast<const uint4 *>(st + wide_chunk(r, 2 * t));
-            const uint4 hi = *reinterpret_cast<const uint4 *>(st + wide_chunk(r, 2 * t + 1));
-            const uint32_t u[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                v[h][i] = u[i];
-        }
-        sd_tcx1632_expand(v[0], mk[4 * rg + t], s, tab, ag);
-        sd_tcx1632_expand(v[1], mk[4 * (rg + 8) + t], s, tab, ag8);
+        const auto unit = [&](int r, int c) {
+            return *reinterpret_cast<const uint4 *>(st + wide_chunk(r, c));
+        };
+        E::expand_word(unit(rg, 2 * t), unit(rg, 2 * t + 1), mk[4 * rg + t], s, tab, ag);
+        E::expand_word(unit(rg + 8, 2 * t), unit(rg + 8, 2 * t + 1), mk[4 * (rg + 8) + t], s, tab, ag8);
     } else {
         const uint4 v0 = *reinterpret_cast<const uint4 *>(st + wide_chunk(rg, 4 * s + t));
         const uint4 v8 = *reinterpret_cast<const uint4 *>(st + wide_chunk(rg + 8, 4 * s + t));

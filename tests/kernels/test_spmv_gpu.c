@@ -532,9 +532,11 @@ static void test_gpu_autotune(void)
     sd_kernels_ctx *ctx = NULL;
     sd_diag d = {0};
     REQUIRE(sd_kernels_ctx_init(&ctx, &d) == 0);
-    CHECK(sd_kernels_ctx_tcx(ctx) == 1); /* on by default */
-    sd_kernels_ctx_set_tcx(ctx, 0);
-    CHECK(sd_kernels_ctx_tcx(ctx) == 0);
+    CHECK(sd_kernels_ctx_tcx(ctx, 4) == 1 && sd_kernels_ctx_tcx(ctx, 32) == 1); /* on by default */
+    sd_kernels_ctx_set_tcx(ctx, SD_NM_TCX_NO_1632);
+    CHECK(sd_kernels_ctx_tcx(ctx, 16) == 1 && sd_kernels_ctx_tcx(ctx, 32) == 0);
+    sd_kernels_ctx_set_tcx(ctx, SD_NM_TCX_NONE);
+    CHECK(sd_kernels_ctx_tcx(ctx, 4) == 0);
     for (int dense = 0; dense < 2; dense++) {
         prob p;
         REQUIRE(prob_init(&p, dense, 4, 8, 300, 2048, 4, 99 + dense) == 0);
