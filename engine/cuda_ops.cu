@@ -64,9 +64,48 @@ static __global__ void embed_kernel(const __nv_bfloat16 *__restrict__ embed,
         x[(size_t)t * hidden + i] = __bfloat162float(row[i]);
 }
 
+/* The same for rows of 16-byte units (hidden % 8 == 0, 16-byte aligned): every load of a thread
+ * is issued before its first store. The step's first kernel, behind a host copy rather than a
+ * PDL chain: the loop above, one L2/DRAM round trip per 256 columns, took ~8 us at hidden 4096
+ * (Nsight Compute, results/2026-12-02-s14/r2); this takes one round trip. */
+#define SD_EMBED_UNITS 4 /* 16-byte units per thread in flight */
+static __global__ void embed8_kernel(const uint4 *__restrict__ embed, const int32_t *__restrict__ tokens,
+                                     float4 *__restrict__ x, int units)
+{
+    SD_PDL_ENTRY();
+    const int t = blockIdx.x;
+    const uint4 *row = embed + (size_t)tokens[t] * units;
+    float4 *out = x + (size_t)t * units * 2;
+    for (int i0 = threadIdx.x; i0 < units; i0 += SD_EMBED_UNITS * blockDim.x) {
+        uint4 u[SD_EMBED_UNITS];
+#pragma unroll
+        for (int k = 0; k < SD_EMBED_UNITS; k++) {
+            const int i = i0 + k * blockDim.x;
+            u[k] = i < units ? __ldg(row + i) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int k = 0; k < SD_EMBED_UNITS; k++) {
+            const int i = i0 + k * blockDim.x;
+            if (i >= units)
+                break;
+            out[2 * i] = make_float4(__uint_as_float(u[k].x << 16), __uint_as_float(u[k].x & 0xffff0000u),
+                                     __uint_as_float(u[k].y << 16), __uint_as_float(u[k].y & 0xffff0000u));
+            out[2 * i + 1] =
+                make_float4(__uint_as_float(u[k].z << 16), __uint_as_float(u[k].z & 0xffff0000u),
+                            __uint_as_float(u[k].w << 16), __uint_as_float(u[k].w & 0xffff0000u));
+        }
+    }
+}
+
 int sd__cu_embed(const __nv_bfloat16 *embed, const int32_t *tokens, float *x, int T, int hidden, int pdl,
                  cudaStream_t st, sd_diag *d)
 {
+    if (hidden % 8 == 0 && (((uintptr_t)embed | (uintptr_t)x) & 15) == 0) {
+        const int units = hidden / 8, threads = units < 256 ? (units + 31) / 32 * 32 : 256;
+        SD_CU(d, sd_launch(embed8_kernel, dim3(T), dim3(threads), 0, st, pdl, (const uint4 *)embed, tokens,
+                           (float4 *)x, units));
+        return 0;
+    }
     SD_CU(d, sd_launch(embed_kernel, dim3(T), dim3(256), 0, st, pdl, embed, tokens, x, hidden));
     return 0;
 }

@@ -157,8 +157,14 @@ static int enqueue_step(sd_cuda_backend *b, const step_shape *s, sd_diag *d)
     const float *resid = c->n_layers && !b->res_acc ? b->mmo : NULL;
     SD_TRY(sd__cu_add_rmsnorm(b->x, resid, b->w.final_norm, b->act, s->T, c->hidden, c->rms_eps, b->pdl,
                               b->st, d));
-    SD_TRY(sd__cu_gather_rows(b->act, s->rows, b->lm_in, s->R, c->hidden, b->pdl, b->st, d));
-    SD_TRY(sd__cu_linear(&b->mm, &b->w.lm_head, b->lm_in, b->logits, s->R, 0, b->st, d));
+    /* every token a logits row (decode steps): rows is 0..T-1, so the lm_head reads act as it is;
+     * the copy was a ~4 us kernel on the critical path (results/2026-12-02-s14/r2) */
+    const __nv_bfloat16 *lm_x = b->act;
+    if (s->R != s->T) {
+        SD_TRY(sd__cu_gather_rows(b->act, s->rows, b->lm_in, s->R, c->hidden, b->pdl, b->st, d));
+        lm_x = b->lm_in;
+    }
+    SD_TRY(sd__cu_linear(&b->mm, &b->w.lm_head, lm_x, b->logits, s->R, 0, b->st, d));
     return sd__tp_allgather(&b->tp, b->logits, b->gathered, (size_t)s->R * c->vocab, b->st, d);
 }
 
