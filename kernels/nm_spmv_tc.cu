@@ -12,31 +12,17 @@
 // {2t, 2t+1} and 16t + 4j + {2,3} as {2t+8, 2t+9}. A and B use the same mapping, so the sum is
 // unchanged while every lane reads 32 contiguous bytes (two 16-byte loads) of A and of x.
 #include "kernels/nm_spmv_impl.h"
-#include "kernels/nm_device.cuh"
-#include "kernels/nm_tcx.h"
+#include "kernels/nm_tc.cuh"
 #include "kernels/pdl.cuh"
 
 #include <stdint.h>
 
 namespace
 {
-using namespace sd_nm_dev;
+using namespace sd_nm_tc;
 using namespace sd_pdl;
 
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
 constexpr int kAStride = 128 + 8; // bf16 per row of a warp's A tile (16-byte pad: no conflicts)
-
-struct TcParams {
-    const uint16_t *values; // bf16 [rows, cols/2] (dense: [rows, cols])
-    const uint32_t *mask;   // u32 [rows, cols/32]
-    const uint16_t *x;      // bf16 [B, ldx]
-    void *y;                // [B, ldy]
-    int64_t rows, cols, ldx, ldy;
-    int64_t words_per_split; // multiple of 4
-    int B, y_bf16, accumulate, atomic;
-    int64_t half; // > 0: the SwiGLU epilogue (16-row kernels; nm_device.cuh swiglu_row), y bf16
-};
 
 // Row k (0..15) of a 16-row block from row0, clamped; with the SwiGLU epilogue (SW: a template
 // flag, so that the plain kernels keep their registers) rows 0-7 are the block's 8 gate rows and
@@ -46,15 +32,6 @@ template <bool SW> __device__ __forceinline__ int64_t tc_row(const TcParams &p, 
     if constexpr (SW)
         return swiglu_row(p.half, 8, k);
     return min(row0 + k, p.rows - 1);
-}
-
-__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // x of vector g (zero for g >= B), columns [c, c+16) of the permuted piece, as 8 bf16x2.
@@ -81,11 +58,6 @@ __device__ __forceinline__ void mma_piece(float (&c)[NT][4], const uint32_t (&ag
         for (int n = 0; n < NT; n++)
             mma_bf16(c[n], ag[2 * j], ag8[2 * j], ag[2 * j + 1], ag8[2 * j + 1], xr[n][2 * j],
                      xr[n][2 * j + 1]);
-}
-
-__device__ __forceinline__ void store_y(const TcParams &p, int64_t o, float v)
-{
-    store_out(p.y, o, v, p.atomic, p.y_bf16, p.accumulate);
 }
 
 // Sums the 8 warps' 16 x (8*NT) tiles and writes y for the block's rows (SW: the SwiGLU of each
@@ -224,71 +196,6 @@ template <int NT, bool SW> __global__ void __launch_bounds__(kThreads) tc_spmv_k
     reduce_store<NT, SW>(p, reinterpret_cast<float *>(smem_tc), c, row0);
 }
 
-// The expansion of a pattern (nm_tcx.h): its shared table (kTab words) and its expand function.
-struct Tcx24 {
-    static constexpr int kTab = 32;       // words of the shared table
-    static constexpr bool kWhole = false; // the nm_tcx.h layout (a lane: 16 columns a piece)
-    __device__ static uint32_t entry(int i)
-    {
-        return i < 16 ? sd_tcx_sel((uint32_t)i) : 0u;
-    }
-    __device__ static void expand(const uint32_t (&v)[4], uint32_t m16, const uint32_t *tab, uint32_t (&a)[8])
-    {
-        sd_tcx_expand(v, m16, tab, a);
-    }
-};
-struct Tcx48 {
-    static constexpr int kTab = 32;
-    static constexpr bool kWhole = false;
-    __device__ static uint32_t entry(int i)
-    {
-        return sd_tcx48_entry((uint32_t)i >> 1, i & 1);
-    }
-    __device__ static void expand(const uint32_t (&v)[4], uint32_t m16, const uint32_t *tab, uint32_t (&a)[8])
-    {
-        sd_tcx48_expand(v, m16, tab, a);
-    }
-};
-
-struct Tcx816 {
-    static constexpr int kTab = 32;
-    static constexpr bool kWhole = false;
-    __device__ static uint32_t entry(int i)
-    {
-        return sd_tcx816_entry((uint32_t)i >> 1, i & 1);
-    }
-    __device__ static void expand(const uint32_t (&v)[4], uint32_t m16, const uint32_t *tab, uint32_t (&a)[8])
-    {
-        sd_tcx816_expand(v, m16, tab, a);
-    }
-};
-
-// 16:32: the whole-word layout (nm_tcx.h sd_tcx1632_expand), a lane's word expanded per piece
-// from both of its 16-byte value units (lo, hi) and its whole mask word.
-struct Tcx1632 {
-    static constexpr int kTab = SD_TCX1632_TAB;
-    static constexpr bool kWhole = true;
-    __device__ static uint32_t entry(int i)
-    {
-        return sd_tcx1632_entry((uint32_t)i / 3, i % 3);
-    }
-    __device__ static void expand_word(const uint4 &lo, const uint4 &hi, uint32_t m32, int s,
-                                       const uint32_t *tab, uint32_t (&a)[8])
-    {
-        const uint32_t v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-        sd_tcx1632_expand(v, m32, s, tab, a);
-    }
-};
-
-// The first x column of lane t's piece s in the step at word cw (the K permutation A and x share;
-// cw 0: the column within a step, as the wide kernel's staged x holds it).
-template <class E> __device__ __forceinline__ int64_t tcx_col(int64_t cw, int s, int t)
-{
-    if constexpr (E::kWhole)
-        return sd_tcx_w_col(cw, s, t);
-    return cw * 32 + 64 * s + 16 * t;
-}
-
 // What a lane loads per step: [piece][row g, g+8] values and masks (the nm_tcx.h layout).
 struct TcxRegs {
     uint4 v[2][2];
@@ -359,13 +266,6 @@ struct TcxRows {
     }
 };
 
-// The block's selector table (nm_tcx.h); the caller syncs before use.
-template <class E> __device__ __forceinline__ void tcx_table(uint32_t *tab)
-{
-    if (threadIdx.x < E::kTab)
-        tab[threadIdx.x] = E::entry(threadIdx.x);
-}
-
 // 2:4 / 4:8 / 8:16 / 16:32 with the A fragments expanded in registers (kernels/nm_tcx.h): the same block
 // shape, K split and x loads as the dense kernel, but each lane loads 16 bytes of values and 16 mask bits per
 // row and piece, and byte-permutes them into its fragments. The next step's weights are loaded while this one
@@ -407,186 +307,6 @@ template <class E, int NT, bool SW> __global__ void __launch_bounds__(kThreads) 
         cur = nxt;
     }
     reduce_store<NT, SW>(p, reinterpret_cast<float *>(smem_tc), c, row0);
-}
-
-// The wide kernel's output: each warp stores its own C fragments.
-template <int NT>
-__device__ __forceinline__ void store_frags(const TcParams &p, const float (&c)[NT][4], int64_t row0)
-{
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int n = 0; n < NT; n++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) // C fragment: c0,c1 = row g; c2,c3 = row g+8; vectors 2t, 2t+1
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int b = 8 * n + 2 * t + e;
-                const int64_t row = row0 + g + 8 * h;
-                if (b < p.B && row < p.rows)
-                    store_y(p, (int64_t)b * p.ldy + row, c[n][2 * h + e]);
-            }
-}
-
-// x tile of one step: [8*NT vectors][128 columns] bf16, rows padded to 272 bytes so that a lane's
-// 16-byte fragment loads are conflict-free (a phase of 8 lanes: rows g, g+1 x t = 0..3 hits 32
-// distinct banks).
-constexpr int kXStride = 128 + 8;
-
-// Starts the copies of x columns [32 cw, 32 cw + 128) of every vector into xs; vectors past B and
-// columns past the end are zero-filled.
-template <int NT> __device__ __forceinline__ void stage_x(const TcParams &p, uint16_t *xs, int64_t cw)
-{
-    for (int i = threadIdx.x; i < 8 * NT * 16; i += kThreads) {
-        const int r = i >> 4, ch = i & 15;
-        const int64_t c = cw * 32 + 8 * ch;
-        const bool ok = r < p.B && c < p.cols;
-        cp_async16_zfill((uint32_t)__cvta_generic_to_shared(xs + r * kXStride + 8 * ch),
-                         ok ? p.x + (int64_t)r * p.ldx + c : p.x, ok ? 16u : 0u);
-    }
-}
-
-constexpr int kStages = 3;
-constexpr int kWRow = 128; // bytes of a row's values per step (128 columns at 50%)
-
-// One step's shared memory in the wide kernel with nt n-tiles: values, masks, then x.
-constexpr int kWideVals = 16 * kWarps * kWRow; // [128 rows][8 chunks of 16 B], swizzled
-constexpr int kWideMasks = 16 * kWarps * 16;   // [128 rows][4 words]
-constexpr int wide_stage_bytes(int nt)
-{
-    return kWideVals + kWideMasks + 8 * nt * kXStride * 2; // x as in stage_x
-}
-template <int NT> struct WideStage {
-    static constexpr int kVals = kWideVals;
-    static constexpr int kMasks = kWideMasks;
-    static constexpr int kBytes = wide_stage_bytes(NT);
-};
-
-// Value chunk c (16 B, 0..7) of block row r: rows of odd index swap their halves, so that the 8
-// lanes of a 16-byte phase (rows g, g+1 x chunks t) hit 8 distinct bank groups.
-__device__ __forceinline__ int wide_chunk(int r, int c)
-{
-    return r * kWRow + ((c ^ ((r & 1) << 2)) << 4);
-}
-
-// Starts the copies of the block's weights of the step at mask word cw: values and masks of its
-// 128 rows (past the last row: the last row again, never stored; past w_end: zeros).
-template <int NT>
-__device__ __forceinline__ void stage_w(const TcParams &p, char *st, int64_t blk_row0, int64_t cw,
-                                        int64_t w_end)
-{
-    const int64_t words = p.cols >> 5;
-    const uint32_t base = (uint32_t)__cvta_generic_to_shared(st);
-    for (int i = threadIdx.x; i < 16 * kWarps * 8; i += kThreads) {
-        const int r = i >> 3, c = i & 7;
-        const int64_t row = min(blk_row0 + r, p.rows - 1);
-        const bool ok = cw + 2 * (c >> 2) < w_end; // piece c/4 inside the split
-        cp_async16_zfill(base + wide_chunk(r, c),
-                         ok ? p.values + row * (p.cols >> 1) + cw * 16 + c * 8 : p.values, ok ? 16u : 0u);
-    }
-    for (int i = threadIdx.x; i < 16 * kWarps * 2; i += kThreads) {
-        const int r = i >> 1, h = i & 1;
-        const int64_t row = min(blk_row0 + r, p.rows - 1);
-        const bool ok = cw + 2 * h < w_end;
-        cp_async8_zfill(base + WideStage<NT>::kVals + r * 16 + h * 8,
-                        ok ? p.mask + row * words + cw + 2 * h : p.mask, ok ? 8u : 0u);
-    }
-}
-
-// Piece s of the staged step st as the A fragments of rows rg (ag) and rg + 8 (ag8): the v8 layout
-// (lane t: 16-byte chunk 4s + t and its half of mask word 2s + t/2), or the whole-word one (16:32:
-// chunks 2t and 2t + 1, mask word t; nm_tcx.h).
-template <class E, class S>
-__device__ __forceinline__ void wide_expand(const char *st, int rg, int s, int t, int shift,
-                                            const uint32_t *tab, uint32_t (&ag)[8], uint32_t (&ag8)[8])
-{
-    const uint32_t *mk = reinterpret_cast<const uint32_t *>(st + S::kVals);
-    if constexpr (E::kWhole) {
-        const auto unit = [&](int r, int c) {
-            return *reinterpret_cast<const uint4 *>(st + wide_chunk(r, c));
-        };
-        E::expand_word(unit(rg, 2 * t), unit(rg, 2 * t + 1), mk[4 * rg + t], s, tab, ag);
-        E::expand_word(unit(rg + 8, 2 * t), unit(rg + 8, 2 * t + 1), mk[4 * (rg + 8) + t], s, tab, ag8);
-    } else {
-        const uint4 v0 = *reinterpret_cast<const uint4 *>(st + wide_chunk(rg, 4 * s + t));
-        const uint4 v8 = *reinterpret_cast<const uint4 *>(st + wide_chunk(rg + 8, 4 * s + t));
-        const uint32_t *m = mk + 2 * s + (t >> 1);
-        const uint32_t va[4] = {v0.x, v0.y, v0.z, v0.w}, vb[4] = {v8.x, v8.y, v8.z, v8.w};
-        E::expand(va, (m[4 * rg] >> shift) & 0xffffu, tab, ag);
-        E::expand(vb, (m[4 * (rg + 8)] >> shift) & 0xffffu, tab, ag8);
-    }
-}
-
-// 2:4 / 4:8 / 8:16 / 16:32, wide (batches up to 64, rows_per_warp SD_NM_RW_TCXW): a block of 8 warps owns 128
-// rows, 16 per warp, and every warp walks the block's whole K share in step with the others. Per
-// step (128 columns) the block copies its rows' values and masks and x for all vectors into
-// shared memory with cp.async, kStages steps ahead (one copy group per step). At B = 64 a warp
-// needs 8 KB of x per 1 KB of its 16-row weights, which per-lane global loads could not feed (9%
-// of the DRAM rate, waiting on L1), and one step of weights prefetched in registers left DRAM
-// latency uncovered between the per-step barriers (NOTES.md v9). Each warp owns its rows: no
-// cross-warp reduction, the fragments are stored directly (store_frags).
-template <class E, int NT> __global__ void __launch_bounds__(kThreads, 2) tcxw_spmv_kernel(TcParams p)
-{
-    extern __shared__ uint4 smem_tc[];
-    char *smem = reinterpret_cast<char *>(smem_tc);
-    __shared__ uint32_t tab[E::kTab];
-    tcx_table<E>(tab);
-    using S = WideStage<NT>;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int64_t words = p.cols >> 5, blk_row0 = (int64_t)blockIdx.x * 16 * kWarps;
-    const int64_t row0 = blk_row0 + 16 * warp;
-    const int64_t w_begin = blockIdx.y * p.words_per_split;
-    const int64_t w_end = min(words, w_begin + p.words_per_split);
-    const int64_t nsteps = (w_end - w_begin + 3) / 4;
-    const bool mine = row0 < p.rows; // the last block's warps past the end only copy
-    const int rg = 16 * warp + g, shift = sd_tcx_mask_shift(t);
-    // The first steps' weights while the grid before may still run; x after it (pdl.cuh). Group
-    // k holds step k's copies (group 0 also the weights of steps 1..kStages-2).
-    for (int k = 0; k < kStages - 1; k++)
-        if (k < nsteps)
-            stage_w<NT>(p, smem + k * S::kBytes, blk_row0, w_begin + 4 * k, w_end);
-    pdl_wait();
-    pdl_trigger();
-    for (int k = 0; k < kStages - 1; k++) {
-        if (k < nsteps)
-            stage_x<NT>(p, reinterpret_cast<uint16_t *>(smem + k * S::kBytes + S::kVals + S::kMasks),
-                        w_begin + 4 * k);
-        cp_async_commit();
-    }
-    float c[NT][4] = {};
-    for (int64_t k = 0; k < nsteps; k++) {
-        const int64_t kn = k + kStages - 1;
-        if (kn < nsteps) {
-            char *sn = smem + (int)(kn % kStages) * S::kBytes;
-            stage_w<NT>(p, sn, blk_row0, w_begin + 4 * kn, w_end);
-            stage_x<NT>(p, reinterpret_cast<uint16_t *>(sn + S::kVals + S::kMasks), w_begin + 4 * kn);
-        }
-        cp_async_commit();
-        cp_async_wait<kStages - 1>(); // step k's group (later ones may still be in flight)
-        __syncthreads();              // every thread's copies, and tab on the first step
-        if (mine) {
-            const char *st = smem + (int)(k % kStages) * S::kBytes;
-            const uint16_t *xs = reinterpret_cast<const uint16_t *>(st + S::kVals + S::kMasks);
-#pragma unroll
-            for (int s = 0; s < 2; s++) {
-                uint32_t ag[8], ag8[8];
-                wide_expand<E, S>(st, rg, s, t, shift, tab, ag, ag8);
-#pragma unroll
-                for (int n = 0; n < NT; n++) {
-                    const uint4 *xp =
-                        reinterpret_cast<const uint4 *>(xs + (8 * n + g) * kXStride + tcx_col<E>(0, s, t));
-                    const uint4 lo = xp[0], hi = xp[1];
-                    const uint32_t xr[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        mma_bf16(c[n], ag[2 * j], ag8[2 * j], ag[2 * j + 1], ag8[2 * j + 1], xr[2 * j],
-                                 xr[2 * j + 1]);
-                }
-            }
-        }
-        __syncthreads(); // this stage is refilled by the next step
-    }
-    if (mine)
-        store_frags<NT>(p, c, row0);
 }
 
 // Dense: lane (g, t) loads rows g and g+8, columns [16t, 16t+16) of each 64-column piece.
@@ -654,32 +374,6 @@ namespace
 {
 enum TcKind { kTcSparse, kTcDense, kTcExpand, kTcExpandWide };
 
-// The n-tiles of 8 vectors the wide kernels take for B vectors.
-int wide_nt(int B)
-{
-    return B <= 8 ? 1 : B <= 16 ? 2 : B <= 32 ? 4 : 8;
-}
-
-template <class E> void (*tcxw_kernel(int B))(TcParams)
-{
-    switch (wide_nt(B)) {
-    case 1:
-        return tcxw_spmv_kernel<E, 1>;
-    case 2:
-        return tcxw_spmv_kernel<E, 2>;
-    case 4:
-        return tcxw_spmv_kernel<E, 4>;
-    default:
-        return tcxw_spmv_kernel<E, 8>;
-    }
-}
-
-// The wide kernel's dynamic shared memory: kStages steps of WideStage<wide_nt(B)>.
-size_t wide_smem(int B)
-{
-    return kStages * (size_t)wide_stage_bytes(wide_nt(B));
-}
-
 // The 16-row expanding kernel of pattern E for B <= 16 vectors (SW: with the SwiGLU epilogue).
 template <class E, bool SW> void (*tcx_kernel(int B))(TcParams)
 {
@@ -694,10 +388,7 @@ template <bool SW> void (*tc_kernel(TcKind kind, int B, int m))(TcParams)
     const bool one = B <= 8;
     switch (kind) {
     case kTcExpandWide:
-        return m == 4    ? tcxw_kernel<Tcx24>(B)
-               : m == 8  ? tcxw_kernel<Tcx48>(B)
-               : m == 16 ? tcxw_kernel<Tcx816>(B)
-                         : tcxw_kernel<Tcx1632>(B);
+        return tcxw_kernel(m, B);
     case kTcExpand:
         return m == 4    ? tcx_kernel<Tcx24, SW>(B)
                : m == 8  ? tcx_kernel<Tcx48, SW>(B)

@@ -1,0 +1,127 @@
+// nm_tc: what the tensor-core SpMV / GEMV kernels share (nm_spmv_tc.cu: the 16-row kernels and
+// their launcher; nm_spmv_tcw.cu: the wide register-expanding kernel): block shape, parameters,
+// the mma, the output store, and the patterns' register expansions (nm_tcx.h). Device-only; not
+// for use outside kernels/.
+#ifndef SD_NM_TC_CUH
+#define SD_NM_TC_CUH
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/nm_device.cuh"
+#include "kernels/nm_tcx.h"
+
+namespace sd_nm_tc
+{
+using namespace sd_nm_dev;
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+
+struct TcParams {
+    const uint16_t *values; // bf16 [rows, cols/2] (dense: [rows, cols])
+    const uint32_t *mask;   // u32 [rows, cols/32]
+    const uint16_t *x;      // bf16 [B, ldx]
+    void *y;                // [B, ldy]
+    int64_t rows, cols, ldx, ldy;
+    int64_t words_per_split; // multiple of 4
+    int B, y_bf16, accumulate, atomic;
+    int64_t half; // > 0: the SwiGLU epilogue (16-row kernels; nm_device.cuh swiglu_row), y bf16
+};
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void store_y(const TcParams &p, int64_t o, float v)
+{
+    store_out(p.y, o, v, p.atomic, p.y_bf16, p.accumulate);
+}
+
+// The expansion of a pattern (nm_tcx.h): its shared table (kTab words) and its expand function.
+struct Tcx24 {
+    static constexpr int kTab = 32;       // words of the shared table
+    static constexpr bool kWhole = false; // the nm_tcx.h layout (a lane: 16 columns a piece)
+    __device__ static uint32_t entry(int i)
+    {
+        return i < 16 ? sd_tcx_sel((uint32_t)i) : 0u;
+    }
+    __device__ static void expand(const uint32_t (&v)[4], uint32_t m16, const uint32_t *tab, uint32_t (&a)[8])
+    {
+        sd_tcx_expand(v, m16, tab, a);
+    }
+};
+struct Tcx48 {
+    static constexpr int kTab = 32;
+    static constexpr bool kWhole = false;
+    __device__ static uint32_t entry(int i)
+    {
+        return sd_tcx48_entry((uint32_t)i >> 1, i & 1);
+    }
+    __device__ static void expand(const uint32_t (&v)[4], uint32_t m16, const uint32_t *tab, uint32_t (&a)[8])
+    {
+        sd_tcx48_expand(v, m16, tab, a);
+    }
+};
+
+struct Tcx816 {
+    static constexpr int kTab = 32;
+    static constexpr bool kWhole = false;
+    __device__ static uint32_t entry(int i)
+    {
+        return sd_tcx816_entry((uint32_t)i >> 1, i & 1);
+    }
+    __device__ static void expand(const uint32_t (&v)[4], uint32_t m16, const uint32_t *tab, uint32_t (&a)[8])
+    {
+        sd_tcx816_expand(v, m16, tab, a);
+    }
+};
+
+// 16:32: the whole-word layout (nm_tcx.h sd_tcx1632_expand), a lane's word expanded per piece
+// from both of its 16-byte value units (lo, hi) and its whole mask word.
+struct Tcx1632 {
+    static constexpr int kTab = SD_TCX1632_TAB;
+    static constexpr bool kWhole = true;
+    __device__ static uint32_t entry(int i)
+    {
+        return sd_tcx1632_entry((uint32_t)i / 3, i % 3);
+    }
+    __device__ static void expand_word(const uint4 &lo, const uint4 &hi, uint32_t m32, int s,
+                                       const uint32_t *tab, uint32_t (&a)[8])
+    {
+        const uint32_t v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        sd_tcx1632_expand(v, m32, s, tab, a);
+    }
+};
+
+// The first x column of lane t's piece s in the step at word cw (the K permutation A and x share;
+// cw 0: the column within a step, as the wide kernel's staged x holds it).
+template <class E> __device__ __forceinline__ int64_t tcx_col(int64_t cw, int s, int t)
+{
+    if constexpr (E::kWhole)
+        return sd_tcx_w_col(cw, s, t);
+    return cw * 32 + 64 * s + 16 * t;
+}
+
+// The block's selector table (nm_tcx.h); the caller syncs before use.
+template <class E> __device__ __forceinline__ void tcx_table(uint32_t *tab)
+{
+    if (threadIdx.x < E::kTab)
+        tab[threadIdx.x] = E::entry(threadIdx.x);
+}
+
+typedef void (*tc_kernel_fn)(TcParams);
+
+// The wide register-expanding kernel (nm_spmv_tcw.cu) of pattern group m (4: 2:4 ... 32: 16:32)
+// for B <= SD_NM_MAX_B_WIDE vectors, and the dynamic shared memory it takes at B.
+tc_kernel_fn tcxw_kernel(int m, int B);
+size_t wide_smem(int B);
+
+} // namespace sd_nm_tc
+
+#endif
