@@ -386,7 +386,8 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         return SD_EINVAL;
     // The SwiGLU epilogue needs a row's whole sum in one block: no split-K, no stream-K, and not the
     // wide kernel (nor the unstructured one, whose rows stay plain). Refused before anything runs.
-    if (a->swiglu && (split > 1 || unstructured || rows_kernel || a->B > SD_NM_MAX_B || rw == SD_NM_RW_TCXW))
+    const int stream_k = rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
+    if (a->swiglu && (split > 1 || unstructured || stream_k || a->B > SD_NM_MAX_B || rw == SD_NM_RW_TCXW))
         return SD_ENOTSUP;
     if (split > 1 && a->y_bf16)
         return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
@@ -408,6 +409,8 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
             return sd__nm_rows_launch(a, rw, split, s);
         rw = 2; // likewise a hint
     }
+    if (a->swiglu && a->B > 2) // the word-per-lane kernels have the epilogue for 1 and 2 vectors
+        return SD_ENOTSUP;
     const int c24 = c24_asked && !dense && sd__nm_c24_supported(a, c24_rw);
     const int c24_cfg = c24_rw; // which compacting kernel (c24_kernel)
     if (c24_asked)              // its rows per warp (or, as a hint, the gather kernel's)
@@ -436,8 +439,6 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
         return SD_ECUDA;
     const int sw = a->swiglu != 0;
-    if (sw && bi > 1) // the word-per-lane kernels have the epilogue for 1 and 2 vectors
-        return SD_ENOTSUP;
     kernel_fn k = c24            ? c24_kernel(c24_cfg, a->B, a->m, sw)
                   : dense        ? (sw ? k_gemv_sw : k_gemv)[bi][rw_index(rw)]
                   : unstructured ? k_un[bi]
@@ -509,16 +510,18 @@ static int swiglu_rw(const sd_nm_spmv_args *a, int dense)
     sd_nm_config(a, dense, &rw, &split);
     const int rows_kernel =
         rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
-    // sd__nm_launch_cfg's terms: no split-K, not the wide or row-per-lane kernels (a rows kernel
-    // that does not take the problem falls back to the gather kernel; not worth the special case);
-    // the 16-row tensor-core kernels for B <= 16, the word-per-lane ones (also where a tensor-core
-    // config falls back to them) for B <= 2.
-    if (split != 1 || rows_kernel || rw == SD_NM_RW_TCXW)
+    // sd__nm_launch_cfg's terms: no split-K, not the wide or stream-K kernels; the 16-row
+    // tensor-core kernels for B <= 16, the row-per-lane ones (whole x in one block) for B <= 4, the
+    // word-per-lane ones (also where another config falls back to them) for B <= 2.
+    const int stream_k = rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
+    if (split != 1 || stream_k || rw == SD_NM_RW_TCXW)
         return 0;
     if (rw == SD_NM_RW_TCX && !dense && sd__nm_tcx_supported(a))
         return rw;
     if ((rw == SD_NM_RW_TCX || rw == SD_NM_RW_TC) && sd__nm_tc_supported(a, dense))
         return rw;
+    if (rows_kernel && !dense && sd__nm_rows_supported(a, rw))
+        return rw; // with y_bf16 that means x whole in one block (no split-K)
     return a->B <= 2 ? rw : 0;
 }
 
@@ -535,10 +538,12 @@ extern "C" int sd_nm_swiglu_pays(const sd_nm_spmv_args *a, int dense)
     // Measured in decode (8B, results/2026-12-02-tcx2/r4): fused, the dense tensor-core GEMV made
     // steps 2-3% faster at batch 1-16, the register-expanding kernels 1-2% at 16, the 2:4
     // compacting kernel ~1% at 1; the gather kernels (4:8, 8:16, 16:32 at batch 1-2) and the
-    // shared-tile tensor-core kernel (16:32 at 16) ran 1-4% slower fused.
+    // shared-tile tensor-core kernel (16:32 at 16) ran 1-4% slower fused. The row-per-lane
+    // kernels (8:16 / 16:32 gate_up at batch 1-2): 1.6-2.3% faster (results/2026-12-02-s14/r6).
     if (dense)
         return rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX; // 24 is a hint for the dense tensor-core GEMV
     return (rw == SD_NM_RW_TCX && sd__nm_tcx_supported(a)) ||
+           ((rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3) && sd__nm_rows_supported(a, rw)) ||
            (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3 && sd__nm_c24_supported(a, rw - SD_NM_RW_C24));
 }
 

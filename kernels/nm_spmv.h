@@ -131,12 +131,12 @@ int sd_kernels_ctx_import(sd_kernels_ctx *ctx, const sd_nm_tuned *e);
 void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rows_per_warp, int *ret_split);
 
 /* 1 when a launch of a with swiglu = 1 would take the SwiGLU epilogue: the config it resolves to
- * (sd_nm_config) is a word-per-lane or 16-row tensor-core kernel without split-K, and the shape
- * and output meet the swiglu field's terms. */
+ * (sd_nm_config) is a word-per-lane (B <= 2), row-per-lane (B <= 4, not stream-K) or 16-row
+ * tensor-core kernel without split-K, and the shape and output meet the swiglu field's terms. */
 int sd_nm_swiglu_ok(const sd_nm_spmv_args *a, int dense);
 /* sd_nm_swiglu_ok, and the config is one whose fused launch measured faster than the plain launch
- * plus the engine's SwiGLU kernel (the tensor-core GEMV and the register-expanding and 2:4
- * compacting kernels; not the gather and shared-tile kernels): what the engine fuses. */
+ * plus the engine's SwiGLU kernel (the tensor-core GEMV, the register-expanding, row-per-lane and
+ * 2:4 compacting kernels; not the gather and shared-tile kernels): what the engine fuses. */
 int sd_nm_swiglu_pays(const sd_nm_spmv_args *a, int dense);
 
 #ifdef __cplusplus

@@ -42,6 +42,7 @@ struct RParams {
     int64_t rows, cols, ldx, ldy;
     int64_t words_per_split; // K range of one grid.y slice, in mask words; a multiple of kT
     int B, y_bf16, accumulate, atomic;
+    int64_t half; // > 0: the SwiGLU epilogue (rows_kernel SW): W = [gate; up], y bf16 [B, ldy >= half]
 };
 
 template <int BT> __host__ __device__ constexpr int red_bytes()
@@ -62,16 +63,23 @@ struct CopySrc {
     const uint32_t *m;
 };
 
-__device__ __forceinline__ CopySrc copy_src(const RParams &p, int64_t row0, int lane)
+// Row r of the block's 32-row group from row0, clamped; SW: the group is 16 gate rows and their 16
+// up rows (nm_device.cuh swiglu_row).
+template <bool SW> __device__ __forceinline__ int64_t group_row(const RParams &p, int64_t row0, int r)
+{
+    if constexpr (SW)
+        return swiglu_row(p.half, 16, r);
+    return min(row0 + r, p.rows - 1);
+}
+
+template <bool SW> __device__ __forceinline__ CopySrc copy_src(const RParams &p, int64_t row0, int lane)
 {
     CopySrc c;
     const int64_t words = p.cols >> 5;
 #pragma unroll
-    for (int k = 0; k < 8; k++) {
-        int64_t row = min(row0 + (lane >> 3) + 4 * k, p.rows - 1);
-        c.v[k] = p.values + row * (p.cols >> 1) + (lane & 7) * 8;
-    }
-    c.m = p.mask + min(row0 + lane, p.rows - 1) * words;
+    for (int k = 0; k < 8; k++)
+        c.v[k] = p.values + group_row<SW>(p, row0, (lane >> 3) + 4 * k) * (p.cols >> 1) + (lane & 7) * 8;
+    c.m = p.mask + group_row<SW>(p, row0, lane) * words;
     return c;
 }
 
@@ -173,7 +181,9 @@ template <int BT> __device__ __forceinline__ void store_y(const RParams &p, int 
     store_out(p.y, (int64_t)b * p.ldy + row, v, p.atomic, p.y_bf16, p.accumulate);
 }
 
-template <int BT, int S> __global__ void __launch_bounds__(kThreads) rows_kernel(RParams p)
+// SW: the SwiGLU epilogue: the block's rows are 16 gate / up pairs (group_row), and it writes
+// bf16(silu(gate) * up) of each, the bits the fp32 outputs and the engine's SwiGLU kernel give.
+template <int BT, int S, bool SW> __global__ void __launch_bounds__(kThreads) rows_kernel(RParams p)
 {
     extern __shared__ float4 smem4[];
     char *smem = reinterpret_cast<char *>(smem4);
@@ -190,7 +200,7 @@ template <int BT, int S> __global__ void __launch_bounds__(kThreads) rows_kernel
     const int tb = warp * nt / kWarps, n = (warp + 1) * nt / kWarps - tb;
     char *mine = tiles + warp * S * kStageBytes;
     const uint32_t mine_s = (uint32_t)__cvta_generic_to_shared(mine);
-    const CopySrc src = copy_src(p, row0, lane);
+    const CopySrc src = copy_src<SW>(p, row0, lane);
 
     // The first S-1 tiles are in flight while the block stages x; they do not depend on the
     // grid before this one, x does (pdl.cuh).
@@ -227,8 +237,20 @@ template <int BT, int S> __global__ void __launch_bounds__(kThreads) rows_kernel
 #pragma unroll
         for (int w = 0; w < kWarps; w++)
             v += red[(w * BT + b) * 32 + l];
-        if (b < p.B && row0 + l < p.rows)
+        if constexpr (SW)
+            red[b * 32 + l] = v; // warp 0's slots: this thread alone read them (kThreads >= BT * 32)
+        else if (b < p.B && row0 + l < p.rows)
             store_y<BT>(p, b, row0 + l, v);
+    }
+    if constexpr (SW) {
+        __syncthreads();
+        for (int t = threadIdx.x; t < BT * 16; t += kThreads) {
+            const int b = t >> 4, j = t & 15;
+            const int64_t i = (int64_t)blockIdx.x * 16 + j;
+            if (b < p.B && i < p.half)
+                static_cast<uint16_t *>(p.y)[(int64_t)b * p.ldy + i] =
+                    f32_to_bf16(silu_mul(red[b * 32 + j], red[b * 32 + 16 + j]));
+        }
     }
 }
 
@@ -254,13 +276,13 @@ template <int BT, int S> __global__ void __launch_bounds__(kThreads) rows_sk_ker
     // Two cursors walk the share as (row group, tile in row): one for the copies, S-1 tiles
     // ahead, one for the compute; a 64-bit division only at the start.
     int64_t src_g = ib / tpr, src_t = ib - src_g * tpr;
-    CopySrc src = copy_src(p, src_g * 32, lane);
+    CopySrc src = copy_src<false>(p, src_g * 32, lane);
     int64_t issued = 0;
     auto issue_next = [&](int stage) {
         issue_tile(src, mine_s + stage * kStageBytes, src_t * kT, lane);
         if (++src_t == tpr) {
             src_t = 0, src_g++;
-            src = copy_src(p, src_g * 32, lane);
+            src = copy_src<false>(p, src_g * 32, lane);
         }
         issued++;
     };
@@ -339,13 +361,18 @@ kernel_fn pick_sk(int BT, int stages)
     return stages == 2 ? rows_sk_kernel<4, 2> : rows_sk_kernel<4, 3>;
 }
 
-kernel_fn pick(int BT, int stages)
+template <bool SW> kernel_fn pick_sw(int BT, int stages)
 {
     if (BT == 1)
-        return stages == 2 ? rows_kernel<1, 2> : rows_kernel<1, 3>;
+        return stages == 2 ? rows_kernel<1, 2, SW> : rows_kernel<1, 3, SW>;
     if (BT == 2)
-        return stages == 2 ? rows_kernel<2, 2> : rows_kernel<2, 3>;
-    return stages == 2 ? rows_kernel<4, 2> : rows_kernel<4, 3>;
+        return stages == 2 ? rows_kernel<2, 2, SW> : rows_kernel<2, 3, SW>;
+    return stages == 2 ? rows_kernel<4, 2, SW> : rows_kernel<4, 3, SW>;
+}
+
+kernel_fn pick(int BT, int stages, bool swiglu)
+{
+    return swiglu ? pick_sw<true>(BT, stages) : pick_sw<false>(BT, stages);
 }
 
 int stages_of(int rw)
@@ -366,7 +393,7 @@ int sk_launch(const sd_nm_spmv_args *a, int rw, cudaStream_t s)
     p.values = a->values, p.mask = a->mask, p.x = a->x, p.y = a->y;
     p.rows = a->rows, p.cols = a->cols, p.ldx = a->ldx, p.ldy = a->ldy;
     p.words_per_split = a->cols / 32;
-    p.B = a->B, p.y_bf16 = 0, p.accumulate = a->accumulate, p.atomic = 1;
+    p.B = a->B, p.y_bf16 = 0, p.accumulate = a->accumulate, p.atomic = 1, p.half = 0;
     kernel_fn k = pick_sk(BT, stages);
     const size_t smem = smem_bytes(BT, stages, a->cols / 32);
     int dev = 0, n_sm = 0, per_sm = 0;
@@ -407,10 +434,13 @@ extern "C" int sd__nm_rows_launch(const sd_nm_spmv_args *a, int rw, int split, c
 {
     if (!sd__nm_rows_supported(a, rw))
         return SD_EINVAL;
-    if (is_sk(rw))
-        return sk_launch(a, rw, s);
     const int stages = stages_of(rw), BT = bt_of(a->B);
     const int ms = min_split(a, stages);
+    // The SwiGLU epilogue needs a row's whole sum in one block: no stream-K, no split-K.
+    if (a->swiglu && (is_sk(rw) || split > 1 || ms > 1))
+        return SD_ENOTSUP;
+    if (is_sk(rw))
+        return sk_launch(a, rw, s);
     split = split < ms ? ms : split;
     const int64_t words = a->cols / 32, wps = words_per_split(words, split);
     const int64_t nsplit = (words + wps - 1) / wps;
@@ -419,12 +449,13 @@ extern "C" int sd__nm_rows_launch(const sd_nm_spmv_args *a, int rw, int split, c
     p.rows = a->rows, p.cols = a->cols, p.ldx = a->ldx, p.ldy = a->ldy;
     p.words_per_split = wps;
     p.B = a->B, p.y_bf16 = a->y_bf16, p.accumulate = a->accumulate, p.atomic = nsplit > 1;
+    p.half = a->swiglu ? a->rows / 2 : 0;
     if (p.atomic && a->y_bf16)
         return SD_EINVAL;
     if (p.atomic && !a->accumulate &&
         cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
         return SD_ECUDA;
-    kernel_fn k = pick(BT, stages);
+    kernel_fn k = pick(BT, stages, a->swiglu != 0);
     const size_t smem = smem_bytes(BT, stages, wps);
     // All the shared memory the SM has: the loads bypass L1 (cp.async.cg), so L1 needs little.
     if (cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
@@ -432,7 +463,8 @@ extern "C" int sd__nm_rows_launch(const sd_nm_spmv_args *a, int rw, int split, c
         cudaFuncSetAttribute((const void *)k, cudaFuncAttributePreferredSharedMemoryCarveout,
                              cudaSharedmemCarveoutMaxShared) != cudaSuccess)
         return SD_ECUDA;
-    dim3 grid((unsigned)((a->rows + 31) / 32), (unsigned)nsplit);
+    const int64_t grid_rows = a->swiglu ? (a->rows / 2 + 15) / 16 * 32 : a->rows; // SW: 16 pairs a block
+    dim3 grid((unsigned)((grid_rows + 31) / 32), (unsigned)nsplit);
     const int pdl = (a->ctx ? a->ctx->pdl : 1) && !(p.atomic && !a->accumulate); // not after a memset
     return sd_launch(k, grid, dim3(kThreads), smem, s, pdl, p) == cudaSuccess ? 0 : SD_ECUDA;
 }

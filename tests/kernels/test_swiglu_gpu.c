@@ -1,6 +1,7 @@
 /* GPU tests of the SwiGLU epilogue (sd_nm_spmv_args.swiglu): W = [gate; up] and the kernel writes
  * bf16 silu(gate x) times (up x). For every kernel that takes it (the word-per-lane gather /
- * compacting / GEMV kernels at 1-2 vectors, the 16-row tensor-core kernels up to 16), dense and
+ * compacting / GEMV kernels at 1-2 vectors, the row-per-lane kernels up to 4, the 16-row
+ * tensor-core kernels up to 16), dense and
  * N:M, odd pair counts: the fused output against the same config's fp32 output put through SwiGLU
  * on the host (within one bf16 step: host and device expf may differ in the last bit), against the
  * fp64 reference (rel L2 < 1e-2), padding columns of y untouched; sd_nm_swiglu_ok agrees with what
@@ -169,8 +170,9 @@ static void test_gpu_swiglu_matches(void)
     } probs[] = {{1, 0, 0, 37, 1024}, {1, 0, 0, 1000, 4096}, {0, 2, 4, 37, 1024},  {0, 2, 4, 1000, 4096},
                  {0, 4, 8, 61, 2048}, {0, 8, 16, 130, 1024}, {0, 16, 32, 53, 3072}};
     const int Bs[] = {1, 2, 5, 16};
-    /* rows_per_warp: gather / GEMV 1, 2, 4; 2:4 compacting 101-103; tensor cores 16 and 24 */
-    const int rws[] = {1, 2, 4, 101, 102, 103, 16, 24};
+    /* rows_per_warp: gather / GEMV 1, 2, 4; 2:4 compacting 101-103; tensor cores 16 and 24;
+     * row per lane 32 and 48 (two and three copy stages) */
+    const int rws[] = {1, 2, 4, 101, 102, 103, 16, 24, 32, 48};
     int checked = 0;
     for (size_t pi = 0; pi < sizeof probs / sizeof probs[0]; pi++)
         for (size_t bi = 0; bi < sizeof Bs / sizeof Bs[0]; bi++) {
@@ -181,10 +183,12 @@ static void test_gpu_swiglu_matches(void)
                 const int rw = rws[ri];
                 sd_nm_spmv_args a = sw_args(&p, rw, 1, 1);
                 const int ok = sd_nm_swiglu_ok(&a, p.dense);
-                /* the word-per-lane kernels (also where a tensor-core config falls back to them)
-                 * take 1-2 vectors; the 16-row tensor-core kernels up to 16 */
+                /* the word-per-lane kernels (also where another config falls back to them)
+                 * take 1-2 vectors; the row-per-lane ones (N:M) up to 4; the 16-row tensor-core
+                 * kernels up to 16 */
                 const int tc = (rw == 16 || rw == 24) && !(probs[pi].n == 0 && !p.dense);
-                CHECK_MSG(ok == (tc || p.B <= 2), "%s %d:%d B=%d rw=%d: swiglu_ok %d",
+                const int rows = (rw == 32 || rw == 48) && !p.dense && p.B <= 4;
+                CHECK_MSG(ok == (tc || rows || p.B <= 2), "%s %d:%d B=%d rw=%d: swiglu_ok %d",
                           p.dense ? "dense" : "nm", p.n, p.m, p.B, rw, ok);
                 if (!ok) {
                     CHECK_MSG(sw_launch(&p, &a) == SD_ENOTSUP, "B=%d rw=%d: refused launch", p.B, rw);
@@ -199,7 +203,7 @@ static void test_gpu_swiglu_matches(void)
             sw_free(&p);
         }
     fprintf(stderr, "  %d (problem, config) pairs checked\n", checked);
-    CHECK(checked >= 60);
+    CHECK(checked >= 80);
 }
 
 /* Args of a [2*half, cols] 2:4 (or dense) problem with the SwiGLU epilogue and config (rw, split),
@@ -218,12 +222,12 @@ static sd_nm_spmv_args fake_args(int dense, int64_t half, int64_t cols, int B, i
 
 /* What cannot keep a row's sum in one block refuses with SD_ENOTSUP, and sd_nm_swiglu_ok says 0;
  * bad terms are SD_EINVAL; sd_nm_swiglu_pays (what the engine fuses) only where the fused launch
- * measured faster: the dense tensor-core GEMV, the 2:4 compacting and the register-expanding
- * kernels, not the gather or shared-tile kernels. */
+ * measured faster: the dense tensor-core GEMV, the 2:4 compacting, the row-per-lane and the
+ * register-expanding kernels, not the gather or shared-tile kernels. */
 static void test_swiglu_refusals(void)
 {
-    const int notsup[][3] = {{1, 2, 2},   {16, 3, 2},  {24, 2, 2}, {32, 1, 2}, {64, 1, 2},
-                             {128, 1, 2}, {103, 4, 1}, {1, 1, 3},  {101, 1, 3}};
+    const int notsup[][3] = {{1, 2, 2},   {16, 3, 2},  {24, 2, 2}, {32, 2, 2},  {48, 2, 1}, {64, 1, 2},
+                             {128, 1, 2}, {103, 4, 1}, {1, 1, 3},  {101, 1, 3}, {48, 1, 5}};
     for (size_t i = 0; i < sizeof notsup / sizeof notsup[0]; i++) {
         sd_nm_spmv_args a = fake_args(0, 64, 2048, notsup[i][2], notsup[i][0], notsup[i][1]);
         CHECK_MSG(!sd_nm_swiglu_ok(&a, 0) && !sd_nm_swiglu_pays(&a, 0), "rw=%d split=%d B=%d: taken",
@@ -246,7 +250,8 @@ static void test_swiglu_refusals(void)
     /* taken, and whether it pays: {dense, rw, B, ok, pays} */
     const int cases[][5] = {{1, 16, 1, 1, 1}, {1, 16, 16, 1, 1}, {1, 24, 4, 1, 1},  {1, 2, 1, 1, 0},
                             {0, 24, 8, 1, 1}, {0, 103, 1, 1, 1}, {0, 101, 2, 1, 1}, {0, 16, 8, 1, 0},
-                            {0, 1, 1, 1, 0},  {0, 4, 2, 1, 0},   {0, 101, 3, 0, 0}};
+                            {0, 1, 1, 1, 0},  {0, 4, 2, 1, 0},   {0, 101, 3, 0, 0}, {0, 32, 1, 1, 1},
+                            {0, 48, 4, 1, 1}, {0, 32, 5, 0, 0}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         a = fake_args(cases[i][0], 64, 2048, cases[i][2], cases[i][1], 1);
         CHECK_MSG(sd_nm_swiglu_ok(&a, cases[i][0]) == cases[i][3] &&
