@@ -133,8 +133,7 @@ extern "C" int sd_kernels_ctx_export(const sd_kernels_ctx *ctx, sd_nm_tuned *out
 static int known_rw(int rw)
 {
     return rw == 1 || rw == 2 || rw == 4 || rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW ||
-           rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3 ||
-           (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3);
+           sd__nm_rw_rows(rw) || (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3);
 }
 
 extern "C" int sd_kernels_ctx_import(sd_kernels_ctx *ctx, const sd_nm_tuned *e)
@@ -251,10 +250,9 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
     const int splits[] = {1, 2, 3, 4, 6, 8};
     for (int rw : rws)
         for (int split : splits) {
-            const int rows_kernel = rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK ||
-                                    rw == SD_NM_RW_ROWS_SK3;
-            const int stream_k = rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3; // split unused
-            const int c24 = rw >= SD_NM_RW_C24 + 1 && rw <= SD_NM_RW_C24 + 3;       // not the wide 128
+            const int rows_kernel = sd__nm_rw_rows(rw);
+            const int stream_k = sd__nm_rw_stream_k(rw);                      // split unused
+            const int c24 = rw >= SD_NM_RW_C24 + 1 && rw <= SD_NM_RW_C24 + 3; // not the wide 128
             if ((unstructured && (rw != 1 || split != 1)) ||
                 (split > 1 && (a->y_bf16 || ctx->deterministic)) ||
                 (rw == SD_NM_RW_TC && !sd__nm_tc_supported(a, dense)) ||

@@ -373,8 +373,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     const int unstructured = !dense && a->n == 0;
     if (unstructured)
         rw = 1, split = 1; // the running value offset starts at column 0
-    const int rows_kernel =
-        rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
+    const int rows_kernel = sd__nm_rw_rows(rw);
     const int tcx_kernel = rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW;
     const int c24_rw = rw - SD_NM_RW_C24; // rows per warp of the 2:4 compacting kernel, if asked for
     const int c24_asked = c24_rw >= 1 && c24_rw <= 3;
@@ -386,8 +385,8 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         return SD_EINVAL;
     // The SwiGLU epilogue needs a row's whole sum in one block: no split-K, no stream-K, and not the
     // wide kernel (nor the unstructured one, whose rows stay plain). Refused before anything runs.
-    const int stream_k = rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
-    if (a->swiglu && (split > 1 || unstructured || stream_k || a->B > SD_NM_MAX_B || rw == SD_NM_RW_TCXW))
+    if (a->swiglu &&
+        (split > 1 || unstructured || sd__nm_rw_stream_k(rw) || a->B > SD_NM_MAX_B || rw == SD_NM_RW_TCXW))
         return SD_ENOTSUP;
     if (split > 1 && a->y_bf16)
         return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
@@ -508,13 +507,11 @@ static int swiglu_rw(const sd_nm_spmv_args *a, int dense)
         return 0;
     int rw, split;
     sd_nm_config(a, dense, &rw, &split);
-    const int rows_kernel =
-        rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
+    const int rows_kernel = sd__nm_rw_rows(rw);
     // sd__nm_launch_cfg's terms: no split-K, not the wide or stream-K kernels; the 16-row
     // tensor-core kernels for B <= 16, the row-per-lane ones (whole x in one block) for B <= 4, the
     // word-per-lane ones (also where another config falls back to them) for B <= 2.
-    const int stream_k = rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
-    if (split != 1 || stream_k || rw == SD_NM_RW_TCXW)
+    if (split != 1 || sd__nm_rw_stream_k(rw) || rw == SD_NM_RW_TCXW)
         return 0;
     if (rw == SD_NM_RW_TCX && !dense && sd__nm_tcx_supported(a))
         return rw;
@@ -543,7 +540,7 @@ extern "C" int sd_nm_swiglu_pays(const sd_nm_spmv_args *a, int dense)
     if (dense)
         return rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX; // 24 is a hint for the dense tensor-core GEMV
     return (rw == SD_NM_RW_TCX && sd__nm_tcx_supported(a)) ||
-           ((rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3) && sd__nm_rows_supported(a, rw)) ||
+           (sd__nm_rw_rows(rw) && sd__nm_rows_supported(a, rw)) || // not stream-K (swiglu_rw)
            (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3 && sd__nm_c24_supported(a, rw - SD_NM_RW_C24));
 }
 

@@ -63,6 +63,15 @@ int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_
 #define SD_NM_RW_ROWS3 48
 #define SD_NM_RW_ROWS_SK 64
 #define SD_NM_RW_ROWS_SK3 96
+/* Whether rw names a stream-K row-per-lane kernel, or any row-per-lane one. */
+static inline int sd__nm_rw_stream_k(int rw)
+{
+    return rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
+}
+static inline int sd__nm_rw_rows(int rw)
+{
+    return rw == SD_NM_RW_ROWS || rw == SD_NM_RW_ROWS3 || sd__nm_rw_stream_k(rw);
+}
 int sd__nm_rows_supported(const sd_nm_spmv_args *a, int rw);
 int sd__nm_rows_launch(const sd_nm_spmv_args *a, int rw, int split, cudaStream_t s);
 

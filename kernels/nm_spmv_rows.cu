@@ -380,11 +380,6 @@ int stages_of(int rw)
     return rw == SD_NM_RW_ROWS3 || rw == SD_NM_RW_ROWS_SK3 ? 3 : 2;
 }
 
-int is_sk(int rw)
-{
-    return rw == SD_NM_RW_ROWS_SK || rw == SD_NM_RW_ROWS_SK3;
-}
-
 // Stream-K: x whole in every block, a persistent grid of as many blocks as fit on the SMs.
 int sk_launch(const sd_nm_spmv_args *a, int rw, cudaStream_t s)
 {
@@ -425,7 +420,7 @@ extern "C" int sd__nm_rows_supported(const sd_nm_spmv_args *a, int rw)
         ((uintptr_t)a->values & 15) != 0)
         return 0;
     const int ms = min_split(a, stages_of(rw));
-    if (is_sk(rw)) // the whole of x in one block, fp32 output (atomics)
+    if (sd__nm_rw_stream_k(rw)) // the whole of x in one block, fp32 output (atomics)
         return ms == 1 && !a->y_bf16;
     return ms == 1 || (ms > 1 && !a->y_bf16);
 }
@@ -437,9 +432,9 @@ extern "C" int sd__nm_rows_launch(const sd_nm_spmv_args *a, int rw, int split, c
     const int stages = stages_of(rw), BT = bt_of(a->B);
     const int ms = min_split(a, stages);
     // The SwiGLU epilogue needs a row's whole sum in one block: no stream-K, no split-K.
-    if (a->swiglu && (is_sk(rw) || split > 1 || ms > 1))
+    if (a->swiglu && (sd__nm_rw_stream_k(rw) || split > 1 || ms > 1))
         return SD_ENOTSUP;
-    if (is_sk(rw))
+    if (sd__nm_rw_stream_k(rw))
         return sk_launch(a, rw, s);
     split = split < ms ? ms : split;
     const int64_t words = a->cols / 32, wps = words_per_split(words, split);

@@ -192,17 +192,13 @@ template <class E, int NT> __global__ void __launch_bounds__(kThreads, 2) tcxw_s
         store_frags<NT>(p, c, row0);
 }
 
-} // namespace
-
-namespace sd_nm_tc
-{
 // The n-tiles of 8 vectors the wide kernels take for B vectors.
 int wide_nt(int B)
 {
     return B <= 8 ? 1 : B <= 16 ? 2 : B <= 32 ? 4 : 8;
 }
 
-template <class E> void (*tcxw_kernel(int B))(TcParams)
+template <class E> tc_kernel_fn wide_kernel(int B)
 {
     switch (wide_nt(B)) {
     case 1:
@@ -215,7 +211,10 @@ template <class E> void (*tcxw_kernel(int B))(TcParams)
         return tcxw_spmv_kernel<E, 8>;
     }
 }
+} // namespace
 
+namespace sd_nm_tc
+{
 // The wide kernel's dynamic shared memory: kStages steps of WideStage<wide_nt(B)>.
 size_t wide_smem(int B)
 {
@@ -224,9 +223,9 @@ size_t wide_smem(int B)
 
 tc_kernel_fn tcxw_kernel(int m, int B)
 {
-    return m == 4    ? tcxw_kernel<Tcx24>(B)
-           : m == 8  ? tcxw_kernel<Tcx48>(B)
-           : m == 16 ? tcxw_kernel<Tcx816>(B)
-                     : tcxw_kernel<Tcx1632>(B);
+    return m == 4    ? wide_kernel<Tcx24>(B)
+           : m == 8  ? wide_kernel<Tcx48>(B)
+           : m == 16 ? wide_kernel<Tcx816>(B)
+                     : wide_kernel<Tcx1632>(B);
 }
 } // namespace sd_nm_tc
