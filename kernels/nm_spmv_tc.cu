@@ -5,7 +5,8 @@
 // accumulate); the cost per kept weight no longer grows with B. Dense: the weights go straight
 // from global memory into the A fragments. 2:4 to 16:32 can skip the shared tile: tcx_spmv_kernel
 // expands the bitmask weights into the A fragments in registers (kernels/nm_tcx.h), and its wide
-// twin takes up to 64 vectors. The 8 warps' partial tiles are summed in shared memory.
+// twin (nm_spmv_tcw.cu, launched from here) takes up to 64 vectors. The 8 warps' partial tiles are
+// summed in shared memory.
 //
 // K permutation: within a 64-column piece, lane (g = lane/4, t = lane%4) holds columns
 // [16t, 16t+16) of rows g and g+8, and mma j (0..3) takes columns 16t + 4j + {0,1} as its k-slots
