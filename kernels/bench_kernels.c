@@ -47,7 +47,7 @@ typedef struct bk_res {
 } bk_res;
 
 typedef struct bk {
-    int quick, reps, pdl, tcx, c24;
+    int quick, reps, pdl, tcx, c24, sp24;
     int batches[BK_MAX_NB], n_batches; /* --batch: these instead of the default list */
     cudaStream_t s;
     cublasHandle_t blas;
@@ -354,6 +354,7 @@ static int bk_init(bk *b)
     sd_kernels_ctx_set_pdl(b->ctx, b->pdl);
     sd_kernels_ctx_set_tcx(b->ctx, b->tcx ? SD_NM_TCX_ALL : SD_NM_TCX_NONE);
     sd_kernels_ctx_set_c24(b->ctx, b->c24 ? SD_NM_C24_ALL : SD_NM_C24_NONE);
+    sd_kernels_ctx_set_sp24(b->ctx, b->sp24);
     for (int i = 0; i < 2 * BK_MAX_REPS; i++)
         BK_CU(cudaEventCreate(&b->ev[i]));
     return 0;
@@ -396,11 +397,12 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
                 "/ 20, weights rotated over copies > 3× L2; programmatic dependent launch %s; the 2:4 / 4:8 "
                 "/ 8:16 / 16:32 "
                 "register-expanding tensor-core kernels (cfg 24, 128) %s; the batch-1 2:4 and 4:8 compacting "
-                "kernels (cfg 101, 102, 103) %s\n\n",
+                "kernels (cfg 101, 102, 103) %s; the 2:4 sparse tensor-core kernel (cfg 25) %s\n\n",
                 date, prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, cmdline, b->read_gbs,
                 b->copy_gbs, b->reps, b->pdl ? "on (the default)" : "off (--no-pdl)",
                 b->tcx ? "among the candidates (the default)" : "not tried (--no-tcx)",
-                b->c24 ? "among the candidates (the default)" : "not tried (--no-c24)");
+                b->c24 ? "among the candidates (the default)" : "not tried (--no-c24)",
+                b->sp24 ? "among the candidates (the default)" : "not tried (--no-sp24)");
     bk_shape shapes[64];
     int ns = bk_shapes(shapes, b->quick);
     const int Bs_full[] = {1, 2, 4, 8, 16}, Bs_quick[] = {1, 8};
@@ -471,6 +473,7 @@ int sd_bench_kernels(int argc, char **argv)
     b.pdl = 1;
     b.tcx = 1;
     b.c24 = 1;
+    b.sp24 = 1;
     const char *out = NULL;
     char cmdline[1024] = "sparsed bench";
     for (int i = 0; i < argc; i++) {
@@ -487,6 +490,8 @@ int sd_bench_kernels(int argc, char **argv)
             b.tcx = 0;
         } else if (!strcmp(argv[i], "--no-c24")) {
             b.c24 = 0;
+        } else if (!strcmp(argv[i], "--no-sp24")) {
+            b.sp24 = 0;
         } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
             out = argv[++i];
         } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
@@ -500,8 +505,9 @@ int sd_bench_kernels(int argc, char **argv)
             if (b.reps < 1 || b.reps > BK_MAX_REPS)
                 return fprintf(stderr, "bench kernels: --reps must be 1..%d\n", BK_MAX_REPS), 2;
         } else {
-            fprintf(stderr, "usage: sparsed bench kernels [--quick] [--no-pdl] [--no-tcx] [--no-c24] [--out "
-                            "FILE] [--reps N] [--batch B1,B2,...]\n");
+            fprintf(stderr,
+                    "usage: sparsed bench kernels [--quick] [--no-pdl] [--no-tcx] [--no-c24] [--no-sp24] "
+                    "[--out FILE] [--reps N] [--batch B1,B2,...]\n");
             return 2;
         }
     }

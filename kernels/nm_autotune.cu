@@ -23,6 +23,7 @@ extern "C" int sd_kernels_ctx_init(sd_kernels_ctx **ret, sd_diag *d)
     ctx->pdl = 1;
     ctx->tcx = SD_NM_TCX_ALL;
     ctx->c24 = SD_NM_C24_ALL;
+    ctx->sp24 = 0; /* off until measured on the H200 (kernels/NOTES.md v21) */
     ctx->sk = SD_NM_SK_TCX;
     *ret = ctx;
     return 0;
@@ -44,6 +45,12 @@ extern "C" void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int mode)
 {
     if (ctx && mode >= SD_NM_C24_NONE && mode <= SD_NM_C24_ALL)
         ctx->c24 = mode;
+}
+
+extern "C" void sd_kernels_ctx_set_sp24(sd_kernels_ctx *ctx, int on)
+{
+    if (ctx)
+        ctx->sp24 = on != 0;
 }
 
 extern "C" void sd_kernels_ctx_set_sk(sd_kernels_ctx *ctx, int mode)
@@ -133,7 +140,7 @@ extern "C" int sd_kernels_ctx_export(const sd_kernels_ctx *ctx, sd_nm_tuned *out
 static int known_rw(int rw)
 {
     return rw == 1 || rw == 2 || rw == 4 || rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW ||
-           sd__nm_rw_rows(rw) || (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3);
+           rw == SD_NM_RW_SP24 || sd__nm_rw_rows(rw) || (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3);
 }
 
 extern "C" int sd_kernels_ctx_import(sd_kernels_ctx *ctx, const sd_nm_tuned *e)
@@ -241,6 +248,7 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                        SD_NM_RW_TC,
                        SD_NM_RW_TCX,
                        SD_NM_RW_TCXW,
+                       SD_NM_RW_SP24,
                        SD_NM_RW_ROWS,
                        SD_NM_RW_ROWS3,
                        SD_NM_RW_ROWS_SK,
@@ -259,6 +267,7 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                 (rw == SD_NM_RW_TCX && (dense || !tcx_candidate(ctx, a))) ||
                 (rw == SD_NM_RW_TCXW && (dense || !sd__nm_tcx_supported(a) ||
                                          (!sd_kernels_ctx_tcx(ctx, a->m) && a->B <= SD_NM_MAX_B))) ||
+                (rw == SD_NM_RW_SP24 && (dense || !ctx->sp24 || !sd__nm_sp24_supported(a))) ||
                 (a->B > SD_NM_MAX_B && rw != SD_NM_RW_TCXW) ||
                 (rows_kernel && (dense || !sd__nm_rows_supported(a, rw))) ||
                 (stream_k && (split > 1 || !stream_k_candidate(ctx, a))) ||

@@ -43,6 +43,62 @@ __device__ __forceinline__ void store_y(const TcParams &p, int64_t o, float v)
     store_out(p.y, o, v, p.atomic, p.y_bf16, p.accumulate);
 }
 
+// Row k (0..15) of a 16-row block from row0, clamped; with the SwiGLU epilogue (SW: a template
+// flag, so that the plain kernels keep their registers) rows 0-7 are the block's 8 gate rows and
+// 8-15 their up rows.
+template <bool SW> __device__ __forceinline__ int64_t tc_row(const TcParams &p, int64_t row0, int k)
+{
+    if constexpr (SW)
+        return swiglu_row(p.half, 8, k);
+    return min(row0 + k, p.rows - 1);
+}
+
+// Sums the 8 warps' 16 x (8*NT) tiles and writes y for the block's rows (SW: the SwiGLU of each
+// gate row and its up row).
+template <int NT, bool SW>
+__device__ void reduce_store(const TcParams &p, float *red, const float (&c)[NT][4], int64_t row0)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    __syncthreads(); // red may alias what the warps kept in shared memory (A tiles)
+    float *rw = red + warp * 16 * 8 * NT;
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+        const int b = n * 8 + 2 * t;
+        rw[g * 8 * NT + b] = c[n][0];
+        rw[g * 8 * NT + b + 1] = c[n][1];
+        rw[(g + 8) * 8 * NT + b] = c[n][2];
+        rw[(g + 8) * 8 * NT + b + 1] = c[n][3];
+    }
+    __syncthreads();
+    if constexpr (SW) { // thread (pair j, vector b) sums gate row j and up row j + 8
+        for (int i = threadIdx.x; i < 8 * 8 * NT; i += kThreads) {
+            const int j = i / (8 * NT), b = i % (8 * NT);
+            const int64_t o = (int64_t)blockIdx.x * 8 + j;
+            if (b >= p.B || o >= p.half)
+                continue;
+            float g = 0.0f, u = 0.0f;
+#pragma unroll
+            for (int w = 0; w < kWarps; w++) {
+                g += red[w * 16 * 8 * NT + i];
+                u += red[w * 16 * 8 * NT + 8 * 8 * NT + i];
+            }
+            static_cast<uint16_t *>(p.y)[(int64_t)b * p.ldy + o] = f32_to_bf16(silu_mul(g, u));
+        }
+    } else {
+        for (int i = threadIdx.x; i < 16 * 8 * NT; i += kThreads) {
+            const int r = i / (8 * NT), b = i % (8 * NT);
+            const int64_t row = row0 + r;
+            if (b >= p.B || row >= p.rows)
+                continue;
+            float v = 0.0f;
+#pragma unroll
+            for (int w = 0; w < kWarps; w++)
+                v += red[w * 16 * 8 * NT + i];
+            store_y(p, (int64_t)b * p.ldy + row, v);
+        }
+    }
+}
+
 // The expansion of a pattern (nm_tcx.h): its shared table (kTab words) and its expand function.
 struct Tcx24 {
     static constexpr int kTab = 32;       // words of the shared table
