@@ -244,9 +244,9 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
          * =1: the 2:4 one only */
         sd_kernels_ctx_set_c24((sd_kernels_ctx *)b->mm.spmv,
                                env_mode("SD_NM_C24", SD_NM_C24_ALL, SD_NM_C24_ALL));
-        /* SD_NM_SP24=1: the 2:4 kernel on the sparse tensor cores (kernels/nm_spmv_sp.cu) among the
-         * autotuner's candidates; off until measured on the H200 */
-        sd_kernels_ctx_set_sp24((sd_kernels_ctx *)b->mm.spmv, env_mode("SD_NM_SP24", 0, 1));
+        /* SD_NM_SP24=0: without the 2:4 kernels on the sparse tensor cores (kernels/nm_spmv_sp.cu),
+         * to measure what they bring */
+        sd_kernels_ctx_set_sp24((sd_kernels_ctx *)b->mm.spmv, env_mode("SD_NM_SP24", 1, 1));
         /* SD_NM_SK=0 / 2: the stream-K row-per-lane kernel never / always among the autotuner's
          * candidates (the default: where the register-expanding kernels do not take the problem) */
         sd_kernels_ctx_set_sk((sd_kernels_ctx *)b->mm.spmv,

@@ -23,7 +23,7 @@ extern "C" int sd_kernels_ctx_init(sd_kernels_ctx **ret, sd_diag *d)
     ctx->pdl = 1;
     ctx->tcx = SD_NM_TCX_ALL;
     ctx->c24 = SD_NM_C24_ALL;
-    ctx->sp24 = 0; /* off until measured on the H200 (kernels/NOTES.md v21) */
+    ctx->sp24 = 1;
     ctx->sk = SD_NM_SK_TCX;
     *ret = ctx;
     return 0;
@@ -140,7 +140,8 @@ extern "C" int sd_kernels_ctx_export(const sd_kernels_ctx *ctx, sd_nm_tuned *out
 static int known_rw(int rw)
 {
     return rw == 1 || rw == 2 || rw == 4 || rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW ||
-           rw == SD_NM_RW_SP24 || sd__nm_rw_rows(rw) || (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3);
+           rw == SD_NM_RW_SP24 || rw == SD_NM_RW_SP24_32 || sd__nm_rw_rows(rw) ||
+           (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3);
 }
 
 extern "C" int sd_kernels_ctx_import(sd_kernels_ctx *ctx, const sd_nm_tuned *e)
@@ -190,6 +191,15 @@ static int stream_k_candidate(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *
     if (ctx->sk == SD_NM_SK_NEVER)
         return 0;
     return ctx->sk == SD_NM_SK_ALWAYS || !tcx_candidate(ctx, a);
+}
+
+// Whether the autotuner times the 2:4 sparse tensor-core kernels (nm_spmv_sp.cu) for this problem:
+// up to 8 vectors. At 16 the register-expanding kernel ran every 8B shape faster (results/
+// 2026-12-02-s15/r4: gate_up 55.3 µs against 56.2 and 67.9, down 25.4 against 31.0 and 43.7), and
+// one of two decodes took a config that ran its step 18% slower.
+static int sp24_candidate(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int dense)
+{
+    return !dense && ctx->sp24 && a->B <= 8 && sd__nm_sp24_supported(a);
 }
 
 // Whether the autotuner times the compacting kernels (nm_spmv_c24.cu) for this problem's pattern.
@@ -249,6 +259,7 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                        SD_NM_RW_TCX,
                        SD_NM_RW_TCXW,
                        SD_NM_RW_SP24,
+                       SD_NM_RW_SP24_32,
                        SD_NM_RW_ROWS,
                        SD_NM_RW_ROWS3,
                        SD_NM_RW_ROWS_SK,
@@ -267,7 +278,7 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                 (rw == SD_NM_RW_TCX && (dense || !tcx_candidate(ctx, a))) ||
                 (rw == SD_NM_RW_TCXW && (dense || !sd__nm_tcx_supported(a) ||
                                          (!sd_kernels_ctx_tcx(ctx, a->m) && a->B <= SD_NM_MAX_B))) ||
-                (rw == SD_NM_RW_SP24 && (dense || !ctx->sp24 || !sd__nm_sp24_supported(a))) ||
+                ((rw == SD_NM_RW_SP24 || rw == SD_NM_RW_SP24_32) && !sp24_candidate(ctx, a, dense)) ||
                 (a->B > SD_NM_MAX_B && rw != SD_NM_RW_TCXW) ||
                 (rows_kernel && (dense || !sd__nm_rows_supported(a, rw))) ||
                 (stream_k && (split > 1 || !stream_k_candidate(ctx, a))) ||

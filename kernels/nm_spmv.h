@@ -54,9 +54,9 @@ void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int mode);
  * bring. An explicit rows_per_warp of 101, 102 or 103 launches them either way. */
 enum { SD_NM_C24_NONE = 0, SD_NM_C24_24 = 1, SD_NM_C24_ALL = 2 };
 void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int mode);
-/* Whether the autotuner also times the 2:4 kernel on the sparse tensor cores (mma.sp,
- * kernels/nm_spmv_sp.cu) for 1-16 vectors: off by default until measured on the H200. An explicit
- * rows_per_warp of 25 launches it either way. */
+/* Whether the autotuner also times the 2:4 kernels on the sparse tensor cores (mma.sp,
+ * kernels/nm_spmv_sp.cu) for 1-8 vectors: on by default; off only to
+ * measure what they bring. An explicit rows_per_warp of 25 or 27 launches them either way. */
 void sd_kernels_ctx_set_sp24(sd_kernels_ctx *ctx, int on);
 /* Where the autotuner times the stream-K row-per-lane kernel (rows_per_warp 64: a persistent
  * grid over equal shares, y zeroed first): never, where the register-expanding tensor-core kernel
@@ -91,7 +91,7 @@ typedef struct sd_nm_spmv_args {
     int accumulate;    /* 1: y += W x (residual add); 0: y = W x */
     int rows_per_warp; /* kernel choice: 1, 2 or 4 (gather), 16 (tensor cores), 24 (2:4 to 16:32
                           on tensor cores, fragments expanded in registers), 128 (its wide twin, B <= 64),
-                          25 (2:4 on the sparse tensor cores, mma.sp),
+                          25 (2:4 on the sparse tensor cores, mma.sp; 27: 32 rows a block),
                           32/48/64/96 (row per lane, B <= 4), 101/102/103 (2:4, B <= 2, and 4:8, B = 1: x
                           compacted beside the values; 1 / 2 rows per warp / 1 with registers capped); 0: from
                           the ctx cache / heuristic. A kernel that does not take the problem falls back to one

@@ -54,14 +54,16 @@ int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_
 int sd__nm_tcx_supported(const sd_nm_spmv_args *a);
 int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_t s);
 /* 2:4 on the sparse tensor cores (mma.sp; nm_spmv_sp.cu), chosen by rows_per_warp ==
- * SD_NM_RW_SP24: B <= SD_NM_MAX_B, cols % 64 == 0, x 16-byte aligned rows, mask 8-byte aligned. A
- * candidate of the autotuner unless the context turns it off (sd_kernels_ctx_set_sp24). _meta
- * launches it with either layout of the metadata operand (0 or 1; nm_spmv_sp.cu SD_SP24_META):
- * for the test that checks which one the hardware implements. */
+ * SD_NM_RW_SP24 (16 rows a block) or SD_NM_RW_SP24_32 (32: x read once per 32 rows; 16 with the
+ * SwiGLU epilogue): B <= SD_NM_MAX_B, cols % 64 == 0, x 16-byte aligned rows, mask 8-byte aligned.
+ * Candidates of the autotuner unless the context turns them off (sd_kernels_ctx_set_sp24). _meta
+ * launches with either layout of the metadata operand (0 or 1; nm_sp24.cuh SD_SP24_META; 0 only
+ * in 16-row blocks): for the test that checks which one the hardware implements. */
 #define SD_NM_RW_SP24 25
+#define SD_NM_RW_SP24_32 27
 int sd__nm_sp24_supported(const sd_nm_spmv_args *a);
-int sd__nm_sp24_launch(const sd_nm_spmv_args *a, int split, cudaStream_t s);
-int sd__nm_sp24_launch_meta(const sd_nm_spmv_args *a, int split, int meta, cudaStream_t s);
+int sd__nm_sp24_launch(const sd_nm_spmv_args *a, int mt, int split, cudaStream_t s);
+int sd__nm_sp24_launch_meta(const sd_nm_spmv_args *a, int split, int meta, int mt, cudaStream_t s);
 
 /* The row-per-lane N:M kernels for B <= 4 (nm_spmv_rows.cu), chosen by rows_per_warp ==
  * SD_NM_RW_ROWS (2-stage copy pipeline) or SD_NM_RW_ROWS3 (3 stages), or their stream-K twins

@@ -396,30 +396,35 @@ static void test_gpu_tcx_fallback(void)
     }
 }
 
-/* The 2:4 kernel on the sparse tensor cores (rows_per_warp 25, kernels/nm_spmv_sp.cu): odd rows, partial
- * 16-row blocks, long rows, every B up to 16, explicit and uneven split-K, fp32 / bf16 output,
- * accumulate, the SwiGLU epilogue's refusal of split-K; where it does not apply (4:8, cols % 64 != 0) the
- * fallback gives the same result. The metadata operand's layout is checked against the hardware: both
- * candidate layouts run, the one the kernel launches must be right and the other wrong (so the test
- * would notice a layout that only works by accident). */
+/* The 2:4 kernels on the sparse tensor cores (rows_per_warp 25: 16 rows a block, 27: 32;
+ * kernels/nm_spmv_sp.cu): odd rows, partial blocks, long rows, every B up to 16 on one shape,
+ * explicit and uneven split-K, fp32 / bf16 output, accumulate, the SwiGLU epilogue's refusal of
+ * split-K; where they do not apply (4:8, cols % 64 != 0, B > 16) the fallback gives the same result.
+ * The metadata operand's layout is checked against the hardware: both candidate layouts run, the one
+ * the kernels launch must be right and the other wrong (so the test would notice a layout that only
+ * works by accident). */
 #define RW_SP24 25
+#define RW_SP24_32 27
 static void test_gpu_sp24(void)
 {
     if (!have_gpu())
         SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
     static const shp shapes[] = {{1, 64}, {17, 128}, {37, 320}, {257, 1088}, {1000, 4096}, {61, 14336}};
-    const int cfg[][4] = {{RW_SP24, 1, 0, 0}, {RW_SP24, 2, 0, 1}, {RW_SP24, 3, 0, 0},
-                          {RW_SP24, 1, 1, 0}, {RW_SP24, 1, 1, 1}, {RW_SP24, 5, 0, 1}};
+    const int cfg[][4] = {{RW_SP24, 1, 0, 0},    {RW_SP24, 2, 0, 1},    {RW_SP24, 3, 0, 0},
+                          {RW_SP24, 1, 1, 0},    {RW_SP24, 1, 1, 1},    {RW_SP24, 5, 0, 1},
+                          {RW_SP24_32, 1, 0, 0}, {RW_SP24_32, 3, 0, 1}, {RW_SP24_32, 1, 1, 0},
+                          {RW_SP24_32, 1, 1, 1}};
     const int n_cfg = (int)(sizeof cfg / sizeof cfg[0]);
     double worst = 0;
     int worst_cfg = 0;
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
-        for (int B = 1; B <= SD_NM_MAX_B; B++) {
-            if (si != 3 && B != 1 && B != 2 && B != 5 && B != 8 && B != 9 && B != 16)
+        for (int B = 1; B <= SD_NM_MAX_B_WIDE; B++) {
+            if ((si != 3 || B > SD_NM_MAX_B) && B != 1 && B != 2 && B != 5 && B != 8 && B != 9 && B != 16 &&
+                B != 17)
                 continue;
             prob p;
             REQUIRE(prob_init(&p, 0, 2, 4, shapes[si].rows, shapes[si].cols, B, 1300 + 100 * si + B) == 0);
-            check_cfgs(&p, cfg, n_cfg, "sp24", 45, 0, &worst, &worst_cfg);
+            check_cfgs(&p, cfg, n_cfg, "sp24", 45, 0, &worst, &worst_cfg); /* B = 17: the fallback */
             prob_free(&p);
         }
     fprintf(stderr, "  sp24 worst rel L2 %.3g (config %d)\n", worst, worst_cfg);
@@ -428,7 +433,7 @@ static void test_gpu_sp24(void)
     double e_meta[2];
     for (int meta = 0; meta < 2; meta++) {
         sd_nm_spmv_args a = prob_args(&p, 0, 0, RW_SP24, 1);
-        REQUIRE(sd__nm_sp24_launch_meta(&a, 1, meta, 0) == 0 && CU(cudaDeviceSynchronize()));
+        REQUIRE(sd__nm_sp24_launch_meta(&a, 1, meta, 1, 0) == 0 && CU(cudaDeviceSynchronize()));
         a.rows_per_warp = 1; /* run_check launches again: the gather kernel, so read y first */
         float *y = malloc((size_t)(p.B * p.ldy) * 4);
         REQUIRE(y && CU(cudaMemcpy(y, p.d_y, (size_t)(p.B * p.ldy) * 4, cudaMemcpyDeviceToHost)));
@@ -443,6 +448,8 @@ static void test_gpu_sp24(void)
     }
     fprintf(stderr, "  sp24 metadata layout 0: rel L2 %.3g, layout 1: %.3g\n", e_meta[0], e_meta[1]);
     CHECK_MSG(e_meta[1] < 1e-3 && e_meta[0] > 1e-2, "metadata layouts: 0 %g, 1 %g", e_meta[0], e_meta[1]);
+    prob_free(&p);
+    REQUIRE(prob_init(&p, 0, 2, 4, 256, 1024, 4, 1291) == 0); /* even rows: the SwiGLU's terms hold */
     sd_nm_spmv_args a = prob_args(&p, 1, 0, RW_SP24, 2);
     a.swiglu = 1;
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_ENOTSUP);

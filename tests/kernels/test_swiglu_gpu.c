@@ -170,9 +170,9 @@ static void test_gpu_swiglu_matches(void)
     } probs[] = {{1, 0, 0, 37, 1024}, {1, 0, 0, 1000, 4096}, {0, 2, 4, 37, 1024},  {0, 2, 4, 1000, 4096},
                  {0, 4, 8, 61, 2048}, {0, 8, 16, 130, 1024}, {0, 16, 32, 53, 3072}};
     const int Bs[] = {1, 2, 5, 16};
-    /* rows_per_warp: gather / GEMV 1, 2, 4; 2:4 compacting 101-103; tensor cores 16 and 24;
-     * row per lane 32 and 48 (two and three copy stages) */
-    const int rws[] = {1, 2, 4, 101, 102, 103, 16, 24, 32, 48};
+    /* rows_per_warp: gather / GEMV 1, 2, 4; 2:4 compacting 101-103; tensor cores 16, 24, 25 and 27
+     * (2:4 sparse; hints for 24 elsewhere); row per lane 32 and 48 (two and three copy stages) */
+    const int rws[] = {1, 2, 4, 101, 102, 103, 16, 24, 25, 27, 32, 48};
     int checked = 0;
     for (size_t pi = 0; pi < sizeof probs / sizeof probs[0]; pi++)
         for (size_t bi = 0; bi < sizeof Bs / sizeof Bs[0]; bi++) {
@@ -186,7 +186,8 @@ static void test_gpu_swiglu_matches(void)
                 /* the word-per-lane kernels (also where another config falls back to them)
                  * take 1-2 vectors; the row-per-lane ones (N:M) up to 4; the 16-row tensor-core
                  * kernels up to 16 */
-                const int tc = (rw == 16 || rw == 24) && !(probs[pi].n == 0 && !p.dense);
+                const int tc =
+                    (rw == 16 || rw == 24 || rw == 25 || rw == 27) && !(probs[pi].n == 0 && !p.dense);
                 const int rows = (rw == 32 || rw == 48) && !p.dense && p.B <= 4;
                 CHECK_MSG(ok == (tc || rows || p.B <= 2), "%s %d:%d B=%d rw=%d: swiglu_ok %d",
                           p.dense ? "dense" : "nm", p.n, p.m, p.B, rw, ok);
@@ -226,8 +227,8 @@ static sd_nm_spmv_args fake_args(int dense, int64_t half, int64_t cols, int B, i
  * register-expanding kernels, not the gather or shared-tile kernels. */
 static void test_swiglu_refusals(void)
 {
-    const int notsup[][3] = {{1, 2, 2},   {16, 3, 2},  {24, 2, 2}, {32, 2, 2},  {48, 2, 1}, {64, 1, 2},
-                             {128, 1, 2}, {103, 4, 1}, {1, 1, 3},  {101, 1, 3}, {48, 1, 5}};
+    const int notsup[][3] = {{1, 2, 2},  {16, 3, 2},  {24, 2, 2},  {25, 2, 8}, {32, 2, 2},  {48, 2, 1},
+                             {64, 1, 2}, {128, 1, 2}, {103, 4, 1}, {1, 1, 3},  {101, 1, 3}, {48, 1, 5}};
     for (size_t i = 0; i < sizeof notsup / sizeof notsup[0]; i++) {
         sd_nm_spmv_args a = fake_args(0, 64, 2048, notsup[i][2], notsup[i][0], notsup[i][1]);
         CHECK_MSG(!sd_nm_swiglu_ok(&a, 0) && !sd_nm_swiglu_pays(&a, 0), "rw=%d split=%d B=%d: taken",
@@ -251,7 +252,7 @@ static void test_swiglu_refusals(void)
     const int cases[][5] = {{1, 16, 1, 1, 1}, {1, 16, 16, 1, 1}, {1, 24, 4, 1, 1},  {1, 2, 1, 1, 0},
                             {0, 24, 8, 1, 1}, {0, 103, 1, 1, 1}, {0, 101, 2, 1, 1}, {0, 16, 8, 1, 0},
                             {0, 1, 1, 1, 0},  {0, 4, 2, 1, 0},   {0, 101, 3, 0, 0}, {0, 32, 1, 1, 1},
-                            {0, 48, 4, 1, 1}, {0, 32, 5, 0, 0}};
+                            {0, 48, 4, 1, 1}, {0, 32, 5, 0, 0},  {0, 25, 8, 1, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         a = fake_args(cases[i][0], 64, 2048, cases[i][2], cases[i][1], 1);
         CHECK_MSG(sd_nm_swiglu_ok(&a, cases[i][0]) == cases[i][3] &&
