@@ -181,22 +181,13 @@ extern "C" int sd__nm_sp24_launch_meta(const sd_nm_spmv_args *a, int split, int 
 {
     if (!sd__nm_sp24_supported(a) || split < 1 || (meta != 0 && meta != 1) || (mt != 1 && mt != 2))
         return SD_EINVAL;
-    const int64_t words = a->cols / 32;
-    int64_t wps = (words + split - 1) / split;
-    wps = (wps + 3) / 4 * 4;
-    const int64_t nsplit = (words + wps - 1) / wps;
+    TcParams p;
+    const int64_t nsplit = tc_params(a, split, &p);
     if (a->swiglu && nsplit > 1) // a row's whole sum in one block
         return SD_ENOTSUP;
     if (a->swiglu || meta != SD_SP24_META)
         mt = 1;
-    TcParams p;
-    p.values = a->values, p.mask = a->mask, p.x = a->x, p.y = a->y;
-    p.rows = a->rows, p.cols = a->cols, p.ldx = a->ldx, p.ldy = a->ldy;
-    p.words_per_split = wps;
-    p.B = a->B, p.y_bf16 = a->y_bf16, p.accumulate = a->accumulate, p.atomic = nsplit > 1;
-    p.half = a->swiglu ? a->rows / 2 : 0;
-    if (p.atomic && !a->accumulate &&
-        cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
+    if (tc_zero_for_split(a, p, s) != cudaSuccess)
         return SD_ECUDA;
     const size_t smem = sp24_smem(mt);
     const int64_t grid_rows = a->swiglu ? a->rows / 2 : a->rows, per_block = a->swiglu ? 8 : 16 * mt;

@@ -348,20 +348,11 @@ template <bool SW> void (*tc_kernel(TcKind kind, int B, int m))(TcParams)
 
 int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s)
 {
-    const int64_t words = a->cols / 32;
-    int64_t wps = (words + split - 1) / split;
-    wps = (wps + 3) / 4 * 4;
-    const int64_t nsplit = (words + wps - 1) / wps;
     TcParams p;
-    p.values = a->values, p.mask = a->mask, p.x = a->x, p.y = a->y;
-    p.rows = a->rows, p.cols = a->cols, p.ldx = a->ldx, p.ldy = a->ldy;
-    p.words_per_split = wps;
-    p.B = a->B, p.y_bf16 = a->y_bf16, p.accumulate = a->accumulate, p.atomic = nsplit > 1;
-    p.half = a->swiglu ? a->rows / 2 : 0;
+    const int64_t nsplit = tc_params(a, split, &p);
     if (a->swiglu && (nsplit > 1 || kind == kTcExpandWide)) // a row's whole sum in one block
         return SD_ENOTSUP;
-    if (p.atomic && !a->accumulate &&
-        cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
+    if (tc_zero_for_split(a, p, s) != cudaSuccess)
         return SD_ECUDA;
     const int NT = a->B > 8 ? 2 : 1;
     const bool wide = kind == kTcExpandWide;

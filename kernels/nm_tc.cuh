@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "kernels/nm_device.cuh"
+#include "kernels/nm_spmv.h"
 #include "kernels/nm_tcx.h"
 
 namespace sd_nm_tc
@@ -36,6 +37,30 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1
                  "{%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// The parameters of a 16-row tensor-core launch of a with split-K factor `split` (a split is a
+// whole number of 128-column steps); returns the number of splits. Host side.
+inline int64_t tc_params(const sd_nm_spmv_args *a, int split, TcParams *p)
+{
+    const int64_t words = a->cols / 32;
+    int64_t wps = (words + split - 1) / split;
+    wps = (wps + 3) / 4 * 4;
+    const int64_t nsplit = (words + wps - 1) / wps;
+    p->values = a->values, p->mask = a->mask, p->x = a->x, p->y = a->y;
+    p->rows = a->rows, p->cols = a->cols, p->ldx = a->ldx, p->ldy = a->ldy;
+    p->words_per_split = wps;
+    p->B = a->B, p->y_bf16 = a->y_bf16, p->accumulate = a->accumulate, p->atomic = nsplit > 1;
+    p->half = a->swiglu ? a->rows / 2 : 0;
+    return nsplit;
+}
+
+// Zeroes y where split-K adds its partial sums atomically into it (and nothing is accumulated).
+inline cudaError_t tc_zero_for_split(const sd_nm_spmv_args *a, const TcParams &p, cudaStream_t s)
+{
+    if (!p.atomic || a->accumulate)
+        return cudaSuccess;
+    return cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s);
 }
 
 __device__ __forceinline__ void store_y(const TcParams &p, int64_t o, float v)
