@@ -194,12 +194,14 @@ static int stream_k_candidate(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *
 }
 
 // Whether the autotuner times the 2:4 sparse tensor-core kernels (nm_spmv_sp.cu) for this problem:
-// up to 8 vectors. At 16 the register-expanding kernel ran every 8B shape faster (results/
+// 2-8 vectors. At 16 the register-expanding kernel ran every 8B shape faster (results/
 // 2026-12-02-s15/r4: gate_up 55.3 µs against 56.2 and 67.9, down 25.4 against 31.0 and 43.7), and
-// one of two decodes took a config that ran its step 18% slower.
+// one of two decodes took a config that ran its step 18% slower; at 1 the compacting kernel is
+// 1.3x faster on every 8B shape (gate_up 31.8 against 41.8 µs), so timing them there only risks a
+// misranking (the batch-1 records of r7 ran 2-3% slower than the day before).
 static int sp24_candidate(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int dense)
 {
-    return !dense && ctx->sp24 && a->B <= 8 && sd__nm_sp24_supported(a);
+    return !dense && ctx->sp24 && a->B >= 2 && a->B <= 8 && sd__nm_sp24_supported(a);
 }
 
 // Whether the autotuner times the compacting kernels (nm_spmv_c24.cu) for this problem's pattern.
