@@ -57,7 +57,7 @@ int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_
  * SD_NM_RW_SP24 (16 rows a block) or SD_NM_RW_SP24_32 (32: x read once per 32 rows; 16 with the
  * SwiGLU epilogue): B <= SD_NM_MAX_B, cols % 64 == 0, x 16-byte aligned rows, mask 8-byte aligned.
  * Candidates of the autotuner unless the context turns them off (sd_kernels_ctx_set_sp24). _meta
- * launches with either layout of the metadata operand (0 or 1; nm_sp24.cuh SD_SP24_META; 0 only
+ * launches with either layout of the metadata operand (0 or 1; nm_sp24.h; nm_sp24.cuh SD_SP24_META; 0 only
  * in 16-row blocks): for the test that checks which one the hardware implements. */
 #define SD_NM_RW_SP24 25
 #define SD_NM_RW_SP24_32 27

@@ -2,10 +2,10 @@
 // 1-16 vectors, straight from the bitmask format: no expansion, no shared tile. The register-
 // expanding kernel (nm_spmv_tc.cu) spends ~11 instructions a kept value turning values and mask
 // bits into dense fragments; here the hardware takes the 2:4 values as they are stored and a
-// 2-bit index per value, which a lane computes from the mask for 16 values at once (nm_sp24.cuh,
-// which also has the K permutation). Block shape, K split across the 8 warps, split-K across
-// blocks and the reduction are those of the 16-row tensor-core kernels (nm_tc.cuh); x comes from
-// global memory per lane. Its wide twin (nm_spmv_tcw.cu) stages x once per 128 rows.
+// 2-bit index per value, which a lane computes from the mask for 16 values at once (nm_sp24.h,
+// which also has the K permutation). Blocks of 16 or 32 rows whose 8 warps split K, split-K across
+// blocks, and the reduction of the 16-row tensor-core kernels (nm_tc.cuh); x comes from global
+// memory per lane (kernels/NOTES.md v21: a wide variant staging x once per 128 rows was slower).
 #include "kernels/nm_sp24.cuh"
 #include "kernels/nm_spmv_impl.h"
 #include "kernels/nm_tc.cuh"
