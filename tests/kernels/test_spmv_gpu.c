@@ -5,155 +5,8 @@
 #include "tests/harness.h"
 
 #ifdef SD_HAVE_CUDA
-#include <cuda_runtime_api.h>
-
-#include "kernels/nm_format.h"
-#include "kernels/nm_spmv.h"
-#include "kernels/nm_spmv_cpu.h"
 #include "kernels/nm_spmv_impl.h" /* sd__nm_cache_lookup: what the autotuner cached */
-#include "tests/kernels/nm_test_util.h"
-
-#define CU(call) (rc_cu = (call)) == cudaSuccess
-static cudaError_t rc_cu;
-
-static int have_gpu(void)
-{
-    int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-/* One problem on the host and the device. */
-typedef struct prob {
-    int dense, n, m, B;
-    int64_t rows, cols, ldx, ldy;
-    uint16_t *w, *vals, *xh; /* w: dense bf16 [rows, cols] (expanded); vals [rows, cols/2]; xh [B, ldx] */
-    uint32_t *mask;
-    float *xf;
-    double *ref; /* [B, rows] */
-    void *d_w, *d_mask, *d_x, *d_y;
-} prob;
-
-static void prob_free(prob *p)
-{
-    free(p->w), free(p->vals), free(p->xh), free(p->mask), free(p->xf), free(p->ref);
-    cudaFree(p->d_w), cudaFree(p->d_mask), cudaFree(p->d_x), cudaFree(p->d_y);
-    memset(p, 0, sizeof *p);
-}
-
-/* Fresh random weights, mask, x; uploads; computes the fp64 reference with the CPU twin. */
-static int prob_init(prob *p, int dense, int n, int m, int64_t rows, int64_t cols, int B, uint64_t seed)
-{
-    memset(p, 0, sizeof *p);
-    p->dense = dense, p->n = n, p->m = m, p->B = B, p->rows = rows, p->cols = cols;
-    p->ldx = cols + 8, p->ldy = rows + 3;
-    uint64_t s = seed;
-    p->w = malloc((size_t)(rows * cols) * 2), p->vals = malloc((size_t)(rows * cols / 2) * 2);
-    p->mask = malloc((size_t)(rows * cols / 32 + 1) * 4), p->xh = malloc((size_t)(B * p->ldx) * 2);
-    p->xf = malloc((size_t)(B * p->ldx) * 4), p->ref = malloc((size_t)(B * rows) * 8);
-    if (!p->w || !p->vals || !p->mask || !p->xh || !p->xf || !p->ref)
-        return -1;
-    nmt_fill_bf16(p->w, rows * cols, &s);
-    nmt_fill_bf16(p->xh, B * p->ldx, &s);
-    for (int64_t i = 0; i < B * p->ldx; i++)
-        p->xf[i] = sd_bf16_to_f32(p->xh[i]);
-    if (!dense) {
-        if (nmt_random_mask(p->mask, rows, cols, n, m, &s) ||
-            sd_nm_pack(p->w, p->mask, rows, cols, p->vals, p->mask, NULL))
-            return -1;
-        sd_nm_spmv_cpu_f64(p->vals, p->mask, rows, cols, p->xf, p->ldx, B, p->ref, rows);
-    } else {
-        sd_gemv_bf16_cpu_f64(p->w, rows, cols, p->xf, p->ldx, B, p->ref, rows);
-    }
-    size_t wbytes = dense ? (size_t)(rows * cols) * 2 : (size_t)(rows * cols / 2) * 2;
-    if (!(CU(cudaMalloc(&p->d_w, wbytes)) && CU(cudaMalloc(&p->d_mask, (size_t)(rows * cols / 32) * 4 + 4)) &&
-          CU(cudaMalloc(&p->d_x, (size_t)(B * p->ldx) * 2)) &&
-          CU(cudaMalloc(&p->d_y, (size_t)(B * p->ldy) * 4)) &&
-          CU(cudaMemcpy(p->d_w, dense ? p->w : p->vals, wbytes, cudaMemcpyHostToDevice)) &&
-          CU(cudaMemcpy(p->d_mask, p->mask, (size_t)(rows * cols / 32) * 4, cudaMemcpyHostToDevice)) &&
-          CU(cudaMemcpy(p->d_x, p->xh, (size_t)(B * p->ldx) * 2, cudaMemcpyHostToDevice))))
-        return -1;
-    return 0;
-}
-
-static sd_nm_spmv_args prob_args(const prob *p, int y_bf16, int accumulate, int rw, int split)
-{
-    sd_nm_spmv_args a = {0};
-    a.n = p->n, a.m = p->m, a.rows = p->rows, a.cols = p->cols, a.B = p->B;
-    a.values = p->d_w, a.mask = p->d_mask, a.x = p->d_x, a.ldx = p->ldx;
-    a.y = p->d_y, a.ldy = p->ldy, a.y_bf16 = y_bf16, a.accumulate = accumulate;
-    a.rows_per_warp = rw, a.split = split;
-    return a;
-}
-
-/* Runs one launch and compares. fp32: y poisoned with NaN (or random y0 when accumulating);
- * bf16: compared with the reference rounded to bf16. Returns the rel L2 error (1e30 on NaN or a
- * written padding entry), or -1 on a CUDA / launch error. */
-static double run_check(const prob *p, const sd_nm_spmv_args *a, uint64_t seed)
-{
-    int64_t ny = p->B * p->ldy;
-    size_t esz = a->y_bf16 ? 2 : 4;
-    float *y0 = malloc((size_t)ny * 4), *yf = malloc((size_t)ny * 4);
-    uint16_t *y0h = malloc((size_t)ny * 2), *yh = malloc((size_t)ny * 2);
-    double err = -1;
-    uint64_t s = seed;
-    for (int64_t i = 0; i < ny; i++) {
-        int pad = i % p->ldy >= p->rows;
-        float v = (a->accumulate && !pad) ? nmt_uniform(&s) : NAN;
-        y0h[i] = sd_f32_to_bf16(v);
-        y0[i] = a->y_bf16 ? sd_bf16_to_f32(y0h[i]) : v;
-    }
-    if (!CU(cudaMemcpy(p->d_y, a->y_bf16 ? (void *)y0h : (void *)y0, (size_t)ny * esz,
-                       cudaMemcpyHostToDevice)))
-        goto out;
-    int rc = p->dense ? sd_gemv_bf16_launch(a, 0) : sd_nm_spmv_launch(a, 0);
-    if (rc || !CU(cudaDeviceSynchronize()) ||
-        !CU(cudaMemcpy(a->y_bf16 ? (void *)yh : (void *)yf, p->d_y, (size_t)ny * esz,
-                       cudaMemcpyDeviceToHost)))
-        goto out;
-    double num = 0, den = 0;
-    for (int b = 0; b < p->B; b++)
-        for (int64_t r = 0; r < p->ldy; r++) {
-            int64_t i = b * p->ldy + r;
-            double got = a->y_bf16 ? sd_bf16_to_f32(yh[i]) : yf[i];
-            if (r >= p->rows) { /* padding must stay untouched */
-                if (!isnan(got))
-                    num = NAN;
-                continue;
-            }
-            double want = p->ref[b * p->rows + r] + (a->accumulate ? y0[i] : 0.0);
-            if (a->y_bf16)
-                want = sd_bf16_to_f32(sd_f32_to_bf16((float)want));
-            num += (got - want) * (got - want);
-            den += want * want;
-        }
-    err = num != num ? 1e30 : sqrt(num / (den > 0 ? den : 1));
-out:
-    free(y0), free(yf), free(y0h), free(yh);
-    return err;
-}
-
-typedef struct shp {
-    int64_t rows, cols;
-} shp;
-
-/* Runs one problem under each (rows_per_warp, split, y_bf16, accumulate) config (skipping those
- * with rows_per_warp `skip_rw` when B > SD_NM_MAX_B); checks rel L2 < 1e-3; keeps the worst
- * error and its config index. */
-static void check_cfgs(const prob *p, const int (*cfg)[4], int n_cfg, const char *what, uint64_t seed,
-                       int skip_rw, double *worst, int *worst_cfg)
-{
-    for (int c = 0; c < n_cfg; c++) {
-        if (p->B > SD_NM_MAX_B && cfg[c][0] == skip_rw)
-            continue;
-        sd_nm_spmv_args a = prob_args(p, cfg[c][2], cfg[c][3], cfg[c][0], cfg[c][1]);
-        double e = run_check(p, &a, seed + c);
-        CHECK_MSG(e >= 0 && e < 1e-3, "%s %d:%d %lldx%lld B=%d rw=%d split=%d bf16=%d acc=%d: rel L2 %g (%s)",
-                  what, p->n, p->m, (long long)p->rows, (long long)p->cols, p->B, cfg[c][0], cfg[c][1],
-                  cfg[c][2], cfg[c][3], e, cudaGetErrorString(rc_cu));
-        if (e > *worst)
-            *worst = e, *worst_cfg = c;
-    }
-}
+#include "tests/kernels/spmv_gpu_prob.h"
 
 static const shp k_shapes[] = {{1, 32},      {7, 96},     {33, 544},   {257, 1056},
                                {1000, 4096}, {61, 14336}, {130, 24608}};
@@ -394,92 +247,6 @@ static void test_gpu_tcx_fallback(void)
         }
         prob_free(&p);
     }
-}
-
-/* The 2:4 kernels on the sparse tensor cores (rows_per_warp 25: 16 rows a block, 27: 32;
- * kernels/nm_spmv_sp.cu): odd rows, partial blocks, long rows, every B up to 16 on one shape,
- * explicit and uneven split-K, fp32 / bf16 output, accumulate, the SwiGLU epilogue's refusal of
- * split-K; where they do not apply (4:8, cols % 64 != 0, B > 16) the fallback gives the same result.
- * The metadata operand's layout is checked against the hardware: both candidate layouts run, the one
- * the kernels launch must be right and the other wrong (so the test would notice a layout that only
- * works by accident). */
-#define RW_SP24 25
-#define RW_SP24_32 27
-static void test_gpu_sp24(void)
-{
-    if (!have_gpu())
-        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
-    static const shp shapes[] = {{1, 64}, {17, 128}, {37, 320}, {257, 1088}, {1000, 4096}, {61, 14336}};
-    const int cfg[][4] = {{RW_SP24, 1, 0, 0},    {RW_SP24, 2, 0, 1},    {RW_SP24, 3, 0, 0},
-                          {RW_SP24, 1, 1, 0},    {RW_SP24, 1, 1, 1},    {RW_SP24, 5, 0, 1},
-                          {RW_SP24_32, 1, 0, 0}, {RW_SP24_32, 3, 0, 1}, {RW_SP24_32, 1, 1, 0},
-                          {RW_SP24_32, 1, 1, 1}};
-    const int n_cfg = (int)(sizeof cfg / sizeof cfg[0]);
-    double worst = 0;
-    int worst_cfg = 0;
-    for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
-        for (int B = 1; B <= SD_NM_MAX_B_WIDE; B++) {
-            if ((si != 3 || B > SD_NM_MAX_B) && B != 1 && B != 2 && B != 5 && B != 8 && B != 9 && B != 16 &&
-                B != 17)
-                continue;
-            prob p;
-            REQUIRE(prob_init(&p, 0, 2, 4, shapes[si].rows, shapes[si].cols, B, 1300 + 100 * si + B) == 0);
-            check_cfgs(&p, cfg, n_cfg, "sp24", 45, 0, &worst, &worst_cfg); /* B = 17: the fallback */
-            prob_free(&p);
-        }
-    fprintf(stderr, "  sp24 worst rel L2 %.3g (config %d)\n", worst, worst_cfg);
-    prob p;
-    REQUIRE(prob_init(&p, 0, 2, 4, 257, 1088, 8, 1290) == 0);
-    double e_meta[2];
-    for (int meta = 0; meta < 2; meta++) {
-        sd_nm_spmv_args a = prob_args(&p, 0, 0, RW_SP24, 1);
-        REQUIRE(sd__nm_sp24_launch_meta(&a, 1, meta, 1, 0) == 0 && CU(cudaDeviceSynchronize()));
-        a.rows_per_warp = 1; /* run_check launches again: the gather kernel, so read y first */
-        float *y = malloc((size_t)(p.B * p.ldy) * 4);
-        REQUIRE(y && CU(cudaMemcpy(y, p.d_y, (size_t)(p.B * p.ldy) * 4, cudaMemcpyDeviceToHost)));
-        double num = 0, den = 0;
-        for (int b = 0; b < p.B; b++)
-            for (int64_t r = 0; r < p.rows; r++) {
-                double want = p.ref[b * p.rows + r], got = y[b * p.ldy + r];
-                num += (got - want) * (got - want), den += want * want;
-            }
-        e_meta[meta] = num != num ? 1e30 : sqrt(num / den);
-        free(y);
-    }
-    fprintf(stderr, "  sp24 metadata layout 0: rel L2 %.3g, layout 1: %.3g\n", e_meta[0], e_meta[1]);
-    CHECK_MSG(e_meta[1] < 1e-3 && e_meta[0] > 1e-2, "metadata layouts: 0 %g, 1 %g", e_meta[0], e_meta[1]);
-    prob_free(&p);
-    REQUIRE(prob_init(&p, 0, 2, 4, 256, 1024, 4, 1291) == 0); /* even rows: the SwiGLU's terms hold */
-    sd_nm_spmv_args a = prob_args(&p, 1, 0, RW_SP24, 2);
-    a.swiglu = 1;
-    CHECK(sd_nm_spmv_launch(&a, 0) == SD_ENOTSUP);
-    prob_free(&p);
-    const int fb[][4] = {{4, 8, 70, 512}, {2, 4, 70, 544}};
-    for (int i = 0; i < 2; i++) {
-        REQUIRE(prob_init(&p, 0, fb[i][0], fb[i][1], fb[i][2], fb[i][3], 8, 1280 + i) == 0);
-        sd_nm_spmv_args f = prob_args(&p, 0, 0, RW_SP24, 1);
-        double e = run_check(&p, &f, 60 + i);
-        CHECK_MSG(e >= 0 && e < 1e-3, "sp24 fallback %d:%d cols %d: rel L2 %g", fb[i][0], fb[i][1], fb[i][3],
-                  e);
-        prob_free(&p);
-    }
-}
-
-/* A corrupt 2:4 mask (all bits set, none set) gives the sparse tensor-core kernel wrong numbers, never a
- * fault. Last in the file: a fault would end the CUDA context for every test after it. */
-static void test_gpu_sp24_corrupt_mask(void)
-{
-    if (!have_gpu())
-        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
-    prob p;
-    REQUIRE(prob_init(&p, 0, 2, 4, 64, 1024, 8, 1399) == 0);
-    for (int fill = 0; fill < 2; fill++) {
-        REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(64 * 1024 / 32) * 4)));
-        sd_nm_spmv_args a = prob_args(&p, 0, 0, RW_SP24, 1);
-        CHECK(sd_nm_spmv_launch(&a, 0) == 0);
-        CHECK_MSG(CU(cudaDeviceSynchronize()), "sp24 mask fill %d: %s", fill, cudaGetErrorString(rc_cu));
-    }
-    prob_free(&p);
 }
 
 /* The batch-1 2:4 and 4:8 kernels that compact x beside the values (rows_per_warp 101 / 102 / 103: 1
@@ -776,7 +543,6 @@ int main(void)
     RUN(test_gpu_tcx_8_16);
     RUN(test_gpu_tcx_16_32);
     RUN(test_gpu_tcx_fallback);
-    RUN(test_gpu_sp24);
     RUN(test_gpu_c24);
     RUN(test_gpu_c24_batch);
     RUN(test_gpu_autotune_runner_up);
@@ -784,7 +550,6 @@ int main(void)
     RUN(test_gpu_autotune);
     RUN(test_gpu_autotune_tcx);
     RUN(test_gpu_deterministic_no_split);
-    RUN(test_gpu_sp24_corrupt_mask);
 #else
     RUN(test_gpu_unavailable);
 #endif
