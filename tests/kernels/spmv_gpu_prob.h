@@ -154,4 +154,23 @@ static void check_cfgs(const prob *p, const int (*cfg)[4], int n_cfg, const char
     }
 }
 
+/* Corrupt masks (all bits set, none set) on a rows x cols problem of pattern n:m and B vectors:
+ * every config rws[0..n_rw) (split 1) gives wrong numbers, never a fault or a launch error. */
+static void check_corrupt_masks(int n, int m, int64_t rows, int64_t cols, int B, const int *rws, int n_rw,
+                                uint64_t seed)
+{
+    prob p;
+    REQUIRE(prob_init(&p, 0, n, m, rows, cols, B, seed) == 0);
+    for (int fill = 0; fill < 2; fill++) {
+        REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(rows * cols / 32) * 4)));
+        for (int k = 0; k < n_rw; k++) {
+            sd_nm_spmv_args a = prob_args(&p, 0, 0, rws[k], 1);
+            CHECK(sd_nm_spmv_launch(&a, 0) == 0);
+            CHECK_MSG(CU(cudaDeviceSynchronize()), "%d:%d mask fill %d rw %d: %s", n, m, fill, rws[k],
+                      cudaGetErrorString(rc_cu));
+        }
+    }
+    prob_free(&p);
+}
+
 #endif

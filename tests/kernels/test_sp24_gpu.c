@@ -76,21 +76,14 @@ static void test_gpu_sp24(void)
     }
 }
 
-/* A corrupt 2:4 mask (all bits set, none set) gives the sparse tensor-core kernel wrong numbers, never a
- * fault. Last in the file: a fault would end the CUDA context for every test after it. */
+/* A corrupt 2:4 mask (all bits set, none set) gives the sparse tensor-core kernels wrong numbers, never a
+ * fault. Run last: a fault would end the CUDA context for every test after it. */
 static void test_gpu_sp24_corrupt_mask(void)
 {
     if (!have_gpu())
         SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
-    prob p;
-    REQUIRE(prob_init(&p, 0, 2, 4, 64, 1024, 8, 1399) == 0);
-    for (int fill = 0; fill < 2; fill++) {
-        REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(64 * 1024 / 32) * 4)));
-        sd_nm_spmv_args a = prob_args(&p, 0, 0, RW_SP24, 1);
-        CHECK(sd_nm_spmv_launch(&a, 0) == 0);
-        CHECK_MSG(CU(cudaDeviceSynchronize()), "sp24 mask fill %d: %s", fill, cudaGetErrorString(rc_cu));
-    }
-    prob_free(&p);
+    const int rws[] = {RW_SP24, RW_SP24_32};
+    check_corrupt_masks(2, 4, 64, 1024, 8, rws, 2, 1399);
 }
 #else
 static void test_gpu_unavailable(void)

@@ -146,20 +146,8 @@ static void test_gpu_rows_corrupt_mask(void)
 {
     if (!have_gpu())
         SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
-    prob p;
-    REQUIRE(prob_init(&p, 0, 2, 4, 64, 1024, 4, 31) == 0);
-    for (int fill = 0; fill < 2; fill++) {
-        REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(64 * 1024 / 32) * 4)));
-        const int rws[] = {RW_ROWS, RW_ROWS3, RW_SK, RW_SK3};
-        for (int k = 0; k < 4; k++) {
-            const int rw = rws[k];
-            sd_nm_spmv_args a = prob_args(&p, 0, 0, rw, 1);
-            CHECK(sd_nm_spmv_launch(&a, 0) == 0);
-            CHECK_MSG(CU(cudaDeviceSynchronize()), "mask fill %d rw %d: %s", fill, rw,
-                      cudaGetErrorString(rc_cu));
-        }
-    }
-    prob_free(&p);
+    const int rws[] = {RW_ROWS, RW_ROWS3, RW_SK, RW_SK3};
+    check_corrupt_masks(2, 4, 64, 1024, 4, rws, 4, 31);
 }
 
 /* The 2:4 / 4:8 / 8:16 / 16:32 kernels that expand the fragments in registers (rows_per_warp 24, and 128:
@@ -197,19 +185,7 @@ static void check_tcx(int n, int m, uint64_t seed)
             prob_free(&p);
         }
     fprintf(stderr, "  tcx %d:%d worst rel L2 %.3g (config %d)\n", n, m, worst, worst_cfg);
-    /* corrupt masks: all bits set, none set */
-    prob p;
-    REQUIRE(prob_init(&p, 0, n, m, 64, 1024, 8, seed + 99) == 0);
-    for (int fill = 0; fill < 2; fill++) {
-        REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(64 * 1024 / 32) * 4)));
-        for (int w = 0; w < 2; w++) {
-            sd_nm_spmv_args a = prob_args(&p, 0, 0, k_tcx_rws[w], 1);
-            CHECK(sd_nm_spmv_launch(&a, 0) == 0);
-            CHECK_MSG(CU(cudaDeviceSynchronize()), "tcx %d:%d mask fill %d rw %d: %s", n, m, fill,
-                      k_tcx_rws[w], cudaGetErrorString(rc_cu));
-        }
-    }
-    prob_free(&p);
+    check_corrupt_masks(n, m, 64, 1024, 8, k_tcx_rws, 2, seed + 99);
 }
 
 static void test_gpu_tcx_2_4(void)
@@ -302,19 +278,9 @@ static void test_gpu_c24(void)
     CHECK_MSG(e >= 0 && e < 1e-3, "c24 fallback, unaligned x: rel L2 %g", e);
     cudaFree(shifted);
     prob_free(&p);
-    for (int pi = 0; pi < 2; pi++) { /* corrupt masks: all clear, all set */
-        REQUIRE(prob_init(&p, 0, 2 + 2 * pi, 4 + 4 * pi, 70, 1024, 1, 1320 + pi) == 0);
-        for (int fill = 0; fill < 2; fill++) {
-            REQUIRE(CU(cudaMemset(p.d_mask, fill ? 0xff : 0, (size_t)(70 * 1024 / 32) * 4)));
-            for (int k = 0; k < 3; k++) {
-                a = prob_args(&p, 0, 0, RW_C24 + 1 + k, 1);
-                CHECK(sd_nm_spmv_launch(&a, 0) == 0);
-                CHECK_MSG(CU(cudaDeviceSynchronize()), "%d:%d mask fill %d rw %d: %s", 2 + 2 * pi, 4 + 4 * pi,
-                          fill, RW_C24 + 1 + k, cudaGetErrorString(rc_cu));
-            }
-        }
-        prob_free(&p);
-    }
+    const int rws[] = {RW_C24 + 1, RW_C24 + 2, RW_C24 + 3};
+    for (int pi = 0; pi < 2; pi++) /* corrupt masks */
+        check_corrupt_masks(2 + 2 * pi, 4 + 4 * pi, 70, 1024, 1, rws, 3, 1320 + pi);
 }
 
 /* The compacting kernel on batches of 2 (configs 101 and 103; 102 takes one vector only, so it
