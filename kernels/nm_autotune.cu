@@ -140,8 +140,7 @@ extern "C" int sd_kernels_ctx_export(const sd_kernels_ctx *ctx, sd_nm_tuned *out
 static int known_rw(int rw)
 {
     return rw == 1 || rw == 2 || rw == 4 || rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW ||
-           rw == SD_NM_RW_SP24 || rw == SD_NM_RW_SP24_32 || sd__nm_rw_rows(rw) ||
-           (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3);
+           sd__nm_rw_sp24(rw) || sd__nm_rw_rows(rw) || (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3);
 }
 
 extern "C" int sd_kernels_ctx_import(sd_kernels_ctx *ctx, const sd_nm_tuned *e)
@@ -280,7 +279,7 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                 (rw == SD_NM_RW_TCX && (dense || !tcx_candidate(ctx, a))) ||
                 (rw == SD_NM_RW_TCXW && (dense || !sd__nm_tcx_supported(a) ||
                                          (!sd_kernels_ctx_tcx(ctx, a->m) && a->B <= SD_NM_MAX_B))) ||
-                ((rw == SD_NM_RW_SP24 || rw == SD_NM_RW_SP24_32) && !sp24_candidate(ctx, a, dense)) ||
+                (sd__nm_rw_sp24(rw) && !sp24_candidate(ctx, a, dense)) ||
                 (a->B > SD_NM_MAX_B && rw != SD_NM_RW_TCXW) ||
                 (rows_kernel && (dense || !sd__nm_rows_supported(a, rw))) ||
                 (stream_k && (split > 1 || !stream_k_candidate(ctx, a))) ||

@@ -377,9 +377,8 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     const int tcx_kernel = rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW;
     const int c24_rw = rw - SD_NM_RW_C24; // rows per warp of the 2:4 compacting kernel, if asked for
     const int c24_asked = c24_rw >= 1 && c24_rw <= 3;
-    const int sp24_kernel = rw == SD_NM_RW_SP24 || rw == SD_NM_RW_SP24_32;
-    if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_TC && !sp24_kernel && !tcx_kernel && !rows_kernel &&
-        !c24_asked)
+    if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_TC && !sd__nm_rw_sp24(rw) && !tcx_kernel &&
+        !rows_kernel && !c24_asked)
         return SD_EINVAL;
     if (split < 1)
         return SD_EINVAL;
@@ -392,7 +391,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         return SD_ENOTSUP;
     if (split > 1 && a->y_bf16)
         return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
-    if (rw == SD_NM_RW_SP24 || rw == SD_NM_RW_SP24_32) {
+    if (sd__nm_rw_sp24(rw)) {
         if (!dense && sd__nm_sp24_supported(a))
             return sd__nm_sp24_launch(a, rw == SD_NM_RW_SP24_32 ? 2 : 1, split, s);
         rw = SD_NM_RW_TCX; // a hint: the register-expanding kernel has the same block shape
@@ -522,10 +521,9 @@ static int swiglu_rw(const sd_nm_spmv_args *a, int dense)
     if (split != 1 || sd__nm_rw_stream_k(rw) || rw == SD_NM_RW_TCXW)
         return 0;
     if ((rw == SD_NM_RW_TCX && !dense && sd__nm_tcx_supported(a)) ||
-        ((rw == SD_NM_RW_SP24 || rw == SD_NM_RW_SP24_32) && !dense && sd__nm_sp24_supported(a)))
+        (sd__nm_rw_sp24(rw) && !dense && sd__nm_sp24_supported(a)))
         return rw;
-    if ((rw == SD_NM_RW_TCX || rw == SD_NM_RW_SP24 || rw == SD_NM_RW_SP24_32 || rw == SD_NM_RW_TC) &&
-        sd__nm_tc_supported(a, dense))
+    if ((rw == SD_NM_RW_TCX || sd__nm_rw_sp24(rw) || rw == SD_NM_RW_TC) && sd__nm_tc_supported(a, dense))
         return rw;
     if (rows_kernel && !dense && sd__nm_rows_supported(a, rw))
         return rw; // with y_bf16 that means x whole in one block (no split-K)
@@ -550,7 +548,7 @@ extern "C" int sd_nm_swiglu_pays(const sd_nm_spmv_args *a, int dense)
     if (dense)
         return rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX; // 24 is a hint for the dense tensor-core GEMV
     return (rw == SD_NM_RW_TCX && sd__nm_tcx_supported(a)) ||
-           ((rw == SD_NM_RW_SP24 || rw == SD_NM_RW_SP24_32) && sd__nm_sp24_supported(a)) ||
+           (sd__nm_rw_sp24(rw) && sd__nm_sp24_supported(a)) ||
            (sd__nm_rw_rows(rw) && sd__nm_rows_supported(a, rw)) || // not stream-K (swiglu_rw)
            (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3 && sd__nm_c24_supported(a, rw - SD_NM_RW_C24));
 }

@@ -28,7 +28,7 @@ struct sd_kernels_ctx {
     int pdl;                              /* launch with programmatic serialization (pdl.cuh) */
     int tcx;                              /* SD_NM_TCX_*: which patterns the expanding kernels take */
     int c24;                              /* the autotuner also times SD_NM_RW_C24 + 1, 2, 3 */
-    int sp24;                             /* the autotuner also times SD_NM_RW_SP24 */
+    int sp24;                             /* the autotuner also times SD_NM_RW_SP24, _32 */
     int sk;                               /* when the autotuner times SD_NM_RW_ROWS_SK: SD_NM_SK_* */
     int deterministic;                    /* no split-K (atomics) from the autotuner or heuristic */
     int n_entries, next_slot;             /* next_slot: round-robin replacement when full */
@@ -56,11 +56,17 @@ int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_
 /* 2:4 on the sparse tensor cores (mma.sp; nm_spmv_sp.cu), chosen by rows_per_warp ==
  * SD_NM_RW_SP24 (16 rows a block) or SD_NM_RW_SP24_32 (32: x read once per 32 rows; 16 with the
  * SwiGLU epilogue): B <= SD_NM_MAX_B, cols % 64 == 0, x 16-byte aligned rows, mask 8-byte aligned.
- * Candidates of the autotuner unless the context turns them off (sd_kernels_ctx_set_sp24). _meta
- * launches with either layout of the metadata operand (0 or 1; nm_sp24.h; nm_sp24.cuh SD_SP24_META; 0 only
- * in 16-row blocks): for the test that checks which one the hardware implements. */
+ * Candidates of the autotuner for 2-8 vectors unless the context turns them off
+ * (sd_kernels_ctx_set_sp24). _launch takes mt = 1 or 2 (16 or 32 rows); _meta also either layout
+ * of the metadata operand (0 or 1, nm_sp24.h; 0 only in 16-row blocks): for the test that checks
+ * which one the hardware implements. */
 #define SD_NM_RW_SP24 25
 #define SD_NM_RW_SP24_32 27
+/* Whether rw names one of them. */
+static inline int sd__nm_rw_sp24(int rw)
+{
+    return rw == SD_NM_RW_SP24 || rw == SD_NM_RW_SP24_32;
+}
 int sd__nm_sp24_supported(const sd_nm_spmv_args *a);
 int sd__nm_sp24_launch(const sd_nm_spmv_args *a, int mt, int split, cudaStream_t s);
 int sd__nm_sp24_launch_meta(const sd_nm_spmv_args *a, int split, int meta, int mt, cudaStream_t s);
