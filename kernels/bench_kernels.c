@@ -397,7 +397,8 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
                 "/ 20, weights rotated over copies > 3× L2; programmatic dependent launch %s; the 2:4 / 4:8 "
                 "/ 8:16 / 16:32 "
                 "register-expanding tensor-core kernels (cfg 24, 128) %s; the batch-1 2:4 and 4:8 compacting "
-                "kernels (cfg 101, 102, 103) %s; the 2:4 sparse tensor-core kernels (cfg 25, 27) %s\n\n",
+                "kernels (cfg 101, 102, 103) %s; the 2:4 sparse tensor-core kernels (cfg 25, 27; 29, 30 from "
+                "8 vectors) %s\n\n",
                 date, prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, cmdline, b->read_gbs,
                 b->copy_gbs, b->reps, b->pdl ? "on (the default)" : "off (--no-pdl)",
                 b->tcx ? "among the candidates (the default)" : "not tried (--no-tcx)",

@@ -54,9 +54,10 @@ void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int mode);
  * bring. An explicit rows_per_warp of 101, 102 or 103 launches them either way. */
 enum { SD_NM_C24_NONE = 0, SD_NM_C24_24 = 1, SD_NM_C24_ALL = 2 };
 void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int mode);
-/* Whether the autotuner also times the 2:4 kernels on the sparse tensor cores (mma.sp,
- * kernels/nm_spmv_sp.cu) for 2-8 vectors: on by default; off only to
- * measure what they bring. An explicit rows_per_warp of 25 or 27 launches them either way. */
+/* Whether the autotuner also times the 2:4 kernels on the sparse tensor cores (mma.sp): the 16/32-row
+ * ones (kernels/nm_spmv_sp.cu) for 2-8 vectors, the GEMM-shaped ones (nm_spmv_spg.cu) for 2-64: on
+ * by default; off only to measure what they bring. An explicit rows_per_warp of 25, 27, 29 or 30
+ * launches them either way. */
 void sd_kernels_ctx_set_sp24(sd_kernels_ctx *ctx, int on);
 /* Where the autotuner times the stream-K row-per-lane kernel (rows_per_warp 64: a persistent
  * grid over equal shares, y zeroed first): never, where the register-expanding tensor-core kernel

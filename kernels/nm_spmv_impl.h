@@ -28,7 +28,7 @@ struct sd_kernels_ctx {
     int pdl;                              /* launch with programmatic serialization (pdl.cuh) */
     int tcx;                              /* SD_NM_TCX_*: which patterns the expanding kernels take */
     int c24;                              /* the autotuner also times SD_NM_RW_C24 + 1, 2, 3 */
-    int sp24;                             /* the autotuner also times SD_NM_RW_SP24, _32 */
+    int sp24;                             /* the autotuner also times SD_NM_RW_SP24, _32, SPG, SPG2 */
     int sk;                               /* when the autotuner times SD_NM_RW_ROWS_SK: SD_NM_SK_* */
     int deterministic;                    /* no split-K (atomics) from the autotuner or heuristic */
     int n_entries, next_slot;             /* next_slot: round-robin replacement when full */
@@ -70,6 +70,20 @@ static inline int sd__nm_rw_sp24(int rw)
 int sd__nm_sp24_supported(const sd_nm_spmv_args *a);
 int sd__nm_sp24_launch(const sd_nm_spmv_args *a, int mt, int split, cudaStream_t s);
 int sd__nm_sp24_launch_meta(const sd_nm_spmv_args *a, int split, int meta, int mt, cudaStream_t s);
+/* Their GEMM-shaped twin for many vectors (nm_spmv_spg.cu), chosen by rows_per_warp ==
+ * SD_NM_RW_SPG (128 rows a block) or SD_NM_RW_SPG2 (256): 8 warps over the block's rows, weights and
+ * x staged in shared memory once per block (x read from L2 once per 128-256 rows). B <=
+ * SD_NM_MAX_B_WIDE, cols % 128 == 0, x rows, values and mask 16-byte aligned; no SwiGLU epilogue.
+ * Candidates of the autotuner from 2 vectors up unless the context turns the sparse tensor-core
+ * kernels off. _launch takes mw = 1 or 2 (16 or 32 rows a warp). */
+#define SD_NM_RW_SPG 29
+#define SD_NM_RW_SPG2 30
+static inline int sd__nm_rw_spg(int rw)
+{
+    return rw == SD_NM_RW_SPG || rw == SD_NM_RW_SPG2;
+}
+int sd__nm_spg_supported(const sd_nm_spmv_args *a);
+int sd__nm_spg_launch(const sd_nm_spmv_args *a, int mw, int split, cudaStream_t s);
 
 /* The row-per-lane N:M kernels for B <= 4 (nm_spmv_rows.cu), chosen by rows_per_warp ==
  * SD_NM_RW_ROWS (2-stage copy pipeline) or SD_NM_RW_ROWS3 (3 stages), or their stream-K twins

@@ -76,14 +76,68 @@ static void test_gpu_sp24(void)
     }
 }
 
+/* The GEMM-shaped 2:4 kernels (rows_per_warp 29: 128 rows a block, 30: 256; kernels/nm_spmv_spg.cu)
+ * for 1-64 vectors: partial blocks and n-tiles (B = 9, 17, 33, 57), the n-tile counts without an
+ * instance of their own (5, 7: B = 40, 57), uneven split-K, fp32 / bf16 output, accumulate. Every
+ * problem here is one they take (cols % 128 == 0), so the kernels themselves run; the SwiGLU
+ * epilogue is refused, and 4:8 or cols % 128 != 0 fall back to a kernel that gives the same
+ * result. */
+#define RW_SPG 29
+#define RW_SPG2 30
+static void test_gpu_spg(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
+    static const shp shapes[] = {{1, 128}, {130, 384}, {257, 1152}, {1000, 4096}, {61, 14336}};
+    static const int Bs[] = {1, 2, 8, 9, 16, 17, 24, 33, 40, 57, 64};
+    const int cfg[][4] = {{RW_SPG, 1, 0, 0},  {RW_SPG, 2, 0, 1},  {RW_SPG, 3, 0, 0},  {RW_SPG, 1, 1, 0},
+                          {RW_SPG, 1, 1, 1},  {RW_SPG2, 1, 0, 0}, {RW_SPG2, 4, 0, 1}, {RW_SPG2, 1, 1, 1},
+                          {RW_SPG2, 5, 0, 0}, {RW_SPG2, 1, 0, 1}};
+    const int n_cfg = (int)(sizeof cfg / sizeof cfg[0]);
+    double worst = 0;
+    int worst_cfg = 0;
+    for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
+        for (int bi = 0; bi < (int)(sizeof Bs / sizeof Bs[0]); bi++) {
+            const int B = Bs[bi];
+            if (si >= 3 && B != 9 && B != 33 && B != 64) /* the large shapes: fewer B (CPU reference) */
+                continue;
+            prob p;
+            REQUIRE(prob_init(&p, 0, 2, 4, shapes[si].rows, shapes[si].cols, B, 1500 + 100 * si + B) == 0);
+            sd_nm_spmv_args a = prob_args(&p, 0, 0, RW_SPG, 1);
+            CHECK_MSG(sd__nm_spg_supported(&a), "%lldx%lld B=%d not taken by the kernel", (long long)p.rows,
+                      (long long)p.cols, B);
+            check_cfgs(&p, cfg, n_cfg, "spg", 47, 0, &worst, &worst_cfg);
+            prob_free(&p);
+        }
+    fprintf(stderr, "  spg worst rel L2 %.3g (config %d)\n", worst, worst_cfg);
+    prob p;
+    REQUIRE(prob_init(&p, 0, 2, 4, 256, 1024, 12, 1591) == 0); /* even rows: the SwiGLU's terms hold */
+    sd_nm_spmv_args a = prob_args(&p, 1, 0, RW_SPG, 1);
+    a.swiglu = 1;
+    CHECK(sd_nm_spmv_launch(&a, 0) == SD_ENOTSUP);
+    prob_free(&p);
+    const int fb[][5] = {{4, 8, 70, 512, 24}, {2, 4, 70, 320, 24}, {2, 4, 33, 192, 5}};
+    for (int i = 0; i < 3; i++) {
+        REQUIRE(prob_init(&p, 0, fb[i][0], fb[i][1], fb[i][2], fb[i][3], fb[i][4], 1580 + i) == 0);
+        sd_nm_spmv_args f = prob_args(&p, 0, 0, RW_SPG2, 1);
+        CHECK(!sd__nm_spg_supported(&f));
+        double e = run_check(&p, &f, 70 + i);
+        CHECK_MSG(e >= 0 && e < 1e-3, "spg fallback %d:%d cols %d: rel L2 %g", fb[i][0], fb[i][1], fb[i][3],
+                  e);
+        prob_free(&p);
+    }
+}
+
 /* A corrupt 2:4 mask (all bits set, none set) gives the sparse tensor-core kernels wrong numbers, never a
- * fault. Run last: a fault would end the CUDA context for every test after it. */
+ * fault (also at 40 vectors, for the GEMM-shaped ones). Run last: a fault would end the CUDA context for
+ * every test after it. */
 static void test_gpu_sp24_corrupt_mask(void)
 {
     if (!have_gpu())
         SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
-    const int rws[] = {RW_SP24, RW_SP24_32};
-    check_corrupt_masks(2, 4, 64, 1024, 8, rws, 2, 1399);
+    const int rws[] = {RW_SP24, RW_SP24_32, RW_SPG, RW_SPG2};
+    check_corrupt_masks(2, 4, 64, 1024, 8, rws, 4, 1399);
+    check_corrupt_masks(2, 4, 300, 1024, 40, rws + 2, 2, 1398);
 }
 #else
 static void test_gpu_unavailable(void)
@@ -96,6 +150,7 @@ int main(void)
 {
 #ifdef SD_HAVE_CUDA
     RUN(test_gpu_sp24);
+    RUN(test_gpu_spg);
     RUN(test_gpu_sp24_corrupt_mask); /* last: a fault would end the CUDA context */
 #else
     RUN(test_gpu_unavailable);

@@ -446,9 +446,10 @@ static void test_gpu_deterministic_no_split(void)
 }
 
 /* With the register-expanding kernels among the candidates (the default), the tuned 2:4 launches
- * stay correct whichever kernel wins; above SD_NM_MAX_B the wide kernel is the one candidate and
- * must have been timed (the cache holds it), and a dense problem of that many vectors, which no
- * kernel takes, is an error, not an untuned cache entry. */
+ * stay correct whichever kernel wins; above SD_NM_MAX_B the wide kernel and the GEMM-shaped sparse
+ * tensor-core ones (29, 30) are the candidates and one of them must have been timed (the cache
+ * holds it), and a dense problem of that many vectors, which no kernel takes, is an error, not an
+ * untuned cache entry. */
 static void test_gpu_autotune_tcx(void)
 {
     if (!have_gpu())
@@ -470,7 +471,8 @@ static void test_gpu_autotune_tcx(void)
         fprintf(stderr, "  2:4 1024x4096 B=%d: autotune picked rw=%d split=%d\n", Bs[i], rw, split);
         if (Bs[i] > SD_NM_MAX_B) { /* the cached config itself, not the heuristic's fill-in */
             int crw = 0, csplit = 0;
-            CHECK_MSG(sd__nm_cache_lookup(ctx, &a, 0, &crw, &csplit) == 0 && crw == RW_TCXW && csplit >= 1,
+            CHECK_MSG(sd__nm_cache_lookup(ctx, &a, 0, &crw, &csplit) == 0 &&
+                          (crw == RW_TCXW || sd__nm_rw_spg(crw)) && csplit >= 1,
                       "B=%d: cache holds rw=%d split=%d", Bs[i], crw, csplit);
         }
         prob_free(&p);

@@ -5,7 +5,7 @@
  *
  *   prof_spmv PATTERN ROWS COLS B RW SPLIT [LAUNCHES]
  *     PATTERN  dense | 2:4 | 4:8 | 8:16 | 16:32
- *     RW       rows_per_warp (kernels/nm_spmv.h: 1, 2, 4, 16, 24, 25, 27, 128, 32, 48, 64, 96,
+ *     RW       rows_per_warp (kernels/nm_spmv_impl.h: 1, 2, 4, 16, 24, 25, 27, 29, 30, 128, 32, 48, 64, 96,
  *              101, 102, 103)
  *     SPLIT    split-K factor
  *   prints the mean time of LAUNCHES (default 50) back-to-back launches (no PDL overlap, launch gaps
