@@ -37,11 +37,19 @@ constexpr int kXStride = 128 + 8;
 
 // Starts the copies of x columns [32 cw, 32 cw + 128) of every vector into xs; vectors past B and
 // columns past the end are zero-filled.
+// Loops of fixed trip count over the thread's own units (here and in stage_w), so that their
+// arithmetic is the same every step and leaves the step loop: loops from threadIdx.x cost the GEMM-
+// shaped 2:4 kernel ~450 instructions a thread a step (results/2026-12-02-s16/r2, r3).
 template <int NT> __device__ __forceinline__ void stage_x(const TcParams &p, uint16_t *xs, int64_t cw)
 {
-    for (int i = threadIdx.x; i < 8 * NT * 16; i += kThreads) {
-        const int r = i >> 4, ch = i & 15;
-        const int64_t c = cw * 32 + 8 * ch;
+    constexpr int kUnits = 8 * NT * 16;
+    const int ch = threadIdx.x & 15;
+    const int64_t c = cw * 32 + 8 * ch;
+#pragma unroll
+    for (int j = 0; j < (kUnits + kThreads - 1) / kThreads; j++) {
+        const int r = (threadIdx.x >> 4) + 16 * j;
+        if (kUnits % kThreads != 0 && r >= 8 * NT)
+            continue;
         const bool ok = r < p.B && c < p.cols;
         cp_async16_zfill((uint32_t)__cvta_generic_to_shared(xs + r * kXStride + 8 * ch),
                          ok ? p.x + (int64_t)r * p.ldx + c : p.x, ok ? 16u : 0u);
@@ -77,22 +85,23 @@ template <int NT>
 __device__ __forceinline__ void stage_w(const TcParams &p, char *st, int64_t blk_row0, int64_t cw,
                                         int64_t w_end)
 {
+    static_assert(16 * kWarps * 8 % kThreads == 0 && 16 * kWarps * 2 == kThreads, "one mask unit a thread");
     const int64_t words = p.cols >> 5;
     const uint32_t base = (uint32_t)__cvta_generic_to_shared(st);
-    for (int i = threadIdx.x; i < 16 * kWarps * 8; i += kThreads) {
-        const int r = i >> 3, c = i & 7;
+    const int c = threadIdx.x & 7;
+    const bool ok = cw + 2 * (c >> 2) < w_end; // piece c/4 inside the split
+#pragma unroll
+    for (int j = 0; j < 16 * kWarps * 8 / kThreads; j++) {
+        const int r = (threadIdx.x >> 3) + 32 * j;
         const int64_t row = min(blk_row0 + r, p.rows - 1);
-        const bool ok = cw + 2 * (c >> 2) < w_end; // piece c/4 inside the split
         cp_async16_zfill(base + wide_chunk(r, c),
                          ok ? p.values + row * (p.cols >> 1) + cw * 16 + c * 8 : p.values, ok ? 16u : 0u);
     }
-    for (int i = threadIdx.x; i < 16 * kWarps * 2; i += kThreads) {
-        const int r = i >> 1, h = i & 1;
-        const int64_t row = min(blk_row0 + r, p.rows - 1);
-        const bool ok = cw + 2 * h < w_end;
-        cp_async8_zfill(base + WideStage<NT>::kVals + r * 16 + h * 8,
-                        ok ? p.mask + row * words + cw + 2 * h : p.mask, ok ? 8u : 0u);
-    }
+    const int r = threadIdx.x >> 1, h = threadIdx.x & 1;
+    const int64_t row = min(blk_row0 + r, p.rows - 1);
+    const bool okm = cw + 2 * h < w_end;
+    cp_async8_zfill(base + WideStage<NT>::kVals + r * 16 + h * 8,
+                    okm ? p.mask + row * words + cw + 2 * h : p.mask, okm ? 8u : 0u);
 }
 
 // Piece s of the staged step st as the A fragments of rows rg (ag) and rg + 8 (ag8): the v8 layout
