@@ -139,7 +139,7 @@ extern "C" int sd_kernels_ctx_export(const sd_kernels_ctx *ctx, sd_nm_tuned *out
 // The rows_per_warp codes sd__nm_launch_cfg takes (nm_spmv.h).
 static int known_rw(int rw)
 {
-    return rw == 1 || rw == 2 || rw == 4 || rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW ||
+    return rw == 1 || rw == 2 || rw == 4 || rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX || sd__nm_rw_tcxw(rw) ||
            sd__nm_rw_sp24(rw) || sd__nm_rw_spg(rw) || sd__nm_rw_rows(rw) ||
            (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3);
 }
@@ -269,6 +269,7 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                        SD_NM_RW_TC,
                        SD_NM_RW_TCX,
                        SD_NM_RW_TCXW,
+                       SD_NM_RW_TCXW2,
                        SD_NM_RW_SP24,
                        SD_NM_RW_SP24_32,
                        SD_NM_RW_SPG,
@@ -289,11 +290,11 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                 (split > 1 && (a->y_bf16 || ctx->deterministic)) ||
                 (rw == SD_NM_RW_TC && !sd__nm_tc_supported(a, dense)) ||
                 (rw == SD_NM_RW_TCX && (dense || !tcx_candidate(ctx, a))) ||
-                (rw == SD_NM_RW_TCXW && (dense || !sd__nm_tcx_supported(a) ||
-                                         (!sd_kernels_ctx_tcx(ctx, a->m) && a->B <= SD_NM_MAX_B))) ||
+                (sd__nm_rw_tcxw(rw) && (dense || !sd__nm_tcx_supported(a) ||
+                                        (!sd_kernels_ctx_tcx(ctx, a->m) && a->B <= SD_NM_MAX_B))) ||
                 (sd__nm_rw_sp24(rw) && !sp24_candidate(ctx, a, dense)) ||
                 (sd__nm_rw_spg(rw) && !spg_candidate(ctx, a, dense)) ||
-                (a->B > SD_NM_MAX_B && rw != SD_NM_RW_TCXW && !sd__nm_rw_spg(rw)) ||
+                (a->B > SD_NM_MAX_B && !sd__nm_rw_tcxw(rw) && !sd__nm_rw_spg(rw)) ||
                 (rows_kernel && (dense || !sd__nm_rows_supported(a, rw))) ||
                 (stream_k && (split > 1 || !stream_k_candidate(ctx, a))) ||
                 (c24 && (dense || !c24_candidate(ctx, a) || !sd__nm_c24_supported(a, rw - SD_NM_RW_C24))) ||

@@ -374,7 +374,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     if (unstructured)
         rw = 1, split = 1; // the running value offset starts at column 0
     const int rows_kernel = sd__nm_rw_rows(rw);
-    const int tcx_kernel = rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW;
+    const int tcx_kernel = rw == SD_NM_RW_TCX || sd__nm_rw_tcxw(rw);
     const int c24_rw = rw - SD_NM_RW_C24; // rows per warp of the 2:4 compacting kernel, if asked for
     const int c24_asked = c24_rw >= 1 && c24_rw <= 3;
     if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_TC && !sd__nm_rw_sp24(rw) && !sd__nm_rw_spg(rw) &&
@@ -387,22 +387,22 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     // The SwiGLU epilogue needs a row's whole sum in one block: no split-K, no stream-K, and not the
     // wide kernel (nor the unstructured one, whose rows stay plain). Refused before anything runs.
     if (a->swiglu && (split > 1 || unstructured || sd__nm_rw_stream_k(rw) || a->B > SD_NM_MAX_B ||
-                      rw == SD_NM_RW_TCXW || sd__nm_rw_spg(rw)))
+                      sd__nm_rw_tcxw(rw) || sd__nm_rw_spg(rw)))
         return SD_ENOTSUP;
     if (split > 1 && a->y_bf16)
         return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
     if (sd__nm_rw_spg(rw)) {
         if (!dense && sd__nm_spg_supported(a))
             return sd__nm_spg_launch(a, rw == SD_NM_RW_SPG2 ? 2 : 1, split, s);
-        rw = SD_NM_RW_TCXW; // a hint: the wide register-expanding kernel has the same block shape
+        rw = rw == SD_NM_RW_SPG2 ? SD_NM_RW_TCXW2 : SD_NM_RW_TCXW; // a hint: the same block shapes
     }
     if (sd__nm_rw_sp24(rw)) {
         if (!dense && sd__nm_sp24_supported(a))
             return sd__nm_sp24_launch(a, rw == SD_NM_RW_SP24_32 ? 2 : 1, split, s);
         rw = SD_NM_RW_TCX; // a hint: the register-expanding kernel has the same block shape
     }
-    if (rw == SD_NM_RW_TCX || rw == SD_NM_RW_TCXW || a->B > SD_NM_MAX_B) {
-        const int wide = rw != SD_NM_RW_TCX || a->B > SD_NM_MAX_B;
+    if (rw == SD_NM_RW_TCX || sd__nm_rw_tcxw(rw) || a->B > SD_NM_MAX_B) {
+        const int wide = rw == SD_NM_RW_TCXW2 ? 2 : rw != SD_NM_RW_TCX || a->B > SD_NM_MAX_B;
         if (!dense && sd__nm_tcx_supported(a))
             return sd__nm_tcx_launch(a, wide, split, s);
         if (a->B > SD_NM_MAX_B)
@@ -498,7 +498,7 @@ extern "C" void sd_nm_config(const sd_nm_spmv_args *a, int dense, int *ret_rw, i
         int64_t rows_per_block = rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX || rw == SD_NM_RW_SP24 ? 16
                                  : rw == SD_NM_RW_SP24_32                                       ? 32
                                  : rw == SD_NM_RW_TCXW || rw == SD_NM_RW_SPG                    ? 16 * kWarps
-                                 : rw == SD_NM_RW_SPG2                                          ? 32 * kWarps
+                                 : rw == SD_NM_RW_SPG2 || rw == SD_NM_RW_TCXW2                  ? 32 * kWarps
                                  : rw == SD_NM_RW_C24 + 2                                       ? kWarps * 2
                                  : rw > SD_NM_RW_C24                                            ? kWarps
                                                                                                 : kWarps * rw;
@@ -524,7 +524,7 @@ static int swiglu_rw(const sd_nm_spmv_args *a, int dense)
     // sd__nm_launch_cfg's terms: no split-K, not the wide or stream-K kernels; the 16-row
     // tensor-core kernels for B <= 16, the row-per-lane ones (whole x in one block) for B <= 4, the
     // word-per-lane ones (also where another config falls back to them) for B <= 2.
-    if (split != 1 || sd__nm_rw_stream_k(rw) || rw == SD_NM_RW_TCXW || sd__nm_rw_spg(rw))
+    if (split != 1 || sd__nm_rw_stream_k(rw) || sd__nm_rw_tcxw(rw) || sd__nm_rw_spg(rw))
         return 0;
     if ((rw == SD_NM_RW_TCX && !dense && sd__nm_tcx_supported(a)) ||
         (sd__nm_rw_sp24(rw) && !dense && sd__nm_sp24_supported(a)))

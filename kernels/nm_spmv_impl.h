@@ -51,7 +51,15 @@ int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_
  * 128 rows). The only kernel that takes B > SD_NM_MAX_B; a candidate of the autotuner for
  * smaller B too unless the ctx turns it off. */
 #define SD_NM_RW_TCXW 128
+/* The same with 32 rows a warp, 256 a block (one block an SM): x read from L2 once per 256 rows, and
+ * each warp's x fragments serve two row tiles. */
+#define SD_NM_RW_TCXW2 256
+static inline int sd__nm_rw_tcxw(int rw)
+{
+    return rw == SD_NM_RW_TCXW || rw == SD_NM_RW_TCXW2;
+}
 int sd__nm_tcx_supported(const sd_nm_spmv_args *a);
+/* wide: 0 the 16-row kernel, 1 the wide one (128 rows), 2 the wide one with 256 rows. */
 int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_t s);
 /* 2:4 on the sparse tensor cores (mma.sp; nm_spmv_sp.cu), chosen by rows_per_warp ==
  * SD_NM_RW_SP24 (16 rows a block) or SD_NM_RW_SP24_32 (32: x read once per 32 rows; 16 with the

@@ -328,12 +328,12 @@ template <class E, bool SW> void (*tcx_kernel(int B))(TcParams)
 // The kernel of a kind for B vectors (NT n-tiles of 8; the 16-row kernels take B <= 16) and, for
 // the expanding kinds, pattern m (4: 2:4, 8: 4:8, 16: 8:16); SW: the 16-row kernels' SwiGLU
 // epilogue (the wide one has none).
-template <bool SW> void (*tc_kernel(TcKind kind, int B, int m))(TcParams)
+template <bool SW> void (*tc_kernel(TcKind kind, int B, int m, int mw))(TcParams)
 {
     const bool one = B <= 8;
     switch (kind) {
     case kTcExpandWide:
-        return tcxw_kernel(m, B);
+        return tcxw_kernel(m, B, mw);
     case kTcExpand:
         return m == 4    ? tcx_kernel<Tcx24, SW>(B)
                : m == 8  ? tcx_kernel<Tcx48, SW>(B)
@@ -346,7 +346,8 @@ template <bool SW> void (*tc_kernel(TcKind kind, int B, int m))(TcParams)
     }
 }
 
-int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s)
+// mw: the wide kernel's 16-row tiles a warp (1, 2).
+int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s, int mw = 1)
 {
     TcParams p;
     const int64_t nsplit = tc_params(a, split, &p);
@@ -358,11 +359,12 @@ int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s)
     const bool wide = kind == kTcExpandWide;
     size_t red = wide ? 0 : (size_t)kWarps * 16 * 8 * NT * 4;
     size_t tiles = kind == kTcSparse ? (size_t)kWarps * 16 * kAStride * 2 : 0;
-    size_t smem = wide ? wide_smem(a->B) : red > tiles ? red : tiles;
-    const int64_t rows_per_block = wide ? 16 * kWarps : 16;
+    size_t smem = wide ? wide_smem(a->B, mw) : red > tiles ? red : tiles;
+    const int64_t rows_per_block = wide ? 16 * kWarps * mw : 16;
     const int64_t grid_rows = a->swiglu ? a->rows / 2 : a->rows, per_block = a->swiglu ? 8 : rows_per_block;
     dim3 grid((unsigned)((grid_rows + per_block - 1) / per_block), (unsigned)nsplit);
-    void (*k)(TcParams) = a->swiglu ? tc_kernel<true>(kind, a->B, a->m) : tc_kernel<false>(kind, a->B, a->m);
+    void (*k)(TcParams) =
+        a->swiglu ? tc_kernel<true>(kind, a->B, a->m, mw) : tc_kernel<false>(kind, a->B, a->m, mw);
     if (smem > 48 * 1024 && cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  (int)smem) != cudaSuccess)
         return SD_ECUDA;
@@ -383,7 +385,7 @@ extern "C" int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, 
 
 extern "C" int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_t s)
 {
-    if (!sd__nm_tcx_supported(a) || (!wide && a->B > SD_NM_MAX_B))
+    if (!sd__nm_tcx_supported(a) || (!wide && a->B > SD_NM_MAX_B) || wide < 0 || wide > 2)
         return SD_EINVAL;
-    return tc_launch(a, wide ? kTcExpandWide : kTcExpand, split, s);
+    return tc_launch(a, wide ? kTcExpandWide : kTcExpand, split, s, wide ? wide : 1);
 }

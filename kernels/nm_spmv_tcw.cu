@@ -12,7 +12,7 @@ namespace
 using namespace sd_nm_tc;
 using namespace sd_pdl;
 
-// The wide kernel's output: each warp stores its own C fragments.
+// The wide kernel's output: each warp stores its own C fragments (one 16-row tile).
 template <int NT>
 __device__ __forceinline__ void store_frags(const TcParams &p, const float (&c)[NT][4], int64_t row0)
 {
@@ -56,20 +56,19 @@ template <int NT> __device__ __forceinline__ void stage_x(const TcParams &p, uin
     }
 }
 
-constexpr int kStages = 3;
 constexpr int kWRow = 128; // bytes of a row's values per step (128 columns at 50%)
 
-// One step's shared memory in the wide kernel with nt n-tiles: values, masks, then x.
-constexpr int kWideVals = 16 * kWarps * kWRow; // [128 rows][8 chunks of 16 B], swizzled
-constexpr int kWideMasks = 16 * kWarps * 16;   // [128 rows][4 words]
-constexpr int wide_stage_bytes(int nt)
-{
-    return kWideVals + kWideMasks + 8 * nt * kXStride * 2; // x as in stage_x
-}
-template <int NT> struct WideStage {
-    static constexpr int kVals = kWideVals;
-    static constexpr int kMasks = kWideMasks;
-    static constexpr int kBytes = wide_stage_bytes(NT);
+// One step's shared memory with NT n-tiles and MW 16-row tiles a warp: values [kRows rows][8 chunks
+// of 16 B] (swizzled: wide_chunk), masks [kRows][4 words], then x as stage_x writes it. MW = 1
+// (128 rows a block): two blocks an SM, 3 steps; MW = 2 (256 rows): one block an SM, 4 steps where
+// they fit (x read from L2 once per 256 rows, and each warp's x fragments serve two row tiles).
+template <int NT, int MW> struct WideStage {
+    static constexpr int kRows = 16 * kWarps * MW;
+    static constexpr int kVals = kRows * kWRow;
+    static constexpr int kMasks = kRows * 16;
+    static constexpr int kBytes = kVals + kMasks + 8 * NT * kXStride * 2;
+    static constexpr int kStages = MW == 1 ? 3 : 227 * 1024 / kBytes >= 4 ? 4 : 3;
+    static constexpr int kSmem = kStages * kBytes;
 };
 
 // Value chunk c (16 B, 0..7) of block row r: rows of odd index swap their halves, so that the 8
@@ -80,28 +79,33 @@ __device__ __forceinline__ int wide_chunk(int r, int c)
 }
 
 // Starts the copies of the block's weights of the step at mask word cw: values and masks of its
-// 128 rows (past the last row: the last row again, never stored; past w_end: zeros).
-template <int NT>
+// rows (past the last row: the last row again, never stored; past w_end: zeros).
+template <int NT, int MW>
 __device__ __forceinline__ void stage_w(const TcParams &p, char *st, int64_t blk_row0, int64_t cw,
                                         int64_t w_end)
 {
-    static_assert(16 * kWarps * 8 % kThreads == 0 && 16 * kWarps * 2 == kThreads, "one mask unit a thread");
+    using S = WideStage<NT, MW>;
+    static_assert(S::kRows * 8 % kThreads == 0 && S::kRows * 2 % kThreads == 0, "whole units a thread");
     const int64_t words = p.cols >> 5;
     const uint32_t base = (uint32_t)__cvta_generic_to_shared(st);
     const int c = threadIdx.x & 7;
     const bool ok = cw + 2 * (c >> 2) < w_end; // piece c/4 inside the split
 #pragma unroll
-    for (int j = 0; j < 16 * kWarps * 8 / kThreads; j++) {
-        const int r = (threadIdx.x >> 3) + 32 * j;
+    for (int j = 0; j < S::kRows * 8 / kThreads; j++) {
+        const int r = (threadIdx.x >> 3) + kThreads / 8 * j;
         const int64_t row = min(blk_row0 + r, p.rows - 1);
         cp_async16_zfill(base + wide_chunk(r, c),
                          ok ? p.values + row * (p.cols >> 1) + cw * 16 + c * 8 : p.values, ok ? 16u : 0u);
     }
-    const int r = threadIdx.x >> 1, h = threadIdx.x & 1;
-    const int64_t row = min(blk_row0 + r, p.rows - 1);
+    const int h = threadIdx.x & 1;
     const bool okm = cw + 2 * h < w_end;
-    cp_async8_zfill(base + WideStage<NT>::kVals + r * 16 + h * 8,
-                    okm ? p.mask + row * words + cw + 2 * h : p.mask, okm ? 8u : 0u);
+#pragma unroll
+    for (int j = 0; j < S::kRows * 2 / kThreads; j++) {
+        const int r = (threadIdx.x >> 1) + kThreads / 2 * j;
+        const int64_t row = min(blk_row0 + r, p.rows - 1);
+        cp_async8_zfill(base + S::kVals + r * 16 + h * 8, okm ? p.mask + row * words + cw + 2 * h : p.mask,
+                        okm ? 8u : 0u);
+    }
 }
 
 // Piece s of the staged step st as the A fragments of rows rg (ag) and rg + 8 (ag8): the v8 layout
@@ -128,77 +132,97 @@ __device__ __forceinline__ void wide_expand(const char *st, int rg, int s, int t
     }
 }
 
-// 2:4 / 4:8 / 8:16 / 16:32, wide (batches up to 64, rows_per_warp SD_NM_RW_TCXW): a block of 8 warps owns 128
-// rows, 16 per warp, and every warp walks the block's whole K share in step with the others. Per
-// step (128 columns) the block copies its rows' values and masks and x for all vectors into
-// shared memory with cp.async, kStages steps ahead (one copy group per step). At B = 64 a warp
-// needs 8 KB of x per 1 KB of its 16-row weights, which per-lane global loads could not feed (9%
-// of the DRAM rate, waiting on L1), and one step of weights prefetched in registers left DRAM
-// latency uncovered between the per-step barriers (NOTES.md v9). Each warp owns its rows: no
+// One staged step of a warp: its MW row tiles (rows rg, rg + 8 of each) against all NT n-tiles of x,
+// two 64-column pieces. Each piece's A fragments are expanded once and serve every n-tile; each x
+// fragment serves every row tile.
+template <class E, int NT, int MW>
+__device__ __forceinline__ void wide_step(float (&c)[MW][NT][4], const char *st, int rg, int g, int t,
+                                          int shift, const uint32_t *tab)
+{
+    using S = WideStage<NT, MW>;
+    const uint16_t *xs = reinterpret_cast<const uint16_t *>(st + S::kVals + S::kMasks);
+#pragma unroll
+    for (int s = 0; s < 2; s++) {
+        uint32_t ag[MW][8], ag8[MW][8];
+#pragma unroll
+        for (int m = 0; m < MW; m++)
+            wide_expand<E, S>(st, rg + 16 * m, s, t, shift, tab, ag[m], ag8[m]);
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            const uint4 *xp =
+                reinterpret_cast<const uint4 *>(xs + (8 * n + g) * kXStride + tcx_col<E>(0, s, t));
+            const uint4 lo = xp[0], hi = xp[1];
+            const uint32_t xr[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+            for (int m = 0; m < MW; m++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    mma_bf16(c[m][n], ag[m][2 * j], ag8[m][2 * j], ag[m][2 * j + 1], ag8[m][2 * j + 1],
+                             xr[2 * j], xr[2 * j + 1]);
+        }
+    }
+}
+
+// 2:4 / 4:8 / 8:16 / 16:32, wide (batches up to 64, rows_per_warp SD_NM_RW_TCXW / _TCXW2): a block of 8
+// warps owns 128 or 256 rows, 16 or 32 per warp, and every warp walks the block's whole K share in step
+// with the others. Per step (128 columns) the block copies its rows' values and masks and x for all
+// vectors into shared memory with cp.async, kStages - 1 steps ahead (one copy group per step). At B =
+// 64 a warp needs 8 KB of x per 1 KB of its 16-row weights, which per-lane global loads could not feed
+// (9% of the DRAM rate, waiting on L1), and one step of weights prefetched in registers left DRAM
+// latency uncovered between the per-step barriers (NOTES.md v9). One barrier a step: after it every
+// warp is done with the step before, whose slot the next copies then fill. Each warp owns its rows: no
 // cross-warp reduction, the fragments are stored directly (store_frags).
-template <class E, int NT> __global__ void __launch_bounds__(kThreads, 2) tcxw_spmv_kernel(TcParams p)
+template <class E, int NT, int MW>
+__global__ void __launch_bounds__(kThreads, MW == 1 ? 2 : 1) tcxw_spmv_kernel(TcParams p)
 {
     extern __shared__ uint4 smem_tc[];
     char *smem = reinterpret_cast<char *>(smem_tc);
     __shared__ uint32_t tab[E::kTab];
     tcx_table<E>(tab);
-    using S = WideStage<NT>;
+    using S = WideStage<NT, MW>;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int64_t words = p.cols >> 5, blk_row0 = (int64_t)blockIdx.x * 16 * kWarps;
-    const int64_t row0 = blk_row0 + 16 * warp;
+    const int64_t words = p.cols >> 5, blk_row0 = (int64_t)blockIdx.x * S::kRows;
+    const int64_t row0 = blk_row0 + 16 * MW * warp;
     const int64_t w_begin = blockIdx.y * p.words_per_split;
     const int64_t w_end = min(words, w_begin + p.words_per_split);
-    const int64_t nsteps = (w_end - w_begin + 3) / 4;
+    const int nsteps = (int)((w_end - w_begin + 3) / 4);
     const bool mine = row0 < p.rows; // the last block's warps past the end only copy
-    const int rg = 16 * warp + g, shift = sd_tcx_mask_shift(t);
+    const int rg = 16 * MW * warp + g, shift = sd_tcx_mask_shift(t);
     // The first steps' weights while the grid before may still run; x after it (pdl.cuh). Group
     // k holds step k's copies (group 0 also the weights of steps 1..kStages-2).
-    for (int k = 0; k < kStages - 1; k++)
+#pragma unroll
+    for (int k = 0; k < S::kStages - 1; k++)
         if (k < nsteps)
-            stage_w<NT>(p, smem + k * S::kBytes, blk_row0, w_begin + 4 * k, w_end);
+            stage_w<NT, MW>(p, smem + k * S::kBytes, blk_row0, w_begin + 4 * k, w_end);
     pdl_wait();
     pdl_trigger();
-    for (int k = 0; k < kStages - 1; k++) {
+#pragma unroll
+    for (int k = 0; k < S::kStages - 1; k++) {
         if (k < nsteps)
             stage_x<NT>(p, reinterpret_cast<uint16_t *>(smem + k * S::kBytes + S::kVals + S::kMasks),
                         w_begin + 4 * k);
         cp_async_commit();
     }
-    float c[NT][4] = {};
-    for (int64_t k = 0; k < nsteps; k++) {
-        const int64_t kn = k + kStages - 1;
+    float c[MW][NT][4] = {};
+    for (int k = 0; k < nsteps; k++) {
+        cp_async_wait<S::kStages - 2>(); // step k's group (later ones may still be in flight)
+        __syncthreads();                 // every thread's copies, tab on the first step, step k - 1 done
+        const int kn = k + S::kStages - 1;
         if (kn < nsteps) {
-            char *sn = smem + (int)(kn % kStages) * S::kBytes;
-            stage_w<NT>(p, sn, blk_row0, w_begin + 4 * kn, w_end);
-            stage_x<NT>(p, reinterpret_cast<uint16_t *>(sn + S::kVals + S::kMasks), w_begin + 4 * kn);
+            char *sn = smem + kn % S::kStages * S::kBytes;
+            stage_w<NT, MW>(p, sn, blk_row0, w_begin + 4 * (int64_t)kn, w_end);
+            stage_x<NT>(p, reinterpret_cast<uint16_t *>(sn + S::kVals + S::kMasks),
+                        w_begin + 4 * (int64_t)kn);
         }
         cp_async_commit();
-        cp_async_wait<kStages - 1>(); // step k's group (later ones may still be in flight)
-        __syncthreads();              // every thread's copies, and tab on the first step
-        if (mine) {
-            const char *st = smem + (int)(k % kStages) * S::kBytes;
-            const uint16_t *xs = reinterpret_cast<const uint16_t *>(st + S::kVals + S::kMasks);
-#pragma unroll
-            for (int s = 0; s < 2; s++) {
-                uint32_t ag[8], ag8[8];
-                wide_expand<E, S>(st, rg, s, t, shift, tab, ag, ag8);
-#pragma unroll
-                for (int n = 0; n < NT; n++) {
-                    const uint4 *xp =
-                        reinterpret_cast<const uint4 *>(xs + (8 * n + g) * kXStride + tcx_col<E>(0, s, t));
-                    const uint4 lo = xp[0], hi = xp[1];
-                    const uint32_t xr[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        mma_bf16(c[n], ag[2 * j], ag8[2 * j], ag[2 * j + 1], ag8[2 * j + 1], xr[2 * j],
-                                 xr[2 * j + 1]);
-                }
-            }
-        }
-        __syncthreads(); // this stage is refilled by the next step
+        if (mine)
+            wide_step<E, NT, MW>(c, smem + k % S::kStages * S::kBytes, rg, g, t, shift, tab);
     }
+    cp_async_wait<0>();
     if (mine)
-        store_frags<NT>(p, c, row0);
+#pragma unroll
+        for (int m = 0; m < MW; m++)
+            store_frags<NT>(p, c[m], row0 + 16 * m);
 }
 
 // The n-tiles of 8 vectors the wide kernels take for B vectors.
@@ -207,34 +231,53 @@ int wide_nt(int B)
     return B <= 8 ? 1 : B <= 16 ? 2 : B <= 32 ? 4 : 8;
 }
 
-template <class E> tc_kernel_fn wide_kernel(int B)
+template <class E, int MW> tc_kernel_fn wide_kernel(int B)
 {
     switch (wide_nt(B)) {
     case 1:
-        return tcxw_spmv_kernel<E, 1>;
+        return tcxw_spmv_kernel<E, 1, MW>;
     case 2:
-        return tcxw_spmv_kernel<E, 2>;
+        return tcxw_spmv_kernel<E, 2, MW>;
     case 4:
-        return tcxw_spmv_kernel<E, 4>;
+        return tcxw_spmv_kernel<E, 4, MW>;
     default:
-        return tcxw_spmv_kernel<E, 8>;
+        return tcxw_spmv_kernel<E, 8, MW>;
     }
+}
+
+template <int MW> size_t wide_smem_mw(int B)
+{
+    switch (wide_nt(B)) {
+    case 1:
+        return WideStage<1, MW>::kSmem;
+    case 2:
+        return WideStage<2, MW>::kSmem;
+    case 4:
+        return WideStage<4, MW>::kSmem;
+    default:
+        return WideStage<8, MW>::kSmem;
+    }
+}
+
+template <int MW> tc_kernel_fn tcxw_kernel_mw(int m, int B)
+{
+    return m == 4    ? wide_kernel<Tcx24, MW>(B)
+           : m == 8  ? wide_kernel<Tcx48, MW>(B)
+           : m == 16 ? wide_kernel<Tcx816, MW>(B)
+                     : wide_kernel<Tcx1632, MW>(B);
 }
 } // namespace
 
 namespace sd_nm_tc
 {
-// The wide kernel's dynamic shared memory: kStages steps of WideStage<wide_nt(B)>.
-size_t wide_smem(int B)
+// The wide kernel's dynamic shared memory for B vectors and mw 16-row tiles a warp.
+size_t wide_smem(int B, int mw)
 {
-    return kStages * (size_t)wide_stage_bytes(wide_nt(B));
+    return mw == 2 ? wide_smem_mw<2>(B) : wide_smem_mw<1>(B);
 }
 
-tc_kernel_fn tcxw_kernel(int m, int B)
+tc_kernel_fn tcxw_kernel(int m, int B, int mw)
 {
-    return m == 4    ? wide_kernel<Tcx24>(B)
-           : m == 8  ? wide_kernel<Tcx48>(B)
-           : m == 16 ? wide_kernel<Tcx816>(B)
-                     : wide_kernel<Tcx1632>(B);
+    return mw == 2 ? tcxw_kernel_mw<2>(m, B) : tcxw_kernel_mw<1>(m, B);
 }
 } // namespace sd_nm_tc

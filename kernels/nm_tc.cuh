@@ -199,9 +199,10 @@ template <class E> __device__ __forceinline__ void tcx_table(uint32_t *tab)
 typedef void (*tc_kernel_fn)(TcParams);
 
 // The wide register-expanding kernel (nm_spmv_tcw.cu) of pattern group m (4: 2:4 ... 32: 16:32)
-// for B <= SD_NM_MAX_B_WIDE vectors, and the dynamic shared memory it takes at B.
-tc_kernel_fn tcxw_kernel(int m, int B);
-size_t wide_smem(int B);
+// for B <= SD_NM_MAX_B_WIDE vectors with mw (1, 2) 16-row tiles a warp (128 or 256 rows a block),
+// and the dynamic shared memory it takes.
+tc_kernel_fn tcxw_kernel(int m, int B, int mw);
+size_t wide_smem(int B, int mw);
 
 } // namespace sd_nm_tc
 

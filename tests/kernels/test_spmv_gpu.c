@@ -150,23 +150,25 @@ static void test_gpu_rows_corrupt_mask(void)
     check_corrupt_masks(2, 4, 64, 1024, 4, rws, 4, 31);
 }
 
-/* The 2:4 / 4:8 / 8:16 / 16:32 kernels that expand the fragments in registers (rows_per_warp 24, and 128:
- * the wide twin for B up to 64, weights and x staged in shared memory; kernels/nm_tcx.h): rows not a
- * multiple of 16 (and of 128), cols an odd number of 64-column pieces, fewer steps than warps, uneven split-K
- * shares, every B up to 16 on one shape and B = 17..64 for the wide kernel, fp32/bf16 output, accumulate;
- * corrupt masks give wrong numbers, never a fault. */
+/* The 2:4 / 4:8 / 8:16 / 16:32 kernels that expand the fragments in registers (rows_per_warp 24, and 128 /
+ * 256: the wide twins for B up to 64, 16 / 32 rows a warp, weights and x staged in shared memory;
+ * kernels/nm_tcx.h): rows not a multiple of 16 (and of 128, 256), cols an odd number of 64-column pieces,
+ * fewer steps than warps, uneven split-K shares, every B up to 16 on one shape and B = 17..64 for the wide
+ * kernel, fp32/bf16 output, accumulate; corrupt masks give wrong numbers, never a fault. */
 #define RW_TCX 24
 #define RW_TCXW 128
-static const int k_tcx_rws[2] = {RW_TCX, RW_TCXW};
+#define RW_TCXW2 256
+static const int k_tcx_rws[3] = {RW_TCX, RW_TCXW, RW_TCXW2};
 static void check_tcx(int n, int m, uint64_t seed)
 {
     if (!have_gpu())
         SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
     static const shp shapes[] = {{1, 64},      {17, 128},   {37, 320},   {257, 1088},
                                  {1000, 4096}, {61, 14336}, {130, 24640}};
-    const int cfg[][4] = {{RW_TCX, 1, 0, 0},  {RW_TCX, 2, 0, 1},  {RW_TCX, 3, 0, 0},  {RW_TCX, 1, 1, 0},
-                          {RW_TCX, 1, 1, 1},  {RW_TCX, 5, 0, 1},  {RW_TCXW, 1, 0, 0}, {RW_TCXW, 2, 0, 1},
-                          {RW_TCXW, 3, 0, 0}, {RW_TCXW, 1, 1, 0}, {RW_TCXW, 1, 1, 1}, {RW_TCXW, 4, 0, 1},
+    const int cfg[][4] = {{RW_TCX, 1, 0, 0},   {RW_TCX, 2, 0, 1},   {RW_TCX, 3, 0, 0},   {RW_TCX, 1, 1, 0},
+                          {RW_TCX, 1, 1, 1},   {RW_TCX, 5, 0, 1},   {RW_TCXW, 1, 0, 0},  {RW_TCXW, 2, 0, 1},
+                          {RW_TCXW, 3, 0, 0},  {RW_TCXW, 1, 1, 0},  {RW_TCXW, 1, 1, 1},  {RW_TCXW, 4, 0, 1},
+                          {RW_TCXW2, 1, 0, 0}, {RW_TCXW2, 3, 0, 1}, {RW_TCXW2, 1, 1, 0}, {RW_TCXW2, 2, 0, 0},
                           {0, 0, 0, 0}};
     const int n_cfg = (int)(sizeof cfg / sizeof cfg[0]);
     double worst = 0;
@@ -185,7 +187,7 @@ static void check_tcx(int n, int m, uint64_t seed)
             prob_free(&p);
         }
     fprintf(stderr, "  tcx %d:%d worst rel L2 %.3g (config %d)\n", n, m, worst, worst_cfg);
-    check_corrupt_masks(n, m, 64, 1024, 8, k_tcx_rws, 2, seed + 99);
+    check_corrupt_masks(n, m, 64, 1024, 8, k_tcx_rws, 3, seed + 99);
 }
 
 static void test_gpu_tcx_2_4(void)
@@ -215,7 +217,7 @@ static void test_gpu_tcx_fallback(void)
     for (int i = 0; i < 4; i++) {
         prob p;
         REQUIRE(prob_init(&p, 0, fb[i][0], fb[i][1], fb[i][2], fb[i][3], 8, 600 + i) == 0);
-        for (int w = 0; w < 2; w++) {
+        for (int w = 0; w < 3; w++) {
             sd_nm_spmv_args a = prob_args(&p, 0, 0, k_tcx_rws[w], 1);
             double e = run_check(&p, &a, 50 + i);
             CHECK_MSG(e >= 0 && e < 1e-3, "tcx fallback %d:%d cols %d rw %d: rel L2 %g", fb[i][0], fb[i][1],
@@ -472,7 +474,7 @@ static void test_gpu_autotune_tcx(void)
         if (Bs[i] > SD_NM_MAX_B) { /* the cached config itself, not the heuristic's fill-in */
             int crw = 0, csplit = 0;
             CHECK_MSG(sd__nm_cache_lookup(ctx, &a, 0, &crw, &csplit) == 0 &&
-                          (crw == RW_TCXW || sd__nm_rw_spg(crw)) && csplit >= 1,
+                          (sd__nm_rw_tcxw(crw) || sd__nm_rw_spg(crw)) && csplit >= 1,
                       "B=%d: cache holds rw=%d split=%d", Bs[i], crw, csplit);
         }
         prob_free(&p);
