@@ -91,8 +91,9 @@ typedef struct sd_nm_spmv_args {
     int y_bf16;        /* output dtype: 0 fp32, 1 bf16 */
     int accumulate;    /* 1: y += W x (residual add); 0: y = W x */
     int rows_per_warp; /* kernel choice: 1, 2 or 4 (gather), 16 (tensor cores), 24 (2:4 to 16:32
-                          on tensor cores, fragments expanded in registers), 128 (its wide twin, B <= 64),
-                          25 (2:4 on the sparse tensor cores, mma.sp; 27: 32 rows a block),
+                          on tensor cores, fragments expanded in registers), 128 / 256 (its wide twins, B <=
+                          64, 128 / 256 rows a block), 25 (2:4 on the sparse tensor cores, mma.sp; 27: 32 rows
+                          a block; 29 / 30: 128 / 256 rows a block, B <= 64),
                           32/48/64/96 (row per lane, B <= 4), 101/102/103 (2:4, B <= 2, and 4:8, B = 1: x
                           compacted beside the values; 1 / 2 rows per warp / 1 with registers capped); 0: from
                           the ctx cache / heuristic. A kernel that does not take the problem falls back to one
