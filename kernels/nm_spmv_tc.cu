@@ -359,7 +359,7 @@ int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s, 
     const bool wide = kind == kTcExpandWide;
     size_t red = wide ? 0 : (size_t)kWarps * 16 * 8 * NT * 4;
     size_t tiles = kind == kTcSparse ? (size_t)kWarps * 16 * kAStride * 2 : 0;
-    size_t smem = wide ? wide_smem(a->B, mw) : red > tiles ? red : tiles;
+    size_t smem = wide ? wide_smem(a->m, a->B, mw) : red > tiles ? red : tiles;
     const int64_t rows_per_block = wide ? 16 * kWarps * mw : 16;
     const int64_t grid_rows = a->swiglu ? a->rows / 2 : a->rows, per_block = a->swiglu ? 8 : rows_per_block;
     dim3 grid((unsigned)((grid_rows + per_block - 1) / per_block), (unsigned)nsplit);

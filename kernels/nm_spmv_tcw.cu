@@ -60,14 +60,18 @@ constexpr int kWRow = 128; // bytes of a row's values per step (128 columns at 5
 
 // One step's shared memory with NT n-tiles and MW 16-row tiles a warp: values [kRows rows][8 chunks
 // of 16 B] (swizzled: wide_chunk), masks [kRows][4 words], then x as stage_x writes it. MW = 1
-// (128 rows a block): two blocks an SM, 3 steps; MW = 2 (256 rows): one block an SM, 4 steps where
-// they fit (x read from L2 once per 256 rows, and each warp's x fragments serve two row tiles).
-template <int NT, int MW> struct WideStage {
+// (128 rows a block): two blocks an SM; MW = 2 (256 rows): one block an SM (x read from L2 once per
+// 256 rows, and each warp's x fragments serve two row tiles). Deep: 4 steps in flight where they
+// fit, else 3. At 128 rows 4:8 and 8:16 measured faster deep (8B gate_up at 16 vectors, split 1:
+// 1533 -> 2312 GB/s; decode at batch 16 -4.5%), 16:32 slower (its whole-word expansion holds more
+// registers; 4096-row shapes -2 to -6%), so 16:32 keeps 3 there (results/2026-12-03-s17/r2).
+template <int NT, int MW, bool Deep = true> struct WideStage {
     static constexpr int kRows = 16 * kWarps * MW;
     static constexpr int kVals = kRows * kWRow;
     static constexpr int kMasks = kRows * 16;
     static constexpr int kBytes = kVals + kMasks + 8 * NT * kXStride * 2;
-    static constexpr int kStages = MW == 1 ? 3 : 227 * 1024 / kBytes >= 4 ? 4 : 3;
+    static constexpr int kBudget = MW == 1 ? 113 * 1024 : 227 * 1024;
+    static constexpr int kStages = Deep && kBudget / kBytes >= 4 ? 4 : 3;
     static constexpr int kSmem = kStages * kBytes;
 };
 
@@ -179,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, MW == 1 ? 2 : 1) tcxw_spmv_kernel(Tc
     char *smem = reinterpret_cast<char *>(smem_tc);
     __shared__ uint32_t tab[E::kTab];
     tcx_table<E>(tab);
-    using S = WideStage<NT, MW>;
+    using S = WideStage<NT, MW, MW == 2 || !E::kWhole>;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t words = p.cols >> 5, blk_row0 = (int64_t)blockIdx.x * S::kRows;
     const int64_t row0 = blk_row0 + 16 * MW * warp;
@@ -245,17 +249,17 @@ template <class E, int MW> tc_kernel_fn wide_kernel(int B)
     }
 }
 
-template <int MW> size_t wide_smem_mw(int B)
+template <int MW, bool Deep> size_t wide_smem_mw(int B)
 {
     switch (wide_nt(B)) {
     case 1:
-        return WideStage<1, MW>::kSmem;
+        return WideStage<1, MW, Deep>::kSmem;
     case 2:
-        return WideStage<2, MW>::kSmem;
+        return WideStage<2, MW, Deep>::kSmem;
     case 4:
-        return WideStage<4, MW>::kSmem;
+        return WideStage<4, MW, Deep>::kSmem;
     default:
-        return WideStage<8, MW>::kSmem;
+        return WideStage<8, MW, Deep>::kSmem;
     }
 }
 
@@ -270,10 +274,12 @@ template <int MW> tc_kernel_fn tcxw_kernel_mw(int m, int B)
 
 namespace sd_nm_tc
 {
-// The wide kernel's dynamic shared memory for B vectors and mw 16-row tiles a warp.
-size_t wide_smem(int B, int mw)
+// The wide kernel's dynamic shared memory for pattern group m, B vectors and mw 16-row tiles a warp.
+size_t wide_smem(int m, int B, int mw)
 {
-    return mw == 2 ? wide_smem_mw<2>(B) : wide_smem_mw<1>(B);
+    return mw == 2   ? wide_smem_mw<2, true>(B)
+           : m == 32 ? wide_smem_mw<1, false>(B)
+                     : wide_smem_mw<1, true>(B);
 }
 
 tc_kernel_fn tcxw_kernel(int m, int B, int mw)

@@ -202,7 +202,7 @@ typedef void (*tc_kernel_fn)(TcParams);
 // for B <= SD_NM_MAX_B_WIDE vectors with mw (1, 2) 16-row tiles a warp (128 or 256 rows a block),
 // and the dynamic shared memory it takes.
 tc_kernel_fn tcxw_kernel(int m, int B, int mw);
-size_t wide_smem(int B, int mw);
+size_t wide_smem(int m, int B, int mw);
 
 } // namespace sd_nm_tc
 
