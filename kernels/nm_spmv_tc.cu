@@ -325,15 +325,13 @@ template <class E, bool SW> void (*tcx_kernel(int B))(TcParams)
     return B <= 8 ? tcx_spmv_kernel<E, 1, SW> : tcx_spmv_kernel<E, 2, SW>;
 }
 
-// The kernel of a kind for B vectors (NT n-tiles of 8; the 16-row kernels take B <= 16) and, for
-// the expanding kinds, pattern m (4: 2:4, 8: 4:8, 16: 8:16); SW: the 16-row kernels' SwiGLU
-// epilogue (the wide one has none).
-template <bool SW> void (*tc_kernel(TcKind kind, int B, int m, int mw))(TcParams)
+// The 16-row kernel of a kind for B <= 16 vectors (NT n-tiles of 8) and, for the expanding kind,
+// pattern m (4: 2:4, 8: 4:8, 16: 8:16, 32: 16:32); SW: the SwiGLU epilogue. The wide kind's kernel
+// comes with its shared memory from tcxw_kernel.
+template <bool SW> void (*tc_kernel(TcKind kind, int B, int m))(TcParams)
 {
     const bool one = B <= 8;
     switch (kind) {
-    case kTcExpandWide:
-        return tcxw_kernel(m, B, mw);
     case kTcExpand:
         return m == 4    ? tcx_kernel<Tcx24, SW>(B)
                : m == 8  ? tcx_kernel<Tcx48, SW>(B)
@@ -359,12 +357,14 @@ int tc_launch(const sd_nm_spmv_args *a, TcKind kind, int split, cudaStream_t s, 
     const bool wide = kind == kTcExpandWide;
     size_t red = wide ? 0 : (size_t)kWarps * 16 * 8 * NT * 4;
     size_t tiles = kind == kTcSparse ? (size_t)kWarps * 16 * kAStride * 2 : 0;
-    size_t smem = wide ? wide_smem(a->m, a->B, mw) : red > tiles ? red : tiles;
+    const WideKernel wk = wide ? tcxw_kernel(a->m, a->B, mw) : WideKernel{nullptr, 0};
+    size_t smem = wide ? wk.smem : red > tiles ? red : tiles;
     const int64_t rows_per_block = wide ? 16 * kWarps * mw : 16;
     const int64_t grid_rows = a->swiglu ? a->rows / 2 : a->rows, per_block = a->swiglu ? 8 : rows_per_block;
     dim3 grid((unsigned)((grid_rows + per_block - 1) / per_block), (unsigned)nsplit);
-    void (*k)(TcParams) =
-        a->swiglu ? tc_kernel<true>(kind, a->B, a->m, mw) : tc_kernel<false>(kind, a->B, a->m, mw);
+    void (*k)(TcParams) = wide        ? wk.fn
+                          : a->swiglu ? tc_kernel<true>(kind, a->B, a->m)
+                                      : tc_kernel<false>(kind, a->B, a->m);
     if (smem > 48 * 1024 && cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  (int)smem) != cudaSuccess)
         return SD_ECUDA;

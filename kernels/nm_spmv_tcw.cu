@@ -74,6 +74,8 @@ template <int NT, int MW, bool Deep = true> struct WideStage {
     static constexpr int kStages = Deep && kBudget / kBytes >= 4 ? 4 : 3;
     static constexpr int kSmem = kStages * kBytes;
 };
+// The stages the kernel of pattern E runs with; its launch sizes shared memory from the same type.
+template <class E, int NT, int MW> using WideStageOf = WideStage<NT, MW, MW == 2 || !E::kWhole>;
 
 // Value chunk c (16 B, 0..7) of block row r: rows of odd index swap their halves, so that the 8
 // lanes of a 16-byte phase (rows g, g+1 x chunks t) hit 8 distinct bank groups.
@@ -183,7 +185,7 @@ __global__ void __launch_bounds__(kThreads, MW == 1 ? 2 : 1) tcxw_spmv_kernel(Tc
     char *smem = reinterpret_cast<char *>(smem_tc);
     __shared__ uint32_t tab[E::kTab];
     tcx_table<E>(tab);
-    using S = WideStage<NT, MW, MW == 2 || !E::kWhole>;
+    using S = WideStageOf<E, NT, MW>;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t words = p.cols >> 5, blk_row0 = (int64_t)blockIdx.x * S::kRows;
     const int64_t row0 = blk_row0 + 16 * MW * warp;
@@ -235,35 +237,26 @@ int wide_nt(int B)
     return B <= 8 ? 1 : B <= 16 ? 2 : B <= 32 ? 4 : 8;
 }
 
-template <class E, int MW> tc_kernel_fn wide_kernel(int B)
+template <class E, int NT, int MW> WideKernel wide_of()
+{
+    return {tcxw_spmv_kernel<E, NT, MW>, (size_t)WideStageOf<E, NT, MW>::kSmem};
+}
+
+template <class E, int MW> WideKernel wide_kernel(int B)
 {
     switch (wide_nt(B)) {
     case 1:
-        return tcxw_spmv_kernel<E, 1, MW>;
+        return wide_of<E, 1, MW>();
     case 2:
-        return tcxw_spmv_kernel<E, 2, MW>;
+        return wide_of<E, 2, MW>();
     case 4:
-        return tcxw_spmv_kernel<E, 4, MW>;
+        return wide_of<E, 4, MW>();
     default:
-        return tcxw_spmv_kernel<E, 8, MW>;
+        return wide_of<E, 8, MW>();
     }
 }
 
-template <int MW, bool Deep> size_t wide_smem_mw(int B)
-{
-    switch (wide_nt(B)) {
-    case 1:
-        return WideStage<1, MW, Deep>::kSmem;
-    case 2:
-        return WideStage<2, MW, Deep>::kSmem;
-    case 4:
-        return WideStage<4, MW, Deep>::kSmem;
-    default:
-        return WideStage<8, MW, Deep>::kSmem;
-    }
-}
-
-template <int MW> tc_kernel_fn tcxw_kernel_mw(int m, int B)
+template <int MW> WideKernel tcxw_kernel_mw(int m, int B)
 {
     return m == 4    ? wide_kernel<Tcx24, MW>(B)
            : m == 8  ? wide_kernel<Tcx48, MW>(B)
@@ -274,15 +267,7 @@ template <int MW> tc_kernel_fn tcxw_kernel_mw(int m, int B)
 
 namespace sd_nm_tc
 {
-// The wide kernel's dynamic shared memory for pattern group m, B vectors and mw 16-row tiles a warp.
-size_t wide_smem(int m, int B, int mw)
-{
-    return mw == 2   ? wide_smem_mw<2, true>(B)
-           : m == 32 ? wide_smem_mw<1, false>(B)
-                     : wide_smem_mw<1, true>(B);
-}
-
-tc_kernel_fn tcxw_kernel(int m, int B, int mw)
+WideKernel tcxw_kernel(int m, int B, int mw)
 {
     return mw == 2 ? tcxw_kernel_mw<2>(m, B) : tcxw_kernel_mw<1>(m, B);
 }

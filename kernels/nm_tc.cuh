@@ -200,9 +200,12 @@ typedef void (*tc_kernel_fn)(TcParams);
 
 // The wide register-expanding kernel (nm_spmv_tcw.cu) of pattern group m (4: 2:4 ... 32: 16:32)
 // for B <= SD_NM_MAX_B_WIDE vectors with mw (1, 2) 16-row tiles a warp (128 or 256 rows a block),
-// and the dynamic shared memory it takes.
-tc_kernel_fn tcxw_kernel(int m, int B, int mw);
-size_t wide_smem(int m, int B, int mw);
+// and the dynamic shared memory it takes (from the same stage layout the kernel uses).
+struct WideKernel {
+    tc_kernel_fn fn;
+    size_t smem;
+};
+WideKernel tcxw_kernel(int m, int B, int mw);
 
 } // namespace sd_nm_tc
 

@@ -5,10 +5,11 @@
  *
  *   prof_spmv PATTERN ROWS COLS B RW SPLIT [LAUNCHES]
  *     PATTERN  dense | 2:4 | 4:8 | 8:16 | 16:32
- *     RW       rows_per_warp (kernels/nm_spmv_impl.h: 1, 2, 4, 16, 24, 25, 27, 29, 30, 128, 256, 32, 48, 64,
- * 96, 101, 102, 103) SPLIT    split-K factor prints the mean time of LAUNCHES (default 50) back-to-back
- * launches (no PDL overlap, launch gaps included: use `bench kernels` for the numbers of record), and GB/s on
- * the bytes moved. */
+ *     RW       rows_per_warp (kernels/nm_spmv_impl.h: 1, 2, 4, 16, 24, 25, 27, 29, 30, 128, 256,
+ *              32, 48, 64, 96, 101, 102, 103)
+ *     SPLIT    split-K factor
+ *   prints the mean time of LAUNCHES (default 50) back-to-back launches (no PDL overlap, launch gaps
+ *   included: use `bench kernels` for the numbers of record), and GB/s on the bytes moved. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
