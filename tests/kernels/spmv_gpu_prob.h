@@ -86,7 +86,8 @@ static sd_nm_spmv_args prob_args(const prob *p, int y_bf16, int accumulate, int 
 
 /* Runs one launch and compares. fp32: y poisoned with NaN (or random y0 when accumulating);
  * bf16: compared with the reference rounded to bf16. Returns the rel L2 error (1e30 on NaN or a
- * written padding entry), or -1 on a CUDA / launch error. */
+ * written padding entry), or -1 on a CUDA / launch error. SD_TEST_DIAG set: also prints the first
+ * outputs off by more than 1% (and check_cfgs every config's error): where a kernel goes wrong. */
 static double run_check(const prob *p, const sd_nm_spmv_args *a, uint64_t seed)
 {
     int64_t ny = p->B * p->ldy;
@@ -110,6 +111,7 @@ static double run_check(const prob *p, const sd_nm_spmv_args *a, uint64_t seed)
                        cudaMemcpyDeviceToHost)))
         goto out;
     double num = 0, den = 0;
+    int shown = 0, diag = getenv("SD_TEST_DIAG") != NULL;
     for (int b = 0; b < p->B; b++)
         for (int64_t r = 0; r < p->ldy; r++) {
             int64_t i = b * p->ldy + r;
@@ -122,6 +124,9 @@ static double run_check(const prob *p, const sd_nm_spmv_args *a, uint64_t seed)
             double want = p->ref[b * p->rows + r] + (a->accumulate ? y0[i] : 0.0);
             if (a->y_bf16)
                 want = sd_bf16_to_f32(sd_f32_to_bf16((float)want));
+            if (diag && shown < 12 && !(fabs(got - want) <= 1e-2 * (fabs(want) + 1e-2)) && ++shown)
+                fprintf(stderr, "    rw %d: vector %d row %lld: got %g want %g\n", a->rows_per_warp, b,
+                        (long long)r, got, want);
             num += (got - want) * (got - want);
             den += want * want;
         }
@@ -146,6 +151,9 @@ static void check_cfgs(const prob *p, const int (*cfg)[4], int n_cfg, const char
             continue;
         sd_nm_spmv_args a = prob_args(p, cfg[c][2], cfg[c][3], cfg[c][0], cfg[c][1]);
         double e = run_check(p, &a, seed + c);
+        if (getenv("SD_TEST_DIAG"))
+            fprintf(stderr, "    cfg %d rw %d split %d bf16 %d acc %d B %d: rel L2 %g\n", c, cfg[c][0],
+                    cfg[c][1], cfg[c][2], cfg[c][3], p->B, e);
         CHECK_MSG(e >= 0 && e < 1e-3, "%s %d:%d %lldx%lld B=%d rw=%d split=%d bf16=%d acc=%d: rel L2 %g (%s)",
                   what, p->n, p->m, (long long)p->rows, (long long)p->cols, p->B, cfg[c][0], cfg[c][1],
                   cfg[c][2], cfg[c][3], e, cudaGetErrorString(rc_cu));
