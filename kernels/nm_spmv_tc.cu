@@ -218,7 +218,7 @@ struct TcxRows {
 template <class E, int NT, bool SW> __global__ void __launch_bounds__(kThreads) tcx_spmv_kernel(TcParams p)
 {
     extern __shared__ uint4 smem_tc[];
-    __shared__ uint32_t tab[E::kTab];
+    __shared__ __align__(8) uint32_t tab[E::kTab]; // 8: nm_tcx.h sd_tcx_entry2
     tcx_table<E>(tab);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t words = p.cols >> 5, row0 = (int64_t)blockIdx.x * 16;

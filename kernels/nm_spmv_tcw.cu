@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, MW == 1 ? 2 : 1) tcxw_spmv_kernel(Tc
 {
     extern __shared__ uint4 smem_tc[];
     char *smem = reinterpret_cast<char *>(smem_tc);
-    __shared__ uint32_t tab[E::kTab];
+    __shared__ __align__(8) uint32_t tab[E::kTab]; // 8: nm_tcx.h sd_tcx_entry2
     tcx_table<E>(tab);
     using S = WideStageOf<E, NT, MW>;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;

@@ -96,6 +96,19 @@ SD_TCX_FN int sd_tcx_popc(uint32_t x)
 #endif
 }
 
+/* Entry i of a table of 2-word entries (word 0 in *w0, word 1 in *w1): on the GPU one 8-byte
+ * shared-memory load, not two (the kernels' tables are 8-byte aligned): 4:8 and 8:16 look up one
+ * entry per nibble, 16-32 a step and lane. */
+SD_TCX_FN void sd_tcx_entry2(const uint32_t *tab, uint32_t i, uint32_t *w0, uint32_t *w1)
+{
+#ifdef __CUDA_ARCH__
+    const uint2 e = reinterpret_cast<const uint2 *>(tab)[i];
+    *w0 = e.x, *w1 = e.y;
+#else
+    *w0 = tab[2 * i], *w1 = tab[2 * i + 1];
+#endif
+}
+
 /* Placing selector for one dense u32 from its 2 mask bits: w's first value is bytes 0,1, its
  * second 2,3; byte 4 is a zero of the second source. */
 SD_TCX_FN uint32_t sd_tcx48_place(uint32_t b2)
@@ -126,7 +139,8 @@ SD_TCX_FN void sd_tcx48_expand(const uint32_t v[4], uint32_t m16, const uint32_t
 #endif
         for (int h = 0; h < 2; h++) {
             const uint32_t nib = (m16 >> (8 * grp + 4 * h)) & 15;
-            const uint32_t e1 = tab[2 * nib], e2 = tab[2 * nib + 1];
+            uint32_t e1, e2;
+            sd_tcx_entry2(tab, nib, &e1, &e2);
             const int k = 4 * grp + 2 * h;
             a[k] = sd_tcx_perm(sd_tcx_perm(va, vb, base), 0, e1);
             a[k + 1] = sd_tcx_perm(sd_tcx_perm(va, vb, base + (e2 & 0xffffu)), 0, e1 >> 16);
@@ -171,8 +185,10 @@ SD_TCX_FN void sd_tcx816_expand(const uint32_t v[4], uint32_t m16, const uint32_
     for (int k = 0; k < 8; k++) {
         const uint32_t nib = (m16 >> (4 * (k >> 1))) & 15;
         const int h = 16 * (k & 1);
-        a[k] = sd_tcx_perm(q[0], 0, tab[2 * nib] >> h);
-        const uint32_t n = (tab[2 * nib + 1] >> h) & 0xffffu;
+        uint32_t e1, e2;
+        sd_tcx_entry2(tab, nib, &e1, &e2);
+        a[k] = sd_tcx_perm(q[0], 0, e1 >> h);
+        const uint32_t n = (e2 >> h) & 0xffffu;
         const int live = 7 - k < 4 ? 7 - k : 4;
 #ifdef __CUDA_ARCH__
 #pragma unroll
