@@ -8,6 +8,12 @@ prints, for each (pattern, batch), each variant's ms over its runs (min-max) and
 ratio to the base variant's, so that a change reads as a ratio measured side by side:
 
     python3 tools/ab_summary.py results/2026-12-02-tune/r3 --base cl0
+
+--prof reads the folder's prof.txt instead: kernel timings (tools/gpu_ab.sh ab_prof, one line
+`NAME SHAPE B=b PATTERN rw=R split=S: ... T us per launch`), one row per (pattern, batch, shape,
+config), in microseconds:
+
+    python3 tools/ab_summary.py results/2026-12-03-s18/r3 --prof --base old
 """
 import argparse
 import re
@@ -17,6 +23,15 @@ from pathlib import Path
 
 ROW = re.compile(r"^(\S+) \| ([a-z0-9:]+) \| (\d+) \| ([0-9.]+) \|")
 RUN = re.compile(r"^(.*)-(\d+)$")
+PROF = re.compile(r"^(\S+) (\S+) B=(\d+) (\S+) rw=(\d+) split=(\d+): .*?([0-9.]+) us per launch")
+
+
+def add(cells, order, name, key, value):
+    r = RUN.match(name)
+    variant = r.group(1) if r else name
+    if variant not in order:
+        order.append(variant)
+    cells.setdefault(key, {}).setdefault(variant, []).append(value)
 
 
 def parse(text):
@@ -24,14 +39,19 @@ def parse(text):
     cells, order = {}, []
     for line in text.splitlines():
         m = ROW.match(line)
-        if not m:
-            continue
-        name, pattern, batch, ms = m.group(1), m.group(2), int(m.group(3)), float(m.group(4))
-        r = RUN.match(name)
-        variant = r.group(1) if r else name
-        if variant not in order:
-            order.append(variant)
-        cells.setdefault((pattern, batch), {}).setdefault(variant, []).append(ms)
+        if m:
+            add(cells, order, m.group(1), (m.group(2), int(m.group(3))), float(m.group(4)))
+    return cells, order
+
+
+def parse_prof(text):
+    """{(pattern, batch, shape, "rw/split"): {variant: [us, ...]}} and the variants in order."""
+    cells, order = {}, []
+    for line in text.splitlines():
+        m = PROF.match(line)
+        if m:
+            name, shape, batch, pattern, rw, split, us = m.groups()
+            add(cells, order, name, (pattern, int(batch), shape.replace(":", "x"), f"{rw}/{split}"), float(us))
     return cells, order
 
 
@@ -49,14 +69,14 @@ def fmt_runs(v):
     return s + (f" ({len(v)})" if len(v) > 1 else "")
 
 
-def table(cells, variants, base):
-    head = ["pattern", "batch"] + variants + [f"{v}/{base}" for v in variants if v != base]
+def table(cells, variants, base, keys=("pattern", "batch")):
+    head = list(keys) + variants + [f"{v}/{base}" for v in variants if v != base]
     out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for (pattern, batch) in sorted(cells, key=lambda k: (pattern_key(k[0]), k[1])):
-        row = cells[(pattern, batch)]
+    for key in sorted(cells, key=lambda k: (pattern_key(k[0]),) + tuple(k[1:])):
+        row = cells[key]
         if not any(v in row for v in variants):
             continue
-        cols = [pattern, str(batch)] + [fmt_runs(row[v]) if v in row else "" for v in variants]
+        cols = [str(k) for k in key] + [fmt_runs(row[v]) if v in row else "" for v in variants]
         b = statistics.median(row[base]) if base in row else None
         for v in variants:
             if v == base:
@@ -72,18 +92,19 @@ def main(argv=None):
     ap.add_argument("run", help="a results run folder holding summary.txt, or the file itself")
     ap.add_argument("--base", help="the variant the ratios divide by (default: the first)")
     ap.add_argument("--variants", help="comma list: only these, in this order")
+    ap.add_argument("--prof", action="store_true", help="kernel timings from prof.txt, not decode rows")
     args = ap.parse_args(argv)
     path = Path(args.run)
     if path.is_dir():
-        path = path / "summary.txt"
+        path = path / ("prof.txt" if args.prof else "summary.txt")
     try:
         text = path.read_text()
     except OSError as e:
         print(f"ab_summary: {path}: {e.strerror}", file=sys.stderr)
         return 2
-    cells, order = parse(text)
+    cells, order = parse_prof(text) if args.prof else parse(text)
     if not cells:
-        print(f"ab_summary: {path}: no decode rows", file=sys.stderr)
+        print(f"ab_summary: {path}: no {'timing lines' if args.prof else 'decode rows'}", file=sys.stderr)
         return 1
     variants = args.variants.split(",") if args.variants else order
     unknown = [v for v in variants if v not in order]
@@ -94,7 +115,8 @@ def main(argv=None):
     if base not in variants:
         print(f"ab_summary: base {base} is not among the variants {', '.join(variants)}", file=sys.stderr)
         return 2
-    print(table(cells, variants, base))
+    keys = ("pattern", "batch", "shape", "rw/split") if args.prof else ("pattern", "batch")
+    print(table(cells, variants, base, keys))
     return 0
 
 

@@ -11,6 +11,7 @@
 #       ab_decode new$k "$NEW_BIN" llama-3.1-8b dense,2:4 1,16
 #   done
 #   ab_kernels notcx "$NEW_BIN" --quick --no-tcx
+#   ab_prof new-1 build/gpu/tools/prof_spmv 4:8,8:16 16,64 "128:1 256:1"
 #   ab_pack
 #
 # Environment switches go in front of a call: SD_NM_TCX=0 ab_decode ... (docs/architecture.md).
@@ -83,6 +84,27 @@ ab_kernels() {
     shift 2
     timeout 200 "$bin" bench kernels "$@" --out "$R/kern-$name.md" >/dev/null 2>"$R/kern-$name.err"
     ab_note "kernels $name rc=$? $(ab_el) s"
+}
+
+# ab_prof NAME PROF_SPMV PATTERNS BATCHES CONFIGS [SHAPES]: back-to-back timings of explicit
+# kernel configs (tools/gpu/prof_spmv, 100 launches each), one line per run in prof.txt, each
+# starting with NAME. PATTERNS and BATCHES are comma lists, CONFIGS "RW:SPLIT RW:SPLIT ...",
+# SHAPES "ROWSxCOLS ..." (default: the Llama-3.1-8B linears qkv, o, gate_up, down). Name the runs
+# VARIANT-K, as for ab_decode, and alternate the variants.
+ab_prof() {
+    local name=$1 bin=$2 pats=$3 batches=$4 cfgs=$5 shapes=${6:-6144x4096 4096x4096 28672x4096 4096x14336}
+    local sh pat b cfg
+    for sh in $shapes; do
+        for b in ${batches//,/ }; do
+            for pat in ${pats//,/ }; do
+                for cfg in $cfgs; do
+                    echo "$name $sh B=$b $pat rw=${cfg%:*} split=${cfg#*:}: $(timeout 30 "$bin" "$pat" "${sh%x*}" \
+                        "${sh#*x}" "$b" "${cfg%:*}" "${cfg#*:}" 100 2>&1 | tail -1)" >>"$R/prof.txt"
+                done
+            done
+        done
+    done
+    ab_note "prof $name $(ab_el) s"
 }
 
 # $R as $OUT/r.tgz (again after later steps: each call replaces it).

@@ -77,3 +77,30 @@ def test_errors(tmp_path):
     assert r.returncode == 2 and "no runs of nope" in r.stderr and "have: off, on, rec-8b" in r.stderr
     r = run(tmp_path, "--variants", "off", "--base", "on")
     assert r.returncode == 2 and "base on is not among" in r.stderr
+
+
+PROF = """old-1 6144:4096 B=16 4:8 rw=24 split=1: 4:8 6144x4096 B=16 rw=24 split=1: 19.20 us per launch (mean of 100)
+new-1 6144:4096 B=16 4:8 rw=24 split=1: 4:8 6144x4096 B=16 rw=24 split=1: 16.70 us per launch (mean of 100)
+old-2 6144:4096 B=16 4:8 rw=24 split=1: 4:8 6144x4096 B=16 rw=24 split=1: 19.30 us per launch (mean of 100)
+new-2 6144:4096 B=16 4:8 rw=24 split=1: 4:8 6144x4096 B=16 rw=24 split=1: 16.80 us per launch (mean of 100)
+old-1 64x128 B=4 2:4 rw=128 split=4: 2:4 64x128 B=4 rw=128 split=4: 3.00 us per launch
+new-1 64x128 B=4 2:4 rw=128 split=4: prof_spmv: launch failed
+"""
+
+
+def test_prof_timings(tmp_path):
+    """--prof: prof.txt's kernel timings (tools/gpu_ab.sh ab_prof), a row per (pattern, batch,
+    shape, config); a failed run leaves its cell empty."""
+    (tmp_path / "prof.txt").write_text(PROF)
+    r = run(tmp_path, "--prof", "--base", "old")
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert head == ["pattern", "batch", "shape", "rw/split", "old", "new", "new/old"]
+    body = [[c.strip() for c in line.strip("|").split("|")] for line in lines[1:]]
+    assert body[0] == ["2:4", "4", "64x128", "128/4", "3.000", "", ""]
+    assert body[1] == ["4:8", "16", "6144x4096", "24/1", "19.200-19.300 (2)", "16.700-16.800 (2)",
+                       f"{16.75 / 19.25:.3f}"]
+    (tmp_path / "prof.txt").write_text("prof done 10 s\n")
+    r = run(tmp_path, "--prof")
+    assert r.returncode == 1 and "no timing lines" in r.stderr
