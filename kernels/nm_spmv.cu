@@ -19,19 +19,42 @@ using namespace sd_nm_dev;
 using namespace sd_nm_gather;
 using namespace sd_pdl;
 
-// Adds BT consecutive fp32 of shared memory (x of one column for every vector), times w.
-template <int BT> __device__ __forceinline__ void fma_col(float (&acc)[BT], float w, const float *xp)
+// Adds BT consecutive fp32 of shared memory at byte address a (x of one column for every
+// vector), times w. The gather kernels compute a as their word's address plus the column times
+// the row stride: one IMAD, where pointer arithmetic on the tile left ptxas three a value
+// (r1 SASS, kernels/NOTES.md v25). volatile: the loads must stay between the staging barriers.
+__device__ __forceinline__ float lds_f32(uint32_t a)
+{
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ float2 lds_f32x2(uint32_t a)
+{
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ float4 lds_f32x4(uint32_t a)
+{
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(a));
+    return v;
+}
+template <int BT> __device__ __forceinline__ void fma_col(float (&acc)[BT], float w, uint32_t a)
 {
     if constexpr (BT == 1) {
-        acc[0] = fmaf(w, xp[0], acc[0]);
+        acc[0] = fmaf(w, lds_f32(a), acc[0]);
     } else if constexpr (BT == 2) {
-        float2 t = *reinterpret_cast<const float2 *>(xp);
+        const float2 t = lds_f32x2(a);
         acc[0] = fmaf(w, t.x, acc[0]);
         acc[1] = fmaf(w, t.y, acc[1]);
     } else {
 #pragma unroll
         for (int q = 0; q < BT / 4; q++) {
-            float4 t = *reinterpret_cast<const float4 *>(xp + 4 * q);
+            const float4 t = lds_f32x4(a + 16 * q);
             acc[4 * q + 0] = fmaf(w, t.x, acc[4 * q + 0]);
             acc[4 * q + 1] = fmaf(w, t.y, acc[4 * q + 1]);
             acc[4 * q + 2] = fmaf(w, t.z, acc[4 * q + 2]);
@@ -40,35 +63,80 @@ template <int BT> __device__ __forceinline__ void fma_col(float (&acc)[BT], floa
     }
 }
 
-// Floats per staged word: 33 slots of BT floats, plus one 16-byte pad for BT >= 8 so that the
-// word stride is an odd number of 16-byte units (8 lanes of an LDS.128 phase land on 8 distinct
-// bank groups; without it, BT = 16 gave 4-way conflicts).
-template <int BT> __host__ __device__ constexpr int word_stride()
+// Sparse x tile layout, lane-major: the tile's words in groups of 32 (a warp step: lane l takes
+// word 32g + l), each group 33 rows of 32 lane slots of BT floats (padded to an odd number of
+// 16-byte units from BT = 8: lane_floats), row 1 + j holding column j of the group's words:
+// x[b, 32*(t0 + w) + j] at xs[(33g + 1 + j) * 32 * LF + (w & 31) * LF + b]. A lane's gathers then
+// all land in its own bank (BT = 1; its own BT consecutive floats otherwise), whatever columns the
+// lanes' masks pick: one wavefront a warp gather, where the word-major layout before (a 33-float
+// word stride) left the 32 lanes on random banks, ~2.6-way conflicts (kernels/NOTES.md v25).
+// Row 0 of a group is padding, so that a corrupt mask (an empty word: bfind = -1) still reads
+// inside the buffer.
+constexpr int kRowsPerGroup = 33;
+template <int BT> __host__ __device__ constexpr int lane_floats()
 {
-    return 33 * BT + (BT >= 8 ? 4 : 0);
+    return BT + (BT >= 8 ? 4 : 0);
+}
+template <int BT> __host__ __device__ constexpr int row_floats()
+{
+    return 32 * lane_floats<BT>();
+}
+template <int BT> __host__ __device__ constexpr int group_floats()
+{
+    return kRowsPerGroup * row_floats<BT>();
 }
 
-// Sparse x tile layout: xs[wl*WS + (1 + j) * BT + b] = x[b, 32*(t0+wl) + j]. The 33-slot word
-// stride spreads the lanes' gathers over the banks; slot 0 of each word keeps a corrupt mask
-// (an empty word: bfind = -1) inside the buffer. Threads take b fastest so the stores do not conflict.
+// Where word w's column 0 lives in the tile, in floats (its column j at + j * row_floats).
+template <int BT> __device__ __forceinline__ int x_word(int w)
+{
+    return (w >> 5) * group_floats<BT>() + row_floats<BT>() + (w & 31) * lane_floats<BT>();
+}
+// The same as a shared-memory byte address (for fma_col).
+template <int BT> __device__ __forceinline__ uint32_t x_word_addr(const float *xs, int w)
+{
+    return (uint32_t)__cvta_generic_to_shared(xs + x_word<BT>(w));
+}
+
+// 8 columns from col (even) of vector b: one 16-byte load where x allows it, else four 4-byte ones.
+__device__ __forceinline__ uint4 load_x8(const uint16_t *x, bool al16)
+{
+    if (al16)
+        return __ldg(reinterpret_cast<const uint4 *>(x));
+    const uint32_t *u = reinterpret_cast<const uint32_t *>(x);
+    return make_uint4(__ldg(u), __ldg(u + 1), __ldg(u + 2), __ldg(u + 3));
+}
+
+// Stages words [t0, t0 + kt) of x. Threads take b fastest, then the word: a thread loads its
+// word's four 8-column chunks at once (one L2 round trip), and a warp's stores fill consecutive
+// floats of a row (no conflicts).
 template <int BT> __device__ void stage_x_words(float *xs, const KParams &p, int64_t t0, int kt)
 {
+    const bool al16 = ((reinterpret_cast<uintptr_t>(p.x) | (uintptr_t)p.ldx * 2) & 15) == 0;
     const int b = threadIdx.x & (BT - 1);
     const uint16_t *xb = p.x + (int64_t)b * p.ldx + t0 * 32;
-    for (int i = threadIdx.x / BT; i < kt * 16; i += kThreads / BT) {
-        int wl = i >> 4, jp = i & 15;
-        uint32_t u = b < p.B ? __ldg(reinterpret_cast<const uint32_t *>(xb + wl * 32 + 2 * jp)) : 0u;
-        float *dst = xs + wl * word_stride<BT>() + (1 + 2 * jp) * BT + b;
-        dst[0] = bf16_lo(u);
-        dst[BT] = bf16_hi(u);
+    for (int wl = threadIdx.x / BT; wl < kt; wl += kThreads / BT) {
+        uint4 u[4];
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            u[c] = b < p.B ? load_x8(xb + wl * 32 + 8 * c, al16) : make_uint4(0, 0, 0, 0);
+        float *dst = xs + x_word<BT>(wl) + b;
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const uint32_t v[4] = {u[c].x, u[c].y, u[c].z, u[c].w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                dst[(8 * c + 2 * k) * row_floats<BT>()] = bf16_lo(v[k]);
+                dst[(8 * c + 2 * k + 1) * row_floats<BT>()] = bf16_hi(v[k]);
+            }
+        }
     }
 }
 
 // One N:M mask word (exactly 16 bits) against its 16 values, highest column first: a fixed
 // 16-step scan (find the top bit, keep the bits below), the column's x gathered from shared
-// memory at xw + p*BT (xw: slot of column 0 of this word).
+// memory at xw + p * row_floats floats (xw = x_word_addr: column 0 of this word, in bytes).
 template <int BT>
-__device__ __forceinline__ void nm_word(uint32_t bits, const uint4 &v0, const uint4 &v1, const float *xw,
+__device__ __forceinline__ void nm_word(uint32_t bits, const uint4 &v0, const uint4 &v1, uint32_t xw,
                                         float (&acc)[BT])
 {
     const uint32_t u[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
@@ -78,7 +146,7 @@ __device__ __forceinline__ void nm_word(uint32_t bits, const uint4 &v0, const ui
         bits &= bits_below(p);
         const int i = 15 - k; // value index of this column in the word
         float w = (i & 1) ? bf16_hi(u[i >> 1]) : bf16_lo(u[i >> 1]);
-        fma_col<BT>(acc, w, xw + p * BT);
+        fma_col<BT>(acc, w, xw + (uint32_t)p * (4 * row_floats<BT>()));
     }
 }
 
@@ -123,7 +191,7 @@ __global__ void __launch_bounds__(kThreads) nm_spmv_kernel(KParams p)
                 const int wl = cur.u0 + 32 * u;
                 if (u > 0 && wl >= kt)
                     break;
-                const float *xw = xs + wl * word_stride<BT>() + BT; // column j lives at xw + j * BT
+                const uint32_t xw = x_word_addr<BT>(xs, wl);
 #pragma unroll
                 for (int r = 0; r < RW; r++)
                     nm_word<BT>(w.mk[u][r], w.v0[u][r], w.v1[u][r], xw, acc[r]);
@@ -168,12 +236,12 @@ template <int BT> __global__ void __launch_bounds__(kThreads) un_spmv_kernel(KPa
                     incl += t;
             }
             const uint16_t *vw = vrow + running + incl - 1; // this word's last value
-            const float *xw = xs + wl * word_stride<BT>() + BT;
+            const uint32_t xw = x_word_addr<BT>(xs, wl);
             for (int k = 0; k < cnt; k++) {
                 const int p = top_bit(bits);
                 bits &= bits_below(p);
                 float w = __uint_as_float((uint32_t)__ldg(vw - k) << 16);
-                fma_col<BT>(acc[0], w, xw + p * BT);
+                fma_col<BT>(acc[0], w, xw + (uint32_t)p * (4 * row_floats<BT>()));
             }
             running += __shfl_sync(0xffffffffu, incl, 31);
         }
@@ -331,11 +399,29 @@ int rw_index(int rw)
     return rw <= 1 ? 0 : rw == 2 ? 1 : 2;
 }
 
+// group_floats<BT>() in bytes, for a BT known at run time.
+int x_group_bytes(int BT)
+{
+    switch (BT) {
+    case 1:
+        return group_floats<1>() * 4;
+    case 2:
+        return group_floats<2>() * 4;
+    case 4:
+        return group_floats<4>() * 4;
+    case 8:
+        return group_floats<8>() * 4;
+    default:
+        return group_floats<16>() * 4;
+    }
+}
+
 // Largest K-tile (in units, a multiple of 32) whose x fits the shared-memory budget.
 int kt_max(int dense, int BT)
 {
-    int per_unit = dense ? BT * 8 * 4 : (33 * BT + (BT >= 8 ? 4 : 0)) * 4; // word_stride<BT>() floats
-    return (kSmemBudget / per_unit) & ~31;
+    if (dense)
+        return (kSmemBudget / (BT * 8 * 4)) & ~31;
+    return kSmemBudget / x_group_bytes(BT) * 32;
 }
 
 int check_args(const sd_nm_spmv_args *a, int dense)
@@ -455,7 +541,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
                                  : (sw ? k_nm_sw : k_nm)[bi][rw_index(rw)];
     size_t smem = c24     ? c24_smem(p.kt, a->B)
                   : dense ? (size_t)BT * p.kt * 8 * 4
-                          : (size_t)(33 * BT + (BT >= 8 ? 4 : 0)) * p.kt * 4;
+                          : (size_t)x_group_bytes(BT) * ((p.kt + 31) / 32);
     if (smem > 48 * 1024 && cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  (int)smem) != cudaSuccess)
         return SD_ECUDA;
