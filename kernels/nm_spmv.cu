@@ -637,9 +637,12 @@ extern "C" int sd_nm_swiglu_pays(const sd_nm_spmv_args *a, int dense)
     // compacting kernel ~1% at 1; the gather kernels (4:8, 8:16, 16:32 at batch 1-2) and the
     // shared-tile tensor-core kernel (16:32 at 16) ran 1-4% slower fused. The row-per-lane
     // kernels (8:16 / 16:32 gate_up at batch 1-2): 1.6-2.3% faster (results/2026-12-02-s14/r6).
+    // The gather kernels with the lane-major x tile, at batch 1 (4:8, 8:16, 16:32 gate_up): steps
+    // 2.8-3.1% faster fused (results/2026-12-03-s19/r4; batch 2 took the row-per-lane kernel).
     if (dense)
         return rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX; // 24 is a hint for the dense tensor-core GEMV
-    return (rw == SD_NM_RW_TCX && sd__nm_tcx_supported(a)) ||
+    return (a->B == 1 && (rw == 1 || rw == 2 || rw == 4)) ||
+           (rw == SD_NM_RW_TCX && sd__nm_tcx_supported(a)) ||
            (sd__nm_rw_sp24(rw) && sd__nm_sp24_supported(a)) ||
            (sd__nm_rw_rows(rw) && sd__nm_rows_supported(a, rw)) || // not stream-K (swiglu_rw)
            (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3 && sd__nm_c24_supported(a, rw - SD_NM_RW_C24));
