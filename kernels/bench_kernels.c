@@ -441,10 +441,16 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
         if (md)
             fflush(md);
     }
+    /* 1e30: that batch was not in --batch */
+    char w1[32] = "not measured", w8[32] = "not measured";
+    if (worst_b1 < 1e30)
+        snprintf(w1, sizeof w1, "%.2f×", worst_b1);
+    if (worst_b8 < 1e30)
+        snprintf(w8, sizeof w8, "%.2f×", worst_b8);
     for (int k = 0; k < 2; k++)
         if (fs[k])
-            fprintf(fs[k], "\nLlama-3.1-8B TP=1: worst sparse speedup over our GEMV: B=1 %.2f×, B=8 %.2f×\n",
-                    worst_b1, worst_b8);
+            fprintf(fs[k], "\nLlama-3.1-8B TP=1: worst sparse speedup over our GEMV: B=1 %s, B=8 %s\n", w1,
+                    w8);
     if (md)
         fclose(md);
     return 0;
