@@ -1,10 +1,11 @@
 // nm_spmv_c24: the batch-1 (and batch-2) 2:4 SpMV that compacts x beside the values instead of
 // gathering it, and its batch-1 4:8 twin.
 //
-// Why: the word-per-lane gather kernel (nm_spmv.cu) spends per kept value a bit scan (FLO, BMSK),
-// an address, one shared-memory gather of x and an FMA: ~7 instructions, and the 32 lanes' gathers
-// land on random banks (~2.6-way conflicts). On the large 8B shapes that keeps the L1 pipe ~80%
-// busy at 80% of the DRAM rate (kernels/NOTES.md v10). Under 2:4 every 4-column nibble of a mask
+// Why: the word-per-lane gather kernel (nm_spmv.cu) spends per kept value a bit scan (FLO, BMSK,
+// LOP3), an address, one shared-memory gather of x, the bf16 unpack and an FMA: 7 instructions
+// (its gathers land on random banks, ~2.6-way conflicts, until kernels/NOTES.md v25 made its x
+// tile lane-major). On the large 8B shapes that kept the L1 pipe ~80% busy at 80% of the DRAM
+// rate (v10). Under 2:4 every 4-column nibble of a mask
 // word holds exactly two values, stored side by side in one u32. So a lane loads its word's 32
 // columns of x once (four conflict-free LDS.128, shared by the warp's rows) and, per nibble, one
 // byte permute picks the two x values the pair needs out of the nibble's two x pairs. The

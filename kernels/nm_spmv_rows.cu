@@ -1,10 +1,12 @@
 // nm_spmv_rows: the N:M bitmask SpMV for B = 1..4 with conflict-free x gathers ("row per lane").
 //
 // Why: in nm_spmv.cu each lane owns one 32-column mask word and consecutive lanes own consecutive
-// words, so a warp's 32 gathers of x hit random banks (~3.5-way conflicts) and the L1/shared pipe,
-// not DRAM, binds. Here lane l owns row l of a 32-row group and all lanes work on the SAME mask
-// word at the same time: every gather of a warp lies inside one 32-column slice of x (distinct
-// columns -> distinct banks, equal columns -> broadcast), one wavefront per LDS.
+// words, so with a word-major x tile a warp's 32 gathers hit random banks (~3.5-way conflicts) and
+// the L1/shared pipe, not DRAM, bound it (its tile is lane-major since kernels/NOTES.md v25, which
+// makes those gathers conflict-free too). Here lane l owns row l of a 32-row group and all lanes
+// work on the SAME mask word at the same time: every gather of a warp lies inside one 32-column
+// slice of x (distinct columns -> distinct banks, equal columns -> broadcast), one wavefront per
+// LDS.
 //
 // The weights of 32 different rows would be uncoalesced loads, so each warp stages a tile of
 // [32 rows x kT words] (values + masks) into shared memory with cp.async 16-byte copies (4 whole
