@@ -5,7 +5,7 @@
 #
 #   source tools/gpu_ab.sh            # repo root of the new tree; OLD=../.snapold (optional)
 #   ab_build                          # new (and old) build/gpu/sparsed + test binaries
-#   ab_test new build/gpu/tests/kernels/test_spmv_gpu
+#   ab_test new build/gpu/tests/kernels/test_spmv_gpu   # or ab_gpu_tests: all of them
 #   for k in 1 2; do                  # alternate, so drift hits both sides
 #       ab_decode old$k "$OLD_BIN" llama-3.1-8b dense,2:4 1,16
 #       ab_decode new$k "$NEW_BIN" llama-3.1-8b dense,2:4 1,16
@@ -65,6 +65,17 @@ ab_build() {
 ab_test() {
     timeout "${3:-300}" "$2" >"$R/test-$1.log" 2>&1
     ab_note "test $1 rc=$? $(ab_el) s: $(tail -1 "$R/test-$1.log")"
+}
+
+# ab_gpu_tests: every GPU test binary of the tree (built, or carried with AB_PREBUILT), one
+# ab_test each: the check a run script makes before it times anything, or on a session's final code.
+AB_GPU_TESTS="kernels/test_spmv_gpu kernels/test_sp24_gpu kernels/test_swiglu_gpu engine/test_swiglu_fuse_gpu
+    engine/test_cuda_backend engine/test_tune_cache_gpu engine/test_attn_fused_gpu"
+ab_gpu_tests() {
+    local t
+    for t in $AB_GPU_TESTS; do
+        ab_test "${t#*/}" "build/gpu/tests/$t" 300
+    done
 }
 
 # ab_decode NAME BINARY PRESET PATTERNS BATCHES [CTX] [TIMEOUT]: sparsed bench decode on a
