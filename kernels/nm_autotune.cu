@@ -139,7 +139,7 @@ extern "C" int sd_kernels_ctx_export(const sd_kernels_ctx *ctx, sd_nm_tuned *out
 // The rows_per_warp codes sd__nm_launch_cfg takes (nm_spmv.h).
 static int known_rw(int rw)
 {
-    return rw == 1 || rw == 2 || rw == 4 || rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX || sd__nm_rw_tcxw(rw) ||
+    return sd__nm_rw_word(rw) || rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX || sd__nm_rw_tcxw(rw) ||
            sd__nm_rw_sp24(rw) || sd__nm_rw_spg(rw) || sd__nm_rw_rows(rw) ||
            (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3);
 }

@@ -73,23 +73,23 @@ template <int BT> __device__ __forceinline__ void fma_col(float (&acc)[BT], floa
 // Row 0 of a group is padding, so that a corrupt mask (an empty word: bfind = -1) still reads
 // inside the buffer.
 constexpr int kRowsPerGroup = 33;
-template <int BT> __host__ __device__ constexpr int lane_floats()
+__host__ __device__ constexpr int lane_floats(int BT)
 {
     return BT + (BT >= 8 ? 4 : 0);
 }
-template <int BT> __host__ __device__ constexpr int row_floats()
+__host__ __device__ constexpr int row_floats(int BT)
 {
-    return 32 * lane_floats<BT>();
+    return 32 * lane_floats(BT);
 }
-template <int BT> __host__ __device__ constexpr int group_floats()
+__host__ __device__ constexpr int group_floats(int BT) // also what the launcher sizes the tile by
 {
-    return kRowsPerGroup * row_floats<BT>();
+    return kRowsPerGroup * row_floats(BT);
 }
 
 // Where word w's column 0 lives in the tile, in floats (its column j at + j * row_floats).
 template <int BT> __device__ __forceinline__ int x_word(int w)
 {
-    return (w >> 5) * group_floats<BT>() + row_floats<BT>() + (w & 31) * lane_floats<BT>();
+    return (w >> 5) * group_floats(BT) + row_floats(BT) + (w & 31) * lane_floats(BT);
 }
 // The same as a shared-memory byte address (for fma_col).
 template <int BT> __device__ __forceinline__ uint32_t x_word_addr(const float *xs, int w)
@@ -125,8 +125,8 @@ template <int BT> __device__ void stage_x_words(float *xs, const KParams &p, int
             const uint32_t v[4] = {u[c].x, u[c].y, u[c].z, u[c].w};
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                dst[(8 * c + 2 * k) * row_floats<BT>()] = bf16_lo(v[k]);
-                dst[(8 * c + 2 * k + 1) * row_floats<BT>()] = bf16_hi(v[k]);
+                dst[(8 * c + 2 * k) * row_floats(BT)] = bf16_lo(v[k]);
+                dst[(8 * c + 2 * k + 1) * row_floats(BT)] = bf16_hi(v[k]);
             }
         }
     }
@@ -146,7 +146,7 @@ __device__ __forceinline__ void nm_word(uint32_t bits, const uint4 &v0, const ui
         bits &= bits_below(p);
         const int i = 15 - k; // value index of this column in the word
         float w = (i & 1) ? bf16_hi(u[i >> 1]) : bf16_lo(u[i >> 1]);
-        fma_col<BT>(acc, w, xw + (uint32_t)p * (4 * row_floats<BT>()));
+        fma_col<BT>(acc, w, xw + (uint32_t)p * (4 * row_floats(BT)));
     }
 }
 
@@ -241,7 +241,7 @@ template <int BT> __global__ void __launch_bounds__(kThreads) un_spmv_kernel(KPa
                 const int p = top_bit(bits);
                 bits &= bits_below(p);
                 float w = __uint_as_float((uint32_t)__ldg(vw - k) << 16);
-                fma_col<BT>(acc[0], w, xw + (uint32_t)p * (4 * row_floats<BT>()));
+                fma_col<BT>(acc[0], w, xw + (uint32_t)p * (4 * row_floats(BT)));
             }
             running += __shfl_sync(0xffffffffu, incl, 31);
         }
@@ -399,29 +399,12 @@ int rw_index(int rw)
     return rw <= 1 ? 0 : rw == 2 ? 1 : 2;
 }
 
-// group_floats<BT>() in bytes, for a BT known at run time.
-int x_group_bytes(int BT)
-{
-    switch (BT) {
-    case 1:
-        return group_floats<1>() * 4;
-    case 2:
-        return group_floats<2>() * 4;
-    case 4:
-        return group_floats<4>() * 4;
-    case 8:
-        return group_floats<8>() * 4;
-    default:
-        return group_floats<16>() * 4;
-    }
-}
-
 // Largest K-tile (in units, a multiple of 32) whose x fits the shared-memory budget.
 int kt_max(int dense, int BT)
 {
     if (dense)
         return (kSmemBudget / (BT * 8 * 4)) & ~31;
-    return kSmemBudget / x_group_bytes(BT) * 32;
+    return kSmemBudget / (group_floats(BT) * 4) * 32;
 }
 
 int check_args(const sd_nm_spmv_args *a, int dense)
@@ -463,7 +446,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     const int tcx_kernel = rw == SD_NM_RW_TCX || sd__nm_rw_tcxw(rw);
     const int c24_rw = rw - SD_NM_RW_C24; // rows per warp of the 2:4 compacting kernel, if asked for
     const int c24_asked = c24_rw >= 1 && c24_rw <= 3;
-    if (rw != 1 && rw != 2 && rw != 4 && rw != SD_NM_RW_TC && !sd__nm_rw_sp24(rw) && !sd__nm_rw_spg(rw) &&
+    if (!sd__nm_rw_word(rw) && rw != SD_NM_RW_TC && !sd__nm_rw_sp24(rw) && !sd__nm_rw_spg(rw) &&
         !tcx_kernel && !rows_kernel && !c24_asked)
         return SD_EINVAL;
     if (split < 1)
@@ -541,7 +524,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
                                  : (sw ? k_nm_sw : k_nm)[bi][rw_index(rw)];
     size_t smem = c24     ? c24_smem(p.kt, a->B)
                   : dense ? (size_t)BT * p.kt * 8 * 4
-                          : (size_t)x_group_bytes(BT) * ((p.kt + 31) / 32);
+                          : (size_t)group_floats(BT) * 4 * ((p.kt + 31) / 32);
     if (smem > 48 * 1024 && cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  (int)smem) != cudaSuccess)
         return SD_ECUDA;
@@ -641,8 +624,7 @@ extern "C" int sd_nm_swiglu_pays(const sd_nm_spmv_args *a, int dense)
     // 2.8-3.1% faster fused (results/2026-12-03-s19/r4; batch 2 took the row-per-lane kernel).
     if (dense)
         return rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX; // 24 is a hint for the dense tensor-core GEMV
-    return (a->B == 1 && (rw == 1 || rw == 2 || rw == 4)) ||
-           (rw == SD_NM_RW_TCX && sd__nm_tcx_supported(a)) ||
+    return (a->B == 1 && sd__nm_rw_word(rw)) || (rw == SD_NM_RW_TCX && sd__nm_tcx_supported(a)) ||
            (sd__nm_rw_sp24(rw) && sd__nm_sp24_supported(a)) ||
            (sd__nm_rw_rows(rw) && sd__nm_rows_supported(a, rw)) || // not stream-K (swiglu_rw)
            (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3 && sd__nm_c24_supported(a, rw - SD_NM_RW_C24));

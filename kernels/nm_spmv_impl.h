@@ -35,6 +35,13 @@ struct sd_kernels_ctx {
     sd_nm_entry entries[SD_NM_CACHE_MAX]; /* the autotune cache */
 };
 
+/* rows_per_warp 1, 2, 4: the word-per-lane kernels (nm_spmv.cu: the gather SpMV, the dense GEMV),
+ * that many rows a warp. */
+static inline int sd__nm_rw_word(int rw)
+{
+    return rw == 1 || rw == 2 || rw == 4;
+}
+
 /* The cached config for a's problem; 0 if found, SD_ENOTFOUND otherwise (ctx may be NULL). */
 int sd__nm_cache_lookup(const sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int dense, int *rw, int *split);
 /* The tensor-core batched kernels (nm_spmv_tc.cu), chosen by rows_per_warp == SD_NM_RW_TC: whether
