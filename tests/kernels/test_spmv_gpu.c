@@ -150,6 +150,21 @@ static void test_gpu_rows_corrupt_mask(void)
     check_corrupt_masks(2, 4, 64, 1024, 4, rws, 4, 31);
 }
 
+/* The word-per-lane gather kernels (rows_per_warp 1 / 2 / 4) on corrupt masks: a word with no bit
+ * set sends nm_word's scan to bfind = -1 (the padding row 0 of an x group), one with all 32 set to
+ * columns 31..16; wrong numbers, never a fault (memcheck: results/2026-12-03-s20/run3.sh). */
+static void test_gpu_gather_corrupt_mask(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device (cudaGetDeviceCount failed or returned 0)");
+    const int rws[] = {1, 2, 4};
+    const int Bs[] = {1, 2, 4, 16};
+    for (int i = 0; i < 4; i++) {
+        check_corrupt_masks(8, 16, 70, 1024, Bs[i], rws, 3, 1410 + i);
+        check_corrupt_masks(16, 32, 70, 1024, Bs[i], rws, 3, 1420 + i);
+    }
+}
+
 /* The 2:4 / 4:8 / 8:16 / 16:32 kernels that expand the fragments in registers (rows_per_warp 24, and 128 /
  * 256: the wide twins for B up to 64, 16 / 32 rows a warp, weights and x staged in shared memory;
  * kernels/nm_tcx.h): rows not a multiple of 16 (and of 128, 256), cols an odd number of 64-column pieces,
@@ -508,6 +523,7 @@ int main(void)
     RUN(test_gpu_rows_4_8_8_16);
     RUN(test_gpu_rows_fallback);
     RUN(test_gpu_rows_corrupt_mask);
+    RUN(test_gpu_gather_corrupt_mask);
     RUN(test_gpu_tcx_2_4);
     RUN(test_gpu_tcx_4_8);
     RUN(test_gpu_tcx_8_16);
