@@ -240,6 +240,8 @@ static void run_pattern(const bd_opts *o, const sd_model_config *cfg, const char
         memset(x, 0, sizeof *x);
         snprintf(x->pattern, sizeof x->pattern, "%s", pat);
         x->batch = o->batches[i];
+        const int64_t replays0 = rc ? 0 : sd_backend_cuda_graph_replays(sb);
+        const double launch0 = rc ? 0 : sd_backend_cuda_launch_us(sb);
         if (!rc)
             rc = decode_steps(b, o, x->batch, bps, bt, logits, &x->ms, &d);
         if (rc) {
@@ -252,9 +254,18 @@ static void run_pattern(const bd_opts *o, const sd_model_config *cfg, const char
         x->tok_s = x->batch / (x->ms / 1e3);
         x->roofline = x->bytes / (gbps * 1e9) / (x->ms / 1e3);
         x->ok = 1;
-        fprintf(stderr, "  %-6s B=%-3d %8.3f ms/step %9.1f tok/s %5.1f%% of roofline (graph replays %lld)\n",
-                pat, x->batch, x->ms, x->tok_s, 100 * x->roofline,
-                (long long)sd_backend_cuda_graph_replays(sb));
+        /* The step's GPU time alone (its graph back to back) beside the step: the difference is
+         * the host's part of a step (kernels/NOTES.md v26) */
+        const int64_t replays = sd_backend_cuda_graph_replays(sb) - replays0;
+        const double launch_us = replays ? (sd_backend_cuda_launch_us(sb) - launch0) / (double)replays : 0;
+        double gms = 0;
+        sd_diag gd = {0};
+        int g_rc = o->tp > 1 ? SD_ENOTFOUND : sd_backend_cuda_graph_replay_ms(b, x->batch, &gms, &gd);
+        fprintf(stderr,
+                "  %-6s B=%-3d %8.3f ms/step %9.1f tok/s %5.1f%% of roofline (graph replays %lld, launch "
+                "%.1f us each; back to back %s%.3f ms)\n",
+                pat, x->batch, x->ms, x->tok_s, 100 * x->roofline, (long long)replays, launch_us,
+                g_rc ? "n/a " : "", g_rc ? 0.0 : gms);
     }
     sd_backend_free(b);
     free(bt);

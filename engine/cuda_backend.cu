@@ -257,9 +257,10 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
          * measured slower (kernels/NOTES.md v16); to measure what the fusion brings */
         b->mm.swiglu = env_mode("SD_SWIGLU_FUSE", 1, 2);
         b->mm.tune_log = env_mode("SD_TUNE_LOG", 0, 1);
-        /* SD_TUNE_REFINE=1: after a bucket's first capture, each linear's runner-up config tried
-         * inside the step and kept where the step runs faster (cuda_step.cu refine_graph) */
-        b->refine = env_mode("SD_TUNE_REFINE", 0, 1) && !o.deterministic;
+        /* The refine pass: after a bucket's first capture, each linear's runner-up config tried
+         * inside the step and kept where the step runs faster (cuda_step.cu refine_graph); on by
+         * default (kernels/NOTES.md v26: it narrows the tunings' spread), SD_TUNE_REFINE=0 off */
+        b->refine = env_mode("SD_TUNE_REFINE", 1, 1) && !o.deterministic;
         rc = sd__cu_tune_cache_open(b, o.tune_cache, d); /* after the deterministic flag: it filters */
     }
     if (!rc)
@@ -450,6 +451,11 @@ void sd_backend_cuda_set_graphs(sd_backend *b, int enable)
 int64_t sd_backend_cuda_graph_replays(const sd_backend *b)
 {
     return ((const sd_cuda_backend *)b)->replays;
+}
+
+double sd_backend_cuda_launch_us(const sd_backend *b)
+{
+    return ((const sd_cuda_backend *)b)->launch_us;
 }
 
 void sd_backend_cuda_set_swiglu_fuse(sd_backend *b, int mode)

@@ -29,8 +29,16 @@ int sd_backend_cuda_init_synthetic(sd_backend **ret, const sd_model_config *cfg,
 
 /* CUDA graphs for all-decode steps (on by default); off runs every step eagerly. */
 void sd_backend_cuda_set_graphs(sd_backend *b, int enable);
-/* How many decode steps were replayed from a captured graph (for tests and benchmarks). */
+/* How many decode steps were replayed from a captured graph (for tests and benchmarks), and the
+ * host's time in cudaGraphLaunch over all of them, in microseconds. */
 int64_t sd_backend_cuda_graph_replays(const sd_backend *b);
+double sd_backend_cuda_launch_us(const sd_backend *b);
+/* The decode graph of n_seqs sequences' bucket replayed back to back (the fastest of three rounds
+ * of ten, after two warm-ups; the refine pass's timing), in ms a replay: the step's GPU time
+ * without the host's part of a step (meta upload, launch, synchronisation). It repeats the last
+ * step (same inputs, same KV rows). SD_ENOTFOUND before that bucket's first capture or under
+ * tensor parallelism. For benchmarks. */
+int sd_backend_cuda_graph_replay_ms(sd_backend *b, int n_seqs, double *ret_ms, sd_diag *d);
 
 /* The SwiGLU in the gate_up kernel's epilogue: mode 0 never, 1 where the tuned kernel takes it
  * and that measured faster (the default; SD_SWIGLU_FUSE at creation sets the mode), 2 wherever the

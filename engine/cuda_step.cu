@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/cuda_attn_prefill.h"
+#include "engine/cuda_backend.h"
 #include "kernels/nm_spmv.h"
 #include "kernels/nm_tuned.h"
 
@@ -263,6 +265,31 @@ static int bucket_of(int n)
     return k;
 }
 
+/* SD_TUNE_LOG: what a captured step holds, by node type (a memset or memcpy node among the
+ * kernels changes how the driver submits the graph). */
+static void log_graph_nodes(cudaGraph_t g, int k)
+{
+    size_t n = 0;
+    if (cudaGraphGetNodes(g, NULL, &n) != cudaSuccess || !n)
+        return;
+    cudaGraphNode_t *nodes = (cudaGraphNode_t *)malloc(n * sizeof *nodes);
+    int kernel = 0, memset_ = 0, memcpy_ = 0, other = 0;
+    if (nodes && cudaGraphGetNodes(g, nodes, &n) == cudaSuccess)
+        for (size_t i = 0; i < n; i++) {
+            cudaGraphNodeType t;
+            if (cudaGraphNodeGetType(nodes[i], &t) != cudaSuccess)
+                continue;
+            kernel += t == cudaGraphNodeTypeKernel;
+            memset_ += t == cudaGraphNodeTypeMemset;
+            memcpy_ += t == cudaGraphNodeTypeMemcpy;
+            other +=
+                t != cudaGraphNodeTypeKernel && t != cudaGraphNodeTypeMemset && t != cudaGraphNodeTypeMemcpy;
+        }
+    free(nodes);
+    fprintf(stderr, "graph: bucket %d: %zu nodes (%d kernels, %d memsets, %d memcpys, %d other)\n", 1 << k, n,
+            kernel, memset_, memcpy_, other);
+}
+
 /* Captures the step of shape s into b->graphs[k], replacing the graph there. */
 static int capture_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag *d)
 {
@@ -274,6 +301,8 @@ static int capture_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag
     SD_CU(d, cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
     int rc = enqueue_step(b, s, d);
     cudaError_t e = cudaStreamEndCapture(b->st, &g);
+    if (!rc && e == cudaSuccess && b->mm.tune_log)
+        log_graph_nodes(g, k);
     if (!rc && e == cudaSuccess)
         e = cudaGraphInstantiate(&b->graphs[k], g, 0);
     if (g)
@@ -315,7 +344,7 @@ static int time_graph(sd_cuda_backend *b, int k, float *ms, sd_diag *d)
     return rc;
 }
 
-/* The refine pass (SD_TUNE_REFINE=1), right after bucket k's first capture: the autotuner ranked
+/* The refine pass (on unless SD_TUNE_REFINE=0), right after bucket k's first capture: the autotuner ranked
  * each linear's configs by single launches, which can differ from their time inside the step
  * (kernels/NOTES.md v18, v19). So for each problem of this bucket tuned in this process, the
  * step runs with its runner-up config instead (every linear of that shape at once), and keeps it
@@ -364,12 +393,16 @@ static int refine_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag 
     return rc;
 }
 
-/* Replays (or on first use, runs eagerly, captures and, with SD_TUNE_REFINE, refines) the graph
+/* Replays (or on first use, runs eagerly, captures and, unless SD_TUNE_REFINE=0, refines) the graph
  * of this batch bucket. */
 static int decode_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag *d)
 {
     if (b->graphs[k]) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         SD_CU(d, cudaGraphLaunch(b->graphs[k], b->st));
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        b->launch_us += (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3;
         b->replays++;
         return 0;
     }
@@ -378,6 +411,19 @@ static int decode_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag 
     SD_TRY(capture_graph(b, s, k, d));
     if (b->refine && !b->tp.comm)
         SD_TRY(refine_graph(b, s, k, d));
+    return 0;
+}
+
+int sd_backend_cuda_graph_replay_ms(sd_backend *base, int n_seqs, double *ret_ms, sd_diag *d)
+{
+    sd_cuda_backend *b = (sd_cuda_backend *)base;
+    const int k = bucket_of(n_seqs);
+    if (b->tp.comm || k >= SD_CU_N_BUCKETS || !b->graphs[k])
+        return sd_diag_set(d, SD_ENOTFOUND, "no decode graph of %d sequences to replay", n_seqs);
+    SD_CU(d, cudaSetDevice(b->device));
+    float ms = 0;
+    SD_TRY(time_graph(b, k, &ms, d));
+    *ret_ms = ms;
     return 0;
 }
 

@@ -2,7 +2,8 @@
  * that an earlier backend wrote runs the same kernels without timing any (no first-use tuning),
  * so in deterministic mode its logits equal the earlier ones bit for bit; a damaged cache, or one
  * made for another device key, is not used, and the backend rewrites it with what it tuned.
- * The refine pass (SD_TUNE_REFINE) leaves every step's logits as the plain run's. Synthetic
+ * The refine pass (on by default, SD_TUNE_REFINE=0 off) leaves every step's logits as the plain
+ * run's. Synthetic
  * weights of the bundled tiny model's shapes, dense, 2:4 and 4:8, one and two sequences per step.
  * Skips without a GPU. */
 #include "tests/harness.h"
@@ -160,7 +161,7 @@ static void test_bad_or_foreign_cache_rewritten(void)
     unlink(cache_path);
 }
 
-/* SD_TUNE_REFINE=1: each bucket's first graph tries the linears' runner-up configs inside the
+/* The refine pass (the default): each bucket's first graph tries the linears' runner-up configs inside the
  * step (engine/cuda_step.cu refine_graph), replaying the step, recapturing, reverting. The logits
  * of every step stay those of the plain run (other kernels sum in another order, and bf16
  * activations may round the other way: within 1e-2 relative, the CUDA backend's bound), so the replays and
@@ -179,16 +180,15 @@ static void test_refine_keeps_logits(void)
     const char *pats[] = {"dense", "4:8"};
     for (int p = 0; p < 2; p++) {
         int tuned = 0, tried = -1;
-        unsetenv("SD_TUNE_REFINE");
+        setenv("SD_TUNE_REFINE", "0", 1);
         REQUIRE(run_backend_opts(&cfg, pats[p], plain, &tuned, 0, NULL, &tried) == 0);
         CHECK_MSG(tried == 0, "%s: refine off, %d runner-ups tried", pats[p], tried);
-        setenv("SD_TUNE_REFINE", "1", 1);
+        unsetenv("SD_TUNE_REFINE"); /* the default: on */
         REQUIRE(run_backend_opts(&cfg, pats[p], refined, &tuned, 0, NULL, &tried) == 0);
         CHECK_MSG(tried > 0, "%s: refine on, no runner-up tried", pats[p]);
         int det_tried = -1;
         REQUIRE(run_backend_opts(&cfg, pats[p], det, &tuned, 1, NULL, &det_tried) == 0);
         CHECK_MSG(det_tried == 0, "%s: deterministic, %d runner-ups tried", pats[p], det_tried);
-        unsetenv("SD_TUNE_REFINE");
         for (int r = 0; r < 3 * STEPS; r++) {
             const float *a = plain + (size_t)r * cfg.vocab, *b = refined + (size_t)r * cfg.vocab;
             double num = 0, den = 0;
