@@ -6,6 +6,7 @@
 #   source tools/gpu_ab.sh            # repo root of the new tree; OLD=../.snapold (optional)
 #   ab_build                          # new (and old) build/gpu/sparsed + test binaries
 #   ab_test new build/gpu/tests/kernels/test_spmv_gpu   # or ab_gpu_tests: all of them
+#   ab_memcheck build/gpu/tests/kernels/test_spmv_gpu gpu_8_16 gather_corrupt
 #   for k in 1 2; do                  # alternate, so drift hits both sides
 #       ab_decode old$k "$OLD_BIN" llama-3.1-8b dense,2:4 1,16
 #       ab_decode new$k "$NEW_BIN" llama-3.1-8b dense,2:4 1,16
@@ -75,6 +76,17 @@ ab_gpu_tests() {
     local t
     for t in $AB_GPU_TESTS; do
         ab_test "${t#*/}" "build/gpu/tests/$t" 300
+    done
+}
+
+# ab_memcheck BINARY TEST...: compute-sanitizer memcheck of one GPU test binary, once per TEST
+# (SD_TEST_ONLY: a substring of the test names), each log in memcheck-TEST.log, its verdict noted.
+ab_memcheck() {
+    local bin=$1 t
+    shift
+    for t in "$@"; do
+        SD_TEST_ONLY=$t timeout 200 compute-sanitizer --tool memcheck "$bin" >"$R/memcheck-$t.log" 2>&1
+        ab_note "memcheck $t rc=$? $(tail -1 "$R/memcheck-$t.log")"
     done
 }
 
