@@ -50,7 +50,7 @@ int64_t sd_backend_cuda_swiglu_fused(const sd_backend *b);
 /* How many linear problems the backend has timed at first use itself, not counting those a
  * tuning cache (sd_backend_opts.tune_cache) supplied: for tests. */
 int sd_backend_cuda_tuned_here(const sd_backend *b);
-/* How many runner-up kernel configs the refine pass (SD_TUNE_REFINE=1) has tried inside decode
+/* How many runner-up kernel configs the refine pass (on unless SD_TUNE_REFINE=0) has tried inside decode
  * steps, and how many it kept: for tests. */
 void sd_backend_cuda_refined(const sd_backend *b, int *tried, int *kept);
 

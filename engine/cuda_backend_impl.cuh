@@ -63,7 +63,7 @@ typedef struct sd_cuda_backend {
     int attn_cluster; /* how decode attention's splits merge: SD_ATTN_CLUSTER_* from
                          SD_ATTN_CLUSTER (engine/cuda_attn_fused.h) */
     int attn_early;   /* sd_cu_attn_args.early: 1 unless SD_ATTN_EARLY=0 (engine/cuda_attn_fused.h) */
-    int refine;       /* SD_TUNE_REFINE=1 and not deterministic: each bucket's first graph tries
+    int refine;       /* unless SD_TUNE_REFINE=0 or deterministic: each bucket's first graph tries
                          the linears' runner-up configs (cuda_step.cu refine_graph) */
     int refine_tried, refine_kept; /* runner-ups the refine pass tried and kept (for tests) */
     cudaGraphExec_t graphs[SD_CU_N_BUCKETS];

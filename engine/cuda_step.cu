@@ -419,7 +419,10 @@ int sd_backend_cuda_graph_replay_ms(sd_backend *base, int n_seqs, double *ret_ms
     sd_cuda_backend *b = (sd_cuda_backend *)base;
     const int k = bucket_of(n_seqs);
     if (b->tp.comm || k >= SD_CU_N_BUCKETS || !b->graphs[k])
-        return sd_diag_set(d, SD_ENOTFOUND, "no decode graph of %d sequences to replay", n_seqs);
+        return sd_diag_set(d, SD_ENOTFOUND,
+                           "no decode graph of %d sequences to replay (none captured yet, "
+                           "or tensor parallel)",
+                           n_seqs);
     SD_CU(d, cudaSetDevice(b->device));
     float ms = 0;
     SD_TRY(time_graph(b, k, &ms, d));

@@ -3,9 +3,8 @@
  * so in deterministic mode its logits equal the earlier ones bit for bit; a damaged cache, or one
  * made for another device key, is not used, and the backend rewrites it with what it tuned.
  * The refine pass (on by default, SD_TUNE_REFINE=0 off) leaves every step's logits as the plain
- * run's. Synthetic
- * weights of the bundled tiny model's shapes, dense, 2:4 and 4:8, one and two sequences per step.
- * Skips without a GPU. */
+ * run's. Synthetic weights of the bundled tiny model's shapes, dense, 2:4 and 4:8, one and two
+ * sequences per step. Skips without a GPU. */
 #include "tests/harness.h"
 
 #include <math.h>
