@@ -8,8 +8,8 @@
 const char *sd_strerror(int code)
 {
     switch (code) {
-#define SD__ERR_CASE(name, val, msg)                                                                 \
-    case val:                                                                                        \
+#define SD__ERR_CASE(name, val, msg)                                                                         \
+    case val:                                                                                                \
         return msg;
         SD_ERRNO_MAP(SD__ERR_CASE)
 #undef SD__ERR_CASE

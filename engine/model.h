@@ -20,14 +20,14 @@ typedef enum sd_linear_kind {
 typedef struct sd_linear {
     sd_linear_kind kind;
     int64_t rows, cols;
-    sd_dtype dtype;          /* dense: element type of w */
-    const void *w;           /* dense: [rows, cols] */
-    const uint16_t *values;  /* bitmask: bf16 [rows, cols/2] */
-    const uint32_t *mask;    /* bitmask: [rows, cols/32] */
-    int nm_n, nm_m;          /* bitmask pattern, 0/0 for unstructured 50% */
-    const void *bias;        /* [rows] or NULL; any non-NULL bias (q/k/v, Llama o) is added */
+    sd_dtype dtype;         /* dense: element type of w */
+    const void *w;          /* dense: [rows, cols] */
+    const uint16_t *values; /* bitmask: bf16 [rows, cols/2] */
+    const uint32_t *mask;   /* bitmask: [rows, cols/32] */
+    int nm_n, nm_m;         /* bitmask pattern, 0/0 for unstructured 50% */
+    const void *bias;       /* [rows] or NULL; any non-NULL bias (q/k/v, Llama o) is added */
     sd_dtype bias_dtype;
-    const char *name;        /* "model.layers.3.self_attn.q_proj" */
+    const char *name; /* "model.layers.3.self_attn.q_proj" */
 } sd_linear;
 
 typedef struct sd_vec {
@@ -44,9 +44,9 @@ typedef struct sd_layer_weights {
 } sd_layer_weights;
 
 typedef struct sd_model_weights {
-    sd_vec embed;           /* data: [vocab, hidden], n = vocab*hidden */
-    sd_vec final_norm;      /* [hidden] */
-    sd_linear lm_head;      /* [vocab, hidden]; the embedding when tied */
+    sd_vec embed;             /* data: [vocab, hidden], n = vocab*hidden */
+    sd_vec final_norm;        /* [hidden] */
+    sd_linear lm_head;        /* [vocab, hidden]; the embedding when tied */
     sd_layer_weights *layers; /* [n_layers] */
 } sd_model_weights;
 

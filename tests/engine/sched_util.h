@@ -127,7 +127,7 @@ static void greedy_params(sd_request_params *p, const int32_t *ids, int32_t n, i
 
 /* Runs the requests to completion on a fresh scheduler; returns the final stats. */
 static inline int run_all(sd_backend *b, const sd_engine_opts *o, sd_request_params *ps, res *rs, int n,
-                   sd_engine_stats *st)
+                          sd_engine_stats *st)
 {
     sd_sched *s = NULL;
     sd_diag d = {0};

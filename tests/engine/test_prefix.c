@@ -232,8 +232,8 @@ static void test_full_pool_evicts(void)
     sd_engine_stats st;
     CHECK(run_in_turn(b, 1, ps, rs, 3, &st) == 0);
     for (int i = 0; i < 3; i++)
-        CHECK_MSG(rs[i].n_final == 1 && rs[i].n_error == 0 && rs[i].n == 40 - n[i],
-                  "request %d: %d tokens", i, rs[i].n);
+        CHECK_MSG(rs[i].n_final == 1 && rs[i].n_error == 0 && rs[i].n == 40 - n[i], "request %d: %d tokens",
+                  i, rs[i].n);
     CHECK_MSG(!memcmp(rs[0].tok, rs[2].tok, sizeof rs[0].tok[0] * (size_t)rs[0].n),
               "same prompt, other tokens");
     CHECK(st.preemptions == 0 && st.kv_blocks_used == 0);
