@@ -233,6 +233,8 @@ static void run_pattern(const bd_opts *o, const sd_model_config *cfg, const char
              : o->tp > 1    ? sd_tp_backend_init_synthetic(&b, cfg, pat, 1, &bo, &to, &d)
                             : sd_backend_cuda_init_synthetic(&b, cfg, pat, 1, &bo, &d);
     const sd_backend *sb = o->tp > 1 ? sd_tp_local_rank(b) : b; /* TP: one GPU's share */
+    if (!rc && o->tp <= 1) /* single GPU: the launch's share of a step (below) */
+        sd_backend_cuda_time_launches(b, 1);
     if (!rc)
         rc = prefill(b, o, maxb, bps, bt, logits, &d);
     for (int i = 0; i < o->n_batches; i++) {
@@ -254,18 +256,19 @@ static void run_pattern(const bd_opts *o, const sd_model_config *cfg, const char
         x->tok_s = x->batch / (x->ms / 1e3);
         x->roofline = x->bytes / (gbps * 1e9) / (x->ms / 1e3);
         x->ok = 1;
-        /* The step's GPU time alone (its graph back to back) beside the step: the difference is
-         * the host's part of a step (kernels/NOTES.md v26) */
+        /* The step's GPU time alone (its graph back to back) and the host's time in each launch
+         * beside the step: the difference is the host's part of a step (kernels/NOTES.md v26).
+         * Single GPU only (TP: neither is measured). */
         const int64_t replays = sd_backend_cuda_graph_replays(sb) - replays0;
-        const double launch_us = replays ? (sd_backend_cuda_launch_us(sb) - launch0) / (double)replays : 0;
+        char host[96] = "";
         double gms = 0;
         sd_diag gd = {0};
-        int g_rc = o->tp > 1 ? SD_ENOTFOUND : sd_backend_cuda_graph_replay_ms(b, x->batch, &gms, &gd);
+        if (o->tp <= 1 && replays && !sd_backend_cuda_graph_replay_ms(b, x->batch, &gms, &gd))
+            snprintf(host, sizeof host, ", launch %.1f us each; back to back %.3f ms",
+                     (sd_backend_cuda_launch_us(sb) - launch0) / (double)replays, gms);
         fprintf(stderr,
-                "  %-6s B=%-3d %8.3f ms/step %9.1f tok/s %5.1f%% of roofline (graph replays %lld, launch "
-                "%.1f us each; back to back %s%.3f ms)\n",
-                pat, x->batch, x->ms, x->tok_s, 100 * x->roofline, (long long)replays, launch_us,
-                g_rc ? "n/a " : "", g_rc ? 0.0 : gms);
+                "  %-6s B=%-3d %8.3f ms/step %9.1f tok/s %5.1f%% of roofline (graph replays %lld%s)\n", pat,
+                x->batch, x->ms, x->tok_s, 100 * x->roofline, (long long)replays, host);
     }
     sd_backend_free(b);
     free(bt);

@@ -453,6 +453,11 @@ int64_t sd_backend_cuda_graph_replays(const sd_backend *b)
     return ((const sd_cuda_backend *)b)->replays;
 }
 
+void sd_backend_cuda_time_launches(sd_backend *b, int on)
+{
+    ((sd_cuda_backend *)b)->time_launches = on != 0;
+}
+
 double sd_backend_cuda_launch_us(const sd_backend *b)
 {
     return ((const sd_cuda_backend *)b)->launch_us;

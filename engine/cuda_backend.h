@@ -29,9 +29,11 @@ int sd_backend_cuda_init_synthetic(sd_backend **ret, const sd_model_config *cfg,
 
 /* CUDA graphs for all-decode steps (on by default); off runs every step eagerly. */
 void sd_backend_cuda_set_graphs(sd_backend *b, int enable);
-/* How many decode steps were replayed from a captured graph (for tests and benchmarks), and the
- * host's time in cudaGraphLaunch over all of them, in microseconds. */
+/* How many decode steps were replayed from a captured graph (for tests and benchmarks). */
 int64_t sd_backend_cuda_graph_replays(const sd_backend *b);
+/* Benchmarks: with on, each replay's host time in cudaGraphLaunch is summed (off by default, so
+ * the serving step does no timing); sd_backend_cuda_launch_us returns the sum, in microseconds. */
+void sd_backend_cuda_time_launches(sd_backend *b, int on);
 double sd_backend_cuda_launch_us(const sd_backend *b);
 /* The decode graph of n_seqs sequences' bucket replayed back to back (the fastest of three rounds
  * of ten, after two warm-ups; the refine pass's timing), in ms a replay: the step's GPU time
