@@ -37,6 +37,7 @@ typedef struct bd_result {
     char pattern[16];
     int batch;
     double ms;       /* median ms per decode step */
+    double p10, p90; /* the steps' 10th and 90th percentiles */
     double tok_s;    /* batch / step time */
     double bytes;    /* bytes the step must read (weights + KV) */
     double roofline; /* fraction of the read-bandwidth floor reached */
@@ -168,11 +169,12 @@ static int prefill(sd_backend *b, const bd_opts *o, int n_seqs, int bps, int32_t
     return rc;
 }
 
-/* warmup + steps decode steps of `batch` sequences from position ctx; median step time. */
-static int decode_steps(sd_backend *b, const bd_opts *o, int batch, int bps, int32_t *bt, float *logits,
-                        double *ret_ms, sd_diag *d)
+/* warmup + steps decode steps of x->batch sequences from position ctx; x->ms the median step time,
+ * x->p10 and x->p90 the spread. */
+static int decode_steps(sd_backend *b, const bd_opts *o, int bps, int32_t *bt, float *logits, bd_result *x,
+                        sd_diag *d)
 {
-    int n = o->warmup + o->steps, rc = 0;
+    int n = o->warmup + o->steps, rc = 0, batch = x->batch;
     double *t = malloc((size_t)o->steps * sizeof *t);
     sd_batch_seq *q = calloc((size_t)batch, sizeof *q);
     int32_t *tok = calloc((size_t)batch, 4);
@@ -190,7 +192,9 @@ static int decode_steps(sd_backend *b, const bd_opts *o, int batch, int bps, int
     }
     if (!rc) {
         qsort(t, (size_t)o->steps, sizeof *t, cmp_double);
-        *ret_ms = t[o->steps / 2];
+        x->ms = t[o->steps / 2];
+        x->p10 = t[o->steps / 10];
+        x->p90 = t[o->steps * 9 / 10];
     }
     free(t);
     free(q);
@@ -243,9 +247,11 @@ static void run_pattern(const bd_opts *o, const sd_model_config *cfg, const char
         snprintf(x->pattern, sizeof x->pattern, "%s", pat);
         x->batch = o->batches[i];
         const int64_t replays0 = rc ? 0 : sd_backend_cuda_graph_replays(sb);
-        const double launch0 = rc ? 0 : sd_backend_cuda_launch_us(sb);
+        double launch0 = 0, solo0 = 0, launch1 = 0, solo1 = 0;
+        if (!rc && o->tp <= 1)
+            rc = sd_backend_cuda_launch_times(b, &launch0, &solo0, &d);
         if (!rc)
-            rc = decode_steps(b, o, x->batch, bps, bt, logits, &x->ms, &d);
+            rc = decode_steps(b, o, bps, bt, logits, x, &d);
         if (rc) {
             snprintf(x->err, sizeof x->err, "%s", sd_diag_str(&d, rc));
             continue;
@@ -256,19 +262,22 @@ static void run_pattern(const bd_opts *o, const sd_model_config *cfg, const char
         x->tok_s = x->batch / (x->ms / 1e3);
         x->roofline = x->bytes / (gbps * 1e9) / (x->ms / 1e3);
         x->ok = 1;
-        /* The step's GPU time alone (its graph back to back) and the host's time in each launch
-         * beside the step: the difference is the host's part of a step (kernels/NOTES.md v26).
-         * Single GPU only (TP: neither is measured). */
+        /* Beside the step: the host's time in each launch, each graph's GPU time on its own
+         * (events around the launch), and the same graph back to back. Step less graph: the
+         * host's part of a step; graph less back to back: what a graph loses by starting from an
+         * idle GPU (kernels/NOTES.md v26, v27). Single GPU only (TP: none is measured). */
         const int64_t replays = sd_backend_cuda_graph_replays(sb) - replays0;
-        char host[96] = "";
+        char host[128] = "";
         double gms = 0;
         sd_diag gd = {0};
-        if (o->tp <= 1 && replays && !sd_backend_cuda_graph_replay_ms(b, x->batch, &gms, &gd))
-            snprintf(host, sizeof host, ", launch %.1f us each; back to back %.3f ms",
-                     (sd_backend_cuda_launch_us(sb) - launch0) / (double)replays, gms);
+        if (o->tp <= 1 && replays && !sd_backend_cuda_launch_times(b, &launch1, &solo1, &gd) &&
+            !sd_backend_cuda_graph_replay_ms(b, x->batch, &gms, &gd))
+            snprintf(host, sizeof host, ", launch %.1f us, graph %.3f ms each; back to back %.3f ms",
+                     (launch1 - launch0) / (double)replays, (solo1 - solo0) / (double)replays, gms);
         fprintf(stderr,
-                "  %-6s B=%-3d %8.3f ms/step %9.1f tok/s %5.1f%% of roofline (graph replays %lld%s)\n", pat,
-                x->batch, x->ms, x->tok_s, 100 * x->roofline, (long long)replays, host);
+                "  %-6s B=%-3d %8.3f ms/step (%.3f-%.3f) %9.1f tok/s %5.1f%% of roofline (graph replays "
+                "%lld%s)\n",
+                pat, x->batch, x->ms, x->p10, x->p90, x->tok_s, 100 * x->roofline, (long long)replays, host);
     }
     sd_backend_free(b);
     free(bt);

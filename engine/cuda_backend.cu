@@ -351,6 +351,9 @@ static void cuda_free(sd_backend *base)
     for (int i = 0; i < SD_CU_N_BUCKETS; i++)
         if (b->graphs[i])
             cudaGraphExecDestroy(b->graphs[i]);
+    for (int i = 0; i < 2; i++)
+        if (b->tl_ev[i])
+            cudaEventDestroy(b->tl_ev[i]);
     sd__cu_tune_cache_close(b);
     sd__cu_mm_free(&b->mm);
     sd__cu_weights_free(&b->w);
@@ -456,11 +459,6 @@ int64_t sd_backend_cuda_graph_replays(const sd_backend *b)
 void sd_backend_cuda_time_launches(sd_backend *b, int on)
 {
     ((sd_cuda_backend *)b)->time_launches = on != 0;
-}
-
-double sd_backend_cuda_launch_us(const sd_backend *b)
-{
-    return ((const sd_cuda_backend *)b)->launch_us;
 }
 
 void sd_backend_cuda_set_swiglu_fuse(sd_backend *b, int mode)

@@ -31,10 +31,12 @@ int sd_backend_cuda_init_synthetic(sd_backend **ret, const sd_model_config *cfg,
 void sd_backend_cuda_set_graphs(sd_backend *b, int enable);
 /* How many decode steps were replayed from a captured graph (for tests and benchmarks). */
 int64_t sd_backend_cuda_graph_replays(const sd_backend *b);
-/* Benchmarks: with on, each replay's host time in cudaGraphLaunch is summed (off by default, so
- * the serving step does no timing); sd_backend_cuda_launch_us returns the sum, in microseconds. */
+/* Benchmarks: with on, each replay's host time in cudaGraphLaunch and the graph's time on the GPU
+ * (events before and after the launch, so it includes any wait of the GPU for the launch) are
+ * summed (off by default, so the serving step does no timing). sd_backend_cuda_launch_times
+ * returns the sums: microseconds on the host, milliseconds on the GPU. */
 void sd_backend_cuda_time_launches(sd_backend *b, int on);
-double sd_backend_cuda_launch_us(const sd_backend *b);
+int sd_backend_cuda_launch_times(sd_backend *b, double *host_us, double *gpu_ms, sd_diag *d);
 /* The decode graph of n_seqs sequences' bucket replayed back to back (the fastest of three rounds
  * of ten, after two warm-ups; the refine pass's timing), in ms a replay: the step's GPU time
  * without the host's part of a step (meta upload, launch, synchronisation). It repeats the last

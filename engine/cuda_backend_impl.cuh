@@ -68,8 +68,11 @@ typedef struct sd_cuda_backend {
     int refine_tried, refine_kept; /* runner-ups the refine pass tried and kept (for tests) */
     cudaGraphExec_t graphs[SD_CU_N_BUCKETS];
     int64_t replays;
-    int time_launches;          /* sd_backend_cuda_time_launches: time cudaGraphLaunch (benchmarks only) */
-    double launch_us;           /* with time_launches: host time spent in cudaGraphLaunch over replays */
+    int time_launches;    /* sd_backend_cuda_time_launches: time cudaGraphLaunch (benchmarks only) */
+    double launch_us;     /* with time_launches: host time spent in cudaGraphLaunch over replays */
+    double solo_ms;       /* with time_launches: GPU time of those replays, events around each */
+    cudaEvent_t tl_ev[2]; /* with time_launches: the events; tl_pending: the last not yet read */
+    int tl_pending;
     sd_cu_sampler smp;          /* sampling on the GPU (engine/cuda_sample.cu) */
     int last_rows, last_padded; /* logits rows of the last forward (real, and with graph padding) */
     sd_tp_rank tp;              /* tensor-parallel membership; tp.comm NULL on a single GPU */
