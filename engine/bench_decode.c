@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "engine/backend.h"
+#include "engine/gpu_sensor.h"
 #include "engine/model_config.h"
 #include "engine/synthetic.h"
 #include "engine/tp.h"
@@ -31,6 +32,7 @@ typedef struct bd_opts {
     int copy_logits;        /* 1: every step copies its logits to the host, as the CPU sampler needs */
     int deterministic;      /* 1: the backend's deterministic option (no split-K atomics) */
     const char *tune_cache; /* --tune-cache FILE: the backend's tuning cache (engine/tune_cache.h) */
+    sd_gpu_sensor *sensor;  /* the GPU's clocks and power during each row's steps, or NULL */
 } bd_opts;
 
 typedef struct bd_result {
@@ -43,6 +45,7 @@ typedef struct bd_result {
     double roofline; /* fraction of the read-bandwidth floor reached */
     int ok;
     char err[160];
+    char gpu[128]; /* clocks and power during the measured steps (gpu_sensor.h), or "" */
 } bd_result;
 
 static void usage(FILE *f)
@@ -169,8 +172,8 @@ static int prefill(sd_backend *b, const bd_opts *o, int n_seqs, int bps, int32_t
     return rc;
 }
 
-/* warmup + steps decode steps of x->batch sequences from position ctx; x->ms the median step time,
- * x->p10 and x->p90 the spread. */
+/* warmup + steps decode steps of x->batch sequences from position ctx: x->ms the median step time,
+ * x->p10 and x->p90 the spread, x->gpu the GPU's clocks and power during the measured steps. */
 static int decode_steps(sd_backend *b, const bd_opts *o, int bps, int32_t *bt, float *logits, bd_result *x,
                         sd_diag *d)
 {
@@ -178,9 +181,12 @@ static int decode_steps(sd_backend *b, const bd_opts *o, int bps, int32_t *bt, f
     double *t = malloc((size_t)o->steps * sizeof *t);
     sd_batch_seq *q = calloc((size_t)batch, sizeof *q);
     int32_t *tok = calloc((size_t)batch, 4);
+    sd_gpu_sampler *smp = NULL;
     if (!t || !q || !tok)
         rc = SD_ENOMEM;
     for (int s = 0; s < n && !rc; s++) {
+        if (s == o->warmup && o->sensor && sd_gpu_sampler_start(&smp, o->sensor, 20, NULL))
+            smp = NULL; /* the row without its GPU readings */
         for (int i = 0; i < batch; i++) {
             tok[i] = (int32_t)((s * 7919 + i * 104729) % b->vocab);
             q[i] = (sd_batch_seq){o->ctx + s, 1, &tok[i], bt + (size_t)i * bps, 0};
@@ -189,6 +195,11 @@ static int decode_steps(sd_backend *b, const bd_opts *o, int bps, int32_t *bt, f
         rc = sd_backend_forward(b, q, batch, o->copy_logits ? logits : NULL, d);
         if (s >= o->warmup)
             t[s - o->warmup] = now_ms() - t0;
+    }
+    if (smp) {
+        sd_gpu_summary sum;
+        sd_gpu_sampler_stop(smp, &sum);
+        sd_gpu_summary_str(&sum, x->gpu, sizeof x->gpu);
     }
     if (!rc) {
         qsort(t, (size_t)o->steps, sizeof *t, cmp_double);
@@ -276,8 +287,9 @@ static void run_pattern(const bd_opts *o, const sd_model_config *cfg, const char
                      (launch1 - launch0) / (double)replays, (solo1 - solo0) / (double)replays, gms);
         fprintf(stderr,
                 "  %-6s B=%-3d %8.3f ms/step (%.3f-%.3f) %9.1f tok/s %5.1f%% of roofline (graph replays "
-                "%lld%s)\n",
-                pat, x->batch, x->ms, x->p10, x->p90, x->tok_s, 100 * x->roofline, (long long)replays, host);
+                "%lld%s)%s%s\n",
+                pat, x->batch, x->ms, x->p10, x->p90, x->tok_s, 100 * x->roofline, (long long)replays, host,
+                x->gpu[0] ? "; GPU " : "", x->gpu);
     }
     sd_backend_free(b);
     free(bt);
@@ -294,21 +306,43 @@ static double dense_ms(const bd_result *r, int n, int batch)
 
 static void print_table(FILE *f, const bd_result *r, int n)
 {
+    int sensed = 0; /* a column for the GPU's clocks and power when any row has them */
+    for (int i = 0; i < n; i++)
+        sensed |= r[i].ok && r[i].gpu[0];
     fprintf(f,
-            "| pattern | batch | ms/step | tokens/s | speedup vs dense | GB read/step | %% of roofline |\n");
-    fprintf(f, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+            "| pattern | batch | ms/step | tokens/s | speedup vs dense | GB read/step | %% of roofline |%s\n",
+            sensed ? " GPU during the steps |" : "");
+    fprintf(f, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |%s\n", sensed ? " --- |" : "");
     for (int i = 0; i < n; i++) {
         if (!r[i].ok) {
-            fprintf(f, "| %s | %d | failed: %s | | | | |\n", r[i].pattern, r[i].batch, r[i].err);
+            fprintf(f, "| %s | %d | failed: %s | | | | |%s\n", r[i].pattern, r[i].batch, r[i].err,
+                    sensed ? " |" : "");
             continue;
         }
         double dm = dense_ms(r, n, r[i].batch);
         char sp[32] = "n/a";
         if (dm > 0)
             snprintf(sp, sizeof sp, "%.2fx", dm / r[i].ms);
-        fprintf(f, "| %s | %d | %.3f | %.1f | %s | %.2f | %.1f%% |\n", r[i].pattern, r[i].batch, r[i].ms,
+        fprintf(f, "| %s | %d | %.3f | %.1f | %s | %.2f | %.1f%% |", r[i].pattern, r[i].batch, r[i].ms,
                 r[i].tok_s, sp, r[i].bytes / 1e9, 100 * r[i].roofline);
+        if (sensed)
+            fprintf(f, " %s |", r[i].gpu[0] ? r[i].gpu : "n/a");
+        fprintf(f, "\n");
     }
+}
+
+/* The GPU's sensor for the rows' readings, or NULL with a note why (the bench runs without). */
+static sd_gpu_sensor *open_sensor(int device)
+{
+    char pci[32];
+    sd_gpu_sensor *s = NULL;
+    sd_diag d = {0};
+    int rc = sd_cuda_device_pci_id(device, pci, sizeof pci);
+    if (!rc)
+        rc = sd_gpu_sensor_open(&s, pci, &d);
+    if (rc)
+        fprintf(stderr, "no clock and power readings: %s\n", sd_diag_str(&d, rc));
+    return rc ? NULL : s;
 }
 
 int sd_bench_decode_main(int argc, char **argv)
@@ -338,12 +372,14 @@ int sd_bench_decode_main(int argc, char **argv)
         return 1;
     }
     fprintf(stderr, "%s: read bandwidth %.0f GB/s; %s\n", gpu, gbps, o.preset);
+    o.sensor = open_sensor(o.device);
     if (o.tp > 1)
         fprintf(stderr, "tensor parallel %d (GPUs 0..%d): bytes and roofline are per GPU\n", o.tp, o.tp - 1);
     bd_result r[BD_MAX_PATTERNS * BD_MAX_BATCHES];
     int n = 0;
     for (int p = 0; p < o.n_patterns; p++)
         run_pattern(&o, &cfg, o.patterns[p], gbps, r, &n);
+    sd_gpu_sensor_free(o.sensor);
     print_table(stdout, r, n);
     if (o.out) {
         FILE *f = fopen(o.out, "w");

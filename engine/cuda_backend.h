@@ -71,6 +71,8 @@ size_t sd_backend_cuda_kv_bytes_per_token(const sd_backend *b);
 int sd_cuda_read_bandwidth(int device, size_t bytes, double *ret_gbps, sd_diag *d);
 /* "NVIDIA H200" etc.; "unknown" on failure. */
 void sd_cuda_device_name(int device, char *buf, size_t len);
+/* The device's PCI bus id ("0000:19:00.0", NVML's key for it); SD_ENODEV if there is none. */
+int sd_cuda_device_pci_id(int device, char *buf, int len);
 
 #ifdef __cplusplus
 }

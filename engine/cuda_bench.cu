@@ -83,3 +83,12 @@ void sd_cuda_device_name(int device, char *buf, size_t len)
     }
     snprintf(buf, len, "%s", p.name);
 }
+
+int sd_cuda_device_pci_id(int device, char *buf, int len)
+{
+    if (cudaDeviceGetPCIBusId(buf, len, device) != cudaSuccess) {
+        cudaGetLastError();
+        return SD_ENODEV;
+    }
+    return 0;
+}
