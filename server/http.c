@@ -363,6 +363,7 @@ int sd_http_start(sd_http **ret, const sd_http_opts *o, sd_metrics *metrics, sd_
     pthread_mutex_init(&h->mu, NULL);
     pthread_mutex_init(&h->wake_mu, NULL);
     pthread_mutex_init(&h->socks_mu, NULL);
+    pthread_mutex_init(&h->sensor_mu, NULL);
     pthread_rwlock_init(&h->engine_lock, NULL);
     if (getrandom(&h->id_key, sizeof h->id_key, 0) != sizeof h->id_key)
         h->id_key = (uint64_t)h->started * 0x2545F4914F6CDD1Dull ^ (uint64_t)(uintptr_t)h;
@@ -399,6 +400,8 @@ void sd_http_free(sd_http *h)
     sd_http_stop(h);
     sd_http_resume_pending(h); /* drops references still queued (no resume: MHD is gone) */
     sd_http__slot_put(h->cur); /* its model is told it is released */
+    sd_http__gpu_sensors_free(h);
+    pthread_mutex_destroy(&h->sensor_mu);
     pthread_mutex_destroy(&h->socks_mu);
     pthread_mutex_destroy(&h->wake_mu);
     pthread_rwlock_destroy(&h->engine_lock);

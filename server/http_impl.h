@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 
 #include "server/api.h"
+#include "engine/gpu_sensor.h"
 #include "server/http.h"
 
 typedef struct sd_http__gen sd_http__gen;
@@ -50,6 +51,9 @@ struct sd_http {
     uint64_t id_key;    /* random per process: request ids are unguessable and unique */
     atomic_uint_fast64_t id_ctr;
     int64_t started;
+    pthread_mutex_t sensor_mu; /* guards the GPU sensors (http_gpumem.c), opened at the first scrape */
+    int sensors_opened;
+    sd_gpu_sensor **sensors;  /* [o.gpu_count], an entry NULL where NVML has no reading */
     pthread_mutex_t socks_mu; /* guards socks */
     sd_http__sock *socks;     /* live connections and their request deadlines (http_deadline.c) */
 };
@@ -126,7 +130,8 @@ sd_http__slot *sd_http__slot_get(sd_http *h);
 void sd_http__slot_put(sd_http__slot *s);
 /* http_gpumem.c: appends the GPU memory gauges of h->o's GPUs to a rendered /metrics text of
  * *len bytes (realloc'd; returned, *len updated); without GPUs, or on failure, text unchanged. */
-char *sd_http__gpu_metrics_append(const sd_http *h, char *text, size_t *len);
+char *sd_http__gpu_metrics_append(sd_http *h, char *text, size_t *len);
+void sd_http__gpu_sensors_free(sd_http *h);
 /* Queues a JSON/text response; returns MHD_YES/NO. Records the status in c. */
 enum MHD_Result sd_http__send(struct MHD_Connection *conn, sd_http__conn *c, int status, const char *ctype,
                               char *body_owned, size_t len);

@@ -1,11 +1,14 @@
 """Lifecycle: SIGTERM drains in-flight streams then exits 0, the grace period is enforced,
-SIGHUP reloads API keys and the log level, start-up rejects bad config, /metrics adds up."""
+SIGHUP reloads API keys and the log level, start-up rejects bad config, /metrics adds up and, with
+the cuda backend on a GPU, reports the GPU's memory, clocks and power."""
 import json
+import shutil
 import signal
 import subprocess
 import threading
 import time
 
+import pytest
 from conftest import ROOT, free_port, sparsed_bin
 from sse import completion_text, stream_request
 from test_load import metric, open_stream, run_threads
@@ -143,6 +146,15 @@ def test_help_and_print_config(tmp_path):
         assert f"`{k}`" in readme, k
 
 
+def metric_values(s):
+    values = {}
+    for line in s.get("/metrics")[2].decode().splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            values[k] = float(v)
+    return values
+
+
 def test_metrics_add_up(start_server):
     s = start_server()
     usage = [0, 0]
@@ -152,12 +164,7 @@ def test_metrics_add_up(start_server):
         usage[0] += u["prompt_tokens"]
         usage[1] += u["completion_tokens"]
     s.post("/v1/completions", b"{")
-    text = s.get("/metrics")[2].decode()
-    values = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.rsplit(" ", 1)
-            values[k] = float(v)
+    values = metric_values(s)
     assert values['sparsed_http_requests_total{route="/v1/completions",status="200"}'] == 3
     assert values['sparsed_http_requests_total{route="/v1/completions",status="400"}'] == 1
     assert values["sparsed_prompt_tokens_total"] == usage[0]
@@ -167,6 +174,29 @@ def test_metrics_add_up(start_server):
     assert values["sparsed_inter_token_latency_seconds_count"] == usage[1] - 3
     assert values['sparsed_e2e_request_latency_seconds_bucket{le="+Inf"}'] == 3
     assert 0 <= values["sparsed_kv_cache_usage_ratio"] <= 1 and values["sparsed_ready"] == 1
+
+
+def have_gpu():
+    smi = shutil.which("nvidia-smi")
+    return bool(smi) and "GPU" in subprocess.run([smi, "-L"], capture_output=True, text=True).stdout
+
+
+def test_metrics_gpu_gauges(start_server):
+    """--backend cuda: device memory (cudaMemGetInfo) and the GPU's SM clock, power, temperature and
+    clock-slowdown flags (NVML, engine/gpu_sensor.c) for GPU 0, with physical values."""
+    if not have_gpu():
+        pytest.skip("no GPU (nvidia-smi -L lists none)")
+    s = start_server(["--backend", "cuda"])
+    st, _, body = s.post("/v1/completions", {"prompt": "def", "max_tokens": 4, "temperature": 0})
+    assert st == 200, body
+    v = metric_values(s)
+    g = '{gpu="0"}'
+    assert v["sparsed_gpu_memory_used_bytes" + g] > 0
+    assert v["sparsed_gpu_memory_total_bytes" + g] >= v["sparsed_gpu_memory_used_bytes" + g]
+    assert 100 <= v["sparsed_gpu_sm_clock_mhz" + g] <= 5000, v
+    assert 1 < v["sparsed_gpu_power_watts" + g] < 3000, v
+    assert 1 <= v["sparsed_gpu_temperature_celsius" + g] <= 120, v
+    assert v["sparsed_gpu_power_capped" + g] in (0, 1) and v["sparsed_gpu_thermal_slowdown" + g] in (0, 1)
 
 
 def test_log_lines(start_server):
