@@ -271,6 +271,22 @@ function parseMetrics(text) {
   return m;
 }
 
+// "1980 MHz · 642 W" per GPU that reports its clocks on /metrics (NVML; the cuda backend), with
+// "power-capped" / "hot" while the driver holds its clocks down, each led by its GPU's number when
+// there are several; "" when none reports.
+function gpuText(m) {
+  const pre = 'sparsed_gpu_sm_clock_mhz{gpu="', out = [];
+  for (const [k, mhz] of m) {
+    if (!k.startsWith(pre)) continue;
+    const id = k.slice(pre.length, -2), lab = `{gpu="${id}"}`;
+    let t = `${mhz.toFixed(0)} MHz · ${(m.get("sparsed_gpu_power_watts" + lab) ?? 0).toFixed(0)} W`;
+    if (m.get("sparsed_gpu_power_capped" + lab)) t += " · power-capped";
+    if (m.get("sparsed_gpu_thermal_slowdown" + lab)) t += " · hot";
+    out.push([id, t]);
+  }
+  return out.map(([id, t]) => (out.length > 1 ? `GPU ${id}: ${t}` : t)).join("; ");
+}
+
 // Cumulative buckets [[le, count]] of histogram `name`.
 function buckets(m, name) {
   const out = [];
@@ -438,6 +454,9 @@ const server = {
     $("s-seqs").textContent = `${running} / ${waiting}`;
     $("s-kv").textContent = kv.toFixed(kv < 10 ? 2 : 1) + " %";
     $("s-gen").textContent = String(gen);
+    const gpu = gpuText(m);
+    $("s-gpu-box").hidden = !gpu;
+    $("s-gpu").textContent = gpu || "–";
     this.draw();
   },
 

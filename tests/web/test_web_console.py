@@ -177,6 +177,16 @@ def test_server_page_shows_throughput(server, page):
     assert d.find_element("id", "i-ckpt").text.startswith(info["checkpoint"])
     assert d.find_element("id", "i-tp").text == "1"
     assert int(d.find_element("id", "s-gen").text) > 0
+    # The CPU backend reports no GPU gauges: the GPU stat stays hidden. Its text from the gauges
+    # the cuda backend reports (server/http_gpumem.c), one GPU and two.
+    assert not d.find_element("id", "s-gpu-box").is_displayed()
+    texts = d.execute_script("""return [
+        gpuText(parseMetrics('sparsed_gpu_sm_clock_mhz{gpu="0"} 1965\\nsparsed_gpu_power_watts{gpu="0"} 641.7\\n' +
+                             'sparsed_gpu_power_capped{gpu="0"} 1\\nsparsed_gpu_thermal_slowdown{gpu="0"} 0\\n')),
+        gpuText(parseMetrics('sparsed_gpu_sm_clock_mhz{gpu="0"} 1980\\nsparsed_gpu_sm_clock_mhz{gpu="1"} 1710\\n' +
+                             'sparsed_gpu_power_watts{gpu="1"} 699\\nsparsed_gpu_thermal_slowdown{gpu="1"} 1\\n')),
+        gpuText(parseMetrics('sparsed_ready 1\\n'))];""")
+    assert texts == ["1965 MHz · 642 W · power-capped", "GPU 0: 1980 MHz · 0 W; GPU 1: 1710 MHz · 699 W · hot", ""], texts
     # The charts drew something: non-blank pixels on the throughput canvas.
     painted = d.execute_script("""
         const c = document.getElementById('c-tps'), g = c.getContext('2d');
