@@ -259,8 +259,9 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         b->mm.tune_log = env_mode("SD_TUNE_LOG", 0, 1);
         /* The refine pass: after a bucket's first capture, each linear's runner-up config tried
          * inside the step and kept where the step runs faster (cuda_step.cu refine_graph); on by
-         * default (kernels/NOTES.md v26: it narrows the tunings' spread), SD_TUNE_REFINE=0 off */
-        b->refine = env_mode("SD_TUNE_REFINE", 1, 1) && !o.deterministic;
+         * default (kernels/NOTES.md v26: it narrows the tunings' spread), SD_TUNE_REFINE=0 off;
+         * =2 (tests) makes it fail after its first runner-up (cuda_step.cu refine_failed) */
+        b->refine = o.deterministic ? 0 : env_mode("SD_TUNE_REFINE", 1, 2);
         rc = sd__cu_tune_cache_open(b, o.tune_cache, d); /* after the deterministic flag: it filters */
     }
     if (!rc)
@@ -476,11 +477,13 @@ int sd_backend_cuda_tuned_here(const sd_backend *b)
     return sd__cu_tuned_here((const sd_cuda_backend *)b);
 }
 
-void sd_backend_cuda_refined(const sd_backend *b, int *tried, int *kept)
+void sd_backend_cuda_refined(const sd_backend *b, int *tried, int *kept, int *failed)
 {
     const sd_cuda_backend *c = (const sd_cuda_backend *)b;
     *tried = c->refine_tried;
     *kept = c->refine_kept;
+    if (failed)
+        *failed = c->refine_failed;
 }
 
 int64_t sd_backend_cuda_sampled_rows(const sd_backend *b)

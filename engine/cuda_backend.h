@@ -55,8 +55,8 @@ int64_t sd_backend_cuda_swiglu_fused(const sd_backend *b);
  * tuning cache (sd_backend_opts.tune_cache) supplied: for tests. */
 int sd_backend_cuda_tuned_here(const sd_backend *b);
 /* How many runner-up kernel configs the refine pass (on unless SD_TUNE_REFINE=0) has tried inside decode
- * steps, and how many it kept: for tests. */
-void sd_backend_cuda_refined(const sd_backend *b, int *tried, int *kept);
+ * steps, how many it kept, and (failed, may be NULL) whether it failed and was turned off: for tests. */
+void sd_backend_cuda_refined(const sd_backend *b, int *tried, int *kept, int *failed);
 
 /* Logits rows sampled on the GPU so far (the `sample` operation; for tests). */
 int64_t sd_backend_cuda_sampled_rows(const sd_backend *b);

@@ -64,8 +64,10 @@ typedef struct sd_cuda_backend {
                          SD_ATTN_CLUSTER (engine/cuda_attn_fused.h) */
     int attn_early;   /* sd_cu_attn_args.early: 1 unless SD_ATTN_EARLY=0 (engine/cuda_attn_fused.h) */
     int refine;       /* unless SD_TUNE_REFINE=0 or deterministic: each bucket's first graph tries
-                         the linears' runner-up configs (cuda_step.cu refine_graph) */
+                         the linears' runner-up configs (cuda_step.cu refine_graph); 2: (tests) it
+                         fails after the first */
     int refine_tried, refine_kept; /* runner-ups the refine pass tried and kept (for tests) */
+    int refine_failed;             /* 1 once the pass failed and was turned off (refine_failed) */
     cudaGraphExec_t graphs[SD_CU_N_BUCKETS];
     int64_t replays;
     int time_launches;    /* sd_backend_cuda_time_launches: time cudaGraphLaunch (benchmarks only) */

@@ -362,6 +362,10 @@ static int refine_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag 
     for (int i = 0; !rc && i < n; i++) {
         if (e[i].B != bucket || !sd_kernels_ctx_has_runner_up(ctx, i))
             continue;
+        if (b->refine == 2 && b->refine_tried > 0) { /* SD_TUNE_REFINE=2: the tests' failure */
+            rc = sd_diag_set(d, SD_ECUDA, "refine: a failure injected by SD_TUNE_REFINE=2");
+            break;
+        }
         float t = 0;
         sd_kernels_ctx_swap_runner_up(ctx, i);
         rc = capture_graph(b, s, k, d);
@@ -435,6 +439,26 @@ int sd_backend_cuda_launch_times(sd_backend *base, double *host_us, double *gpu_
     return 0;
 }
 
+/* The refine pass is an optimisation: when it fails (a CUDA error while it swaps a config, captures
+ * or times), the step still answers. Its graph may be missing or half-made and its replays may have
+ * left partial results, so the graph is dropped (this bucket's next step captures one without the
+ * pass), the pass is off for this backend, and the step runs again eagerly. A configuration it
+ * kept stays: every config computes the same products. */
+static int refine_failed(sd_cuda_backend *b, const step_shape *s, int k, int rc, const sd_diag *rd,
+                         sd_diag *d)
+{
+    fprintf(stderr, "sparsed: the refine pass is off after an error (decoding goes on without it): %s\n",
+            sd_diag_str(rd, rc));
+    cudaGetLastError(); /* a launch error is not sticky; a sticky one fails the step below */
+    if (b->graphs[k]) {
+        cudaGraphExecDestroy(b->graphs[k]);
+        b->graphs[k] = NULL;
+    }
+    b->refine = 0;
+    b->refine_failed = 1;
+    return enqueue_step(b, s, d);
+}
+
 /* Replays (or on first use, runs eagerly, captures and, unless SD_TUNE_REFINE=0, refines) the graph
  * of this batch bucket. */
 static int decode_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag *d)
@@ -449,8 +473,12 @@ static int decode_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag 
     SD_TRY(enqueue_step(b, s, d)); /* this step's results, and any lazy init outside the capture */
     SD_TRY(sd__tp_sync(&b->tp, b->st, d));
     SD_TRY(capture_graph(b, s, k, d));
-    if (b->refine && !b->tp.comm)
-        SD_TRY(refine_graph(b, s, k, d));
+    if (b->refine && !b->tp.comm) {
+        sd_diag rd = {};
+        const int rc = refine_graph(b, s, k, &rd);
+        if (rc)
+            return refine_failed(b, s, k, rc, &rd, d);
+    }
     return 0;
 }
 

@@ -3,8 +3,9 @@
  * so in deterministic mode its logits equal the earlier ones bit for bit; a damaged cache, or one
  * made for another device key, is not used, and the backend rewrites it with what it tuned.
  * The refine pass (on by default, SD_TUNE_REFINE=0 off) leaves every step's logits as the plain
- * run's. Synthetic weights of the bundled tiny model's shapes, dense, 2:4 and 4:8, one and two
- * sequences per step. Skips without a GPU. */
+ * run's, and when it fails (SD_TUNE_REFINE=2 injects a failure) the steps still answer, with those
+ * logits, and the pass is off. Synthetic weights of the bundled tiny model's shapes, dense, 2:4 and 4:8, one
+ * and two sequences per step. Skips without a GPU. */
 #include "tests/harness.h"
 
 #include <math.h>
@@ -31,7 +32,7 @@ static char cache_path[64];
  * decode steps at one and at two sequences; the decode logits into out ([2 * STEPS * 3, V]) and
  * how many problems it timed itself into *tuned. */
 static int run_backend_opts(const sd_model_config *cfg, const char *pattern, float *out, int *tuned, int det,
-                            const char *cache, int *refined)
+                            const char *cache, int *refined, int *refine_failed)
 {
     sd_backend_opts o;
     sd_backend_opts_default(&o);
@@ -74,7 +75,7 @@ static int run_backend_opts(const sd_model_config *cfg, const char *pattern, flo
         fprintf(stderr, "  forward: %s\n", sd_diag_str(&d, rc));
     *tuned = sd_backend_cuda_tuned_here(b);
     int kept = 0;
-    sd_backend_cuda_refined(b, refined, &kept);
+    sd_backend_cuda_refined(b, refined, &kept, refine_failed);
     free(scratch);
     sd_backend_free(b);
     return rc;
@@ -83,7 +84,7 @@ static int run_backend_opts(const sd_model_config *cfg, const char *pattern, flo
 static int run_backend(const sd_model_config *cfg, const char *pattern, float *out, int *tuned)
 {
     int refined = 0;
-    return run_backend_opts(cfg, pattern, out, tuned, 1, cache_path, &refined);
+    return run_backend_opts(cfg, pattern, out, tuned, 1, cache_path, &refined, NULL);
 }
 
 /* dense, then 2:4, on one file (as bench decode shares one across patterns): each tunes and the
@@ -166,6 +167,19 @@ static void test_bad_or_foreign_cache_rewritten(void)
  * activations may round the other way: within 1e-2 relative, the CUDA backend's bound), so the replays and
  * recaptures leave the step's outputs and the KV cache right. Not in the deterministic mode (the choice would
  * depend on timing). */
+/* Every logits row of b within rel L2 1e-2 of a's (a run with other kernel configs). */
+static void check_rows_close(const float *a, const float *b, int rows, int V, const char *what)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *x = a + (size_t)r * V, *y = b + (size_t)r * V;
+        double num = 0, den = 0;
+        for (int v = 0; v < V; v++)
+            num += ((double)x[v] - y[v]) * ((double)x[v] - y[v]), den += (double)x[v] * x[v];
+        CHECK_MSG(num <= 1e-4 * den, "%s: logits row %d differ: rel L2 %g", what, r,
+                  den > 0 ? sqrt(num / den) : num);
+    }
+}
+
 static void test_refine_keeps_logits(void)
 {
     if (sd_cuda_device_count() < 1)
@@ -174,32 +188,38 @@ static void test_refine_keeps_logits(void)
     sd_model_config cfg;
     REQUIRE(sd_model_config_load(&cfg, TINY_CONFIG, &d) == 0);
     const size_t n = (size_t)3 * STEPS * cfg.vocab;
-    float *plain = malloc(n * 4), *refined = malloc(n * 4), *det = malloc(n * 4);
-    REQUIRE(plain && refined && det);
+    float *plain = malloc(n * 4), *refined = malloc(n * 4), *det = malloc(n * 4), *failed = malloc(n * 4);
+    REQUIRE(plain && refined && det && failed);
     const char *pats[] = {"dense", "4:8"};
     for (int p = 0; p < 2; p++) {
-        int tuned = 0, tried = -1;
+        int tuned = 0, tried = -1, off = -1;
+        char what[64];
         setenv("SD_TUNE_REFINE", "0", 1);
-        REQUIRE(run_backend_opts(&cfg, pats[p], plain, &tuned, 0, NULL, &tried) == 0);
-        CHECK_MSG(tried == 0, "%s: refine off, %d runner-ups tried", pats[p], tried);
+        REQUIRE(run_backend_opts(&cfg, pats[p], plain, &tuned, 0, NULL, &tried, &off) == 0);
+        CHECK_MSG(tried == 0 && off == 0, "%s: refine off, %d runner-ups tried, failed %d", pats[p], tried,
+                  off);
         unsetenv("SD_TUNE_REFINE"); /* the default: on */
-        REQUIRE(run_backend_opts(&cfg, pats[p], refined, &tuned, 0, NULL, &tried) == 0);
-        CHECK_MSG(tried > 0, "%s: refine on, no runner-up tried", pats[p]);
+        REQUIRE(run_backend_opts(&cfg, pats[p], refined, &tuned, 0, NULL, &tried, &off) == 0);
+        CHECK_MSG(tried > 0 && off == 0, "%s: refine on, %d runner-ups tried, failed %d", pats[p], tried,
+                  off);
         int det_tried = -1;
-        REQUIRE(run_backend_opts(&cfg, pats[p], det, &tuned, 1, NULL, &det_tried) == 0);
+        REQUIRE(run_backend_opts(&cfg, pats[p], det, &tuned, 1, NULL, &det_tried, NULL) == 0);
         CHECK_MSG(det_tried == 0, "%s: deterministic, %d runner-ups tried", pats[p], det_tried);
-        for (int r = 0; r < 3 * STEPS; r++) {
-            const float *a = plain + (size_t)r * cfg.vocab, *b = refined + (size_t)r * cfg.vocab;
-            double num = 0, den = 0;
-            for (int v = 0; v < cfg.vocab; v++)
-                num += ((double)a[v] - b[v]) * ((double)a[v] - b[v]), den += (double)a[v] * a[v];
-            CHECK_MSG(num <= 1e-4 * den, "%s: logits row %d differ with refine: rel L2 %g", pats[p], r,
-                      den > 0 ? sqrt(num / den) : num);
-        }
+        snprintf(what, sizeof what, "%s with refine", pats[p]);
+        check_rows_close(plain, refined, 3 * STEPS, cfg.vocab, what);
+        /* a failure after the first runner-up: every step answers, the pass is off from then on */
+        setenv("SD_TUNE_REFINE", "2", 1);
+        REQUIRE(run_backend_opts(&cfg, pats[p], failed, &tuned, 0, NULL, &tried, &off) == 0);
+        unsetenv("SD_TUNE_REFINE");
+        CHECK_MSG(tried == 1 && off == 1, "%s: injected failure: %d runner-ups tried, failed %d", pats[p],
+                  tried, off);
+        snprintf(what, sizeof what, "%s after the refine pass failed", pats[p]);
+        check_rows_close(plain, failed, 3 * STEPS, cfg.vocab, what);
     }
     free(plain);
     free(refined);
     free(det);
+    free(failed);
 }
 #else
 static void test_unavailable(void)
