@@ -260,7 +260,7 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         /* The refine pass: after a bucket's first capture, each linear's runner-up config tried
          * inside the step and kept where the step runs faster (cuda_step.cu refine_graph); on by
          * default (kernels/NOTES.md v26: it narrows the tunings' spread), SD_TUNE_REFINE=0 off;
-         * =2 (tests) makes it fail after its first runner-up (cuda_step.cu refine_failed) */
+         * =2 (tests) makes it fail after its first runner-up (cuda_step.cu refine_turn_off) */
         b->refine = o.deterministic ? 0 : env_mode("SD_TUNE_REFINE", 1, 2);
         rc = sd__cu_tune_cache_open(b, o.tune_cache, d); /* after the deterministic flag: it filters */
     }

@@ -67,7 +67,7 @@ typedef struct sd_cuda_backend {
                          the linears' runner-up configs (cuda_step.cu refine_graph); 2: (tests) it
                          fails after the first */
     int refine_tried, refine_kept; /* runner-ups the refine pass tried and kept (for tests) */
-    int refine_failed;             /* 1 once the pass failed and was turned off (refine_failed) */
+    int refine_failed;             /* 1 once the pass failed and was turned off (refine_turn_off) */
     cudaGraphExec_t graphs[SD_CU_N_BUCKETS];
     int64_t replays;
     int time_launches;    /* sd_backend_cuda_time_launches: time cudaGraphLaunch (benchmarks only) */

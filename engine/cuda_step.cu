@@ -444,8 +444,8 @@ int sd_backend_cuda_launch_times(sd_backend *base, double *host_us, double *gpu_
  * left partial results, so the graph is dropped (this bucket's next step captures one without the
  * pass), the pass is off for this backend, and the step runs again eagerly. A configuration it
  * kept stays: every config computes the same products. */
-static int refine_failed(sd_cuda_backend *b, const step_shape *s, int k, int rc, const sd_diag *rd,
-                         sd_diag *d)
+static int refine_turn_off(sd_cuda_backend *b, const step_shape *s, int k, int rc, const sd_diag *rd,
+                           sd_diag *d)
 {
     fprintf(stderr, "sparsed: the refine pass is off after an error (decoding goes on without it): %s\n",
             sd_diag_str(rd, rc));
@@ -477,7 +477,7 @@ static int decode_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag 
         sd_diag rd = {};
         const int rc = refine_graph(b, s, k, &rd);
         if (rc)
-            return refine_failed(b, s, k, rc, &rd, d);
+            return refine_turn_off(b, s, k, rc, &rd, d);
     }
     return 0;
 }

@@ -123,8 +123,8 @@ void sd_gpu_summary_add(sd_gpu_summary *s, const sd_gpu_reading *r)
     s->n++;
     s->sm_sum += r->sm_mhz;
     s->w_sum += r->power_w;
-    s->n_power += (r->reasons & (SD_GPU_REASON_SW_POWER_CAP | SD_GPU_REASON_HW_POWER_BRAKE)) != 0;
-    s->n_therm += (r->reasons & (SD_GPU_REASON_SW_THERMAL | SD_GPU_REASON_HW_THERMAL)) != 0;
+    s->n_power += (r->reasons & SD_GPU_REASON_POWER) != 0;
+    s->n_therm += (r->reasons & SD_GPU_REASON_THERMAL) != 0;
 }
 
 void sd_gpu_summary_str(const sd_gpu_summary *s, char *buf, size_t len)

@@ -21,10 +21,9 @@ extern "C" {
 #define SD_GPU_REASON_SW_THERMAL 0x20ull
 #define SD_GPU_REASON_HW_THERMAL 0x40ull
 #define SD_GPU_REASON_HW_POWER_BRAKE 0x80ull
-/* every reason that lowers the clocks of a busy GPU */
-#define SD_GPU_REASON_SLOWDOWN                                                                               \
-    (SD_GPU_REASON_SW_POWER_CAP | SD_GPU_REASON_HW_SLOWDOWN | SD_GPU_REASON_SW_THERMAL |                     \
-     SD_GPU_REASON_HW_THERMAL | SD_GPU_REASON_HW_POWER_BRAKE)
+/* the clocks held down for the power limit / for heat (the summary's and /metrics' two flags) */
+#define SD_GPU_REASON_POWER (SD_GPU_REASON_SW_POWER_CAP | SD_GPU_REASON_HW_POWER_BRAKE)
+#define SD_GPU_REASON_THERMAL (SD_GPU_REASON_SW_THERMAL | SD_GPU_REASON_HW_THERMAL)
 
 typedef struct sd_gpu_reading {
     unsigned sm_mhz, mem_mhz;   /* current clocks */

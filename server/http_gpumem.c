@@ -87,9 +87,9 @@ static double gauge_value(const sd_gpu_reading *r, int g)
     case 2:
         return r->temp_c;
     case 3:
-        return (r->reasons & (SD_GPU_REASON_SW_POWER_CAP | SD_GPU_REASON_HW_POWER_BRAKE)) != 0;
+        return (r->reasons & SD_GPU_REASON_POWER) != 0;
     default:
-        return (r->reasons & (SD_GPU_REASON_SW_THERMAL | SD_GPU_REASON_HW_THERMAL)) != 0;
+        return (r->reasons & SD_GPU_REASON_THERMAL) != 0;
     }
 }
 

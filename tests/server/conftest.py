@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,6 +26,14 @@ def sparsed_bin():
     if not os.access(p, os.X_OK):
         pytest.skip(f"{p} not built (set SD_BUILD or SPARSED_BIN)")
     return p
+
+
+def gpu_count():
+    """GPUs that `nvidia-smi -L` lists (0 without the tool or a driver)."""
+    if not shutil.which("nvidia-smi"):
+        return 0
+    r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU ")) if r.returncode == 0 else 0
 
 
 def free_port():

@@ -2,14 +2,13 @@
 SIGHUP reloads API keys and the log level, start-up rejects bad config, /metrics adds up and, with
 the cuda backend on a GPU, reports the GPU's memory, clocks and power."""
 import json
-import shutil
 import signal
 import subprocess
 import threading
 import time
 
 import pytest
-from conftest import ROOT, free_port, sparsed_bin
+from conftest import ROOT, free_port, gpu_count, sparsed_bin
 from sse import completion_text, stream_request
 from test_load import metric, open_stream, run_threads
 
@@ -176,15 +175,10 @@ def test_metrics_add_up(start_server):
     assert 0 <= values["sparsed_kv_cache_usage_ratio"] <= 1 and values["sparsed_ready"] == 1
 
 
-def have_gpu():
-    smi = shutil.which("nvidia-smi")
-    return bool(smi) and "GPU" in subprocess.run([smi, "-L"], capture_output=True, text=True).stdout
-
-
 def test_metrics_gpu_gauges(start_server):
     """--backend cuda: device memory (cudaMemGetInfo) and the GPU's SM clock, power, temperature and
     clock-slowdown flags (NVML, engine/gpu_sensor.c) for GPU 0, with physical values."""
-    if not have_gpu():
+    if gpu_count() < 1:
         pytest.skip("no GPU (nvidia-smi -L lists none)")
     s = start_server(["--backend", "cuda"])
     st, _, body = s.post("/v1/completions", {"prompt": "def", "max_tokens": 4, "temperature": 0})

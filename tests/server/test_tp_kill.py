@@ -13,14 +13,13 @@ $SD_TP_KILL_MODEL picks the model (default models/tiny)."""
 import http.client
 import json
 import os
-import shutil
 import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import MODEL, ROOT, Server, free_port, sparsed_bin
+from conftest import MODEL, ROOT, Server, free_port, gpu_count, sparsed_bin
 
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0"}
 TP_TIMEOUT = 30  # the group's deadline (s)
@@ -28,13 +27,6 @@ CLIENT_TIMEOUT = 60  # the streams' socket timeout (s): longer, so the two canno
 # how long the streams may take to end after the kill before the test fails (and prints the
 # logs); tools/gpu/tpkill.sh shortens it to fit its minute
 JOIN_S = float(os.environ.get("SD_TP_KILL_JOIN_S", "30"))
-
-
-def gpu_count():
-    if not shutil.which("nvidia-smi"):
-        return 0
-    r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
-    return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU ")) if r.returncode == 0 else 0
 
 
 pytestmark = pytest.mark.skipif(gpu_count() < 2, reason="needs 2 GPUs")

@@ -18,9 +18,8 @@ import subprocess
 
 import pytest
 
-from conftest import MODEL, ROOT, Server, free_port, sparsed_bin
+from conftest import MODEL, ROOT, Server, free_port, gpu_count, sparsed_bin
 from sse import completion_text, stream_request
-from test_tp_kill import gpu_count
 
 pytestmark = pytest.mark.skipif(gpu_count() < 2, reason="needs 2 GPUs")
 
