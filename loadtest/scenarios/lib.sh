@@ -28,15 +28,17 @@ start_server() {
         >"$OUT/server.log" 2>&1 &
     SRV_PID=$!
     trap stop_server EXIT
-    for _ in $(seq 1 600); do
+    # READY_TIMEOUT (seconds, default 300): an 8B-70B checkpoint loads and warms up (engine/warmup.h) first
+    local t0=$SECONDS
+    for _ in $(seq 1 $((${READY_TIMEOUT:-300} * 10))); do
         if curl -fs "$URL/ready" >/dev/null 2>&1; then
-            echo "server pid $SRV_PID ready at $URL ($*)"
+            echo "server pid $SRV_PID ready at $URL after $((SECONDS - t0)) s ($*)"
             return
         fi
         kill -0 "$SRV_PID" 2>/dev/null || { cat "$OUT/server.log"; echo "server exited" >&2; exit 1; }
         sleep 0.1
     done
-    echo "server not ready after 60 s" >&2
+    echo "server not ready after ${READY_TIMEOUT:-300} s" >&2
     exit 1
 }
 

@@ -33,14 +33,15 @@ step() {
 # steady_load DIR MODEL LIMIT ARGS...: loadtest/scenarios/steady.sh on MODEL served by $B/sparsed
 # (--backend ${BACKEND:-cuda}, 64 slots, a deep queue, and no per-IP limit: one client address,
 # so that the unlimited-rate level can open every stream) at $RATES, $N requests per rate,
-# 128-token prompts and $OUTLEN output tokens, on port $PORT; killed after LIMIT seconds. ARGS
+# 128-token prompts and $OUTLEN output tokens, on port $PORT (SERVE_EXTRA: more daemon flags, e.g.
+# "--warmup false"); killed after LIMIT seconds. ARGS
 # go to the scenario. Results in DIR (steady.txt, .json, .png), output in DIR.log; returns the
 # scenario's status.
 steady_load() {
     local dir=$1 model=$2 limit=$3
     shift 3
     SPARSED_BIN=$B/sparsed MODEL=$model OUT=$dir PORT=$PORT NAME=steady RATES=$RATES N=$N IN=128 \
-        OUTLEN=$OUTLEN SERVE_FLAGS="--backend ${BACKEND:-cuda} --max-seqs 64 --max-queue 1024 --max-connections-per-ip 0" \
+        OUTLEN=$OUTLEN SERVE_FLAGS="--backend ${BACKEND:-cuda} --max-seqs 64 --max-queue 1024 --max-connections-per-ip 0 ${SERVE_EXTRA:-}" \
         timeout "$limit" loadtest/scenarios/steady.sh "$@" >"$dir.log" 2>&1
 }
 
