@@ -32,7 +32,16 @@ def test_kernels_bad_reps(args):
     assert "--reps must be" in r.stderr
 
 
-@pytest.mark.parametrize("args", [["--bogus"], ["--batch"], ["--out"]])
+def test_kernels_bad_shape_filter():
+    r = kernels("--tp", "3")
+    assert r.returncode == 2 and "--tp must be 1, 2 or 4" in r.stderr, r
+    r = kernels("--model", "gpt-2")
+    assert r.returncode == 2 and "no shape of gpt-2" in r.stderr, r
+    r = kernels("--quick", "--model", "70B")  # --quick measures the 8B alone
+    assert r.returncode == 2 and "--quick measures Llama-3.1-8B only" in r.stderr, r
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--batch"], ["--out"], ["--model"], ["--tp"]])
 def test_kernels_unknown_or_incomplete_option(args):
     r = kernels(*args)
     assert r.returncode == 2, r
