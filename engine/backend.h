@@ -84,6 +84,9 @@ typedef struct sd_backend_vtbl {
      * row reqs[i].row of that forward into out[i]; rows must be distinct (they are edited in
      * place by penalties). */
     int (*sample)(sd_backend *b, const sd_sample_req *reqs, int n, sd_sample_out *out, sd_diag *d);
+    /* 1: the first step of a batch shape does work of its own (the GPU backends tune kernels and
+     * capture graphs), which engine/warmup.h pays before serving; 0: nothing to warm (cpu) */
+    int warms_up;
 } sd_backend_vtbl;
 
 /* Common head of every backend (implementations embed it first). */

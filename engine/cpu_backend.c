@@ -472,7 +472,7 @@ static void cpu_free(sd_backend *base)
     free(b);
 }
 
-static const sd_backend_vtbl cpu_vtbl = {"cpu", cpu_forward, cpu_free, NULL};
+static const sd_backend_vtbl cpu_vtbl = {"cpu", cpu_forward, cpu_free, NULL, 0};
 
 /* ---- calibration hooks (engine/cpu_capture.h) ------------------------------------------ */
 

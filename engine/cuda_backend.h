@@ -18,6 +18,9 @@ extern "C" {
  * accepts logits == NULL: the step runs and its logits stay on the GPU (benchmarks). */
 int sd_backend_cuda_init(sd_backend **ret, const sd_model *m, const sd_backend_opts *o, sd_diag *d);
 
+/* Sequences one forward call of the CUDA backend takes at most (the daemon's max_seqs with it). */
+#define SD_CUDA_MAX_SEQS 256
+
 /* Number of usable CUDA devices; 0 when there is no driver or no GPU (never an error). */
 int sd_cuda_device_count(void);
 

@@ -5,13 +5,14 @@
 #define SD_CUDA_BACKEND_IMPL_CUH
 
 #include "engine/backend.h"
+#include "engine/cuda_backend.h"
 #include "engine/cuda_capture.h"
 #include "engine/cuda_impl.cuh"
 #include "engine/cuda_sample.cuh"
 #include "engine/tp_impl.cuh"
 
-#define SD_CU_MAX_SEQS 256 /* sequences in one forward call */
-#define SD_CU_N_BUCKETS 9  /* graph buckets 1, 2, 4 ... 256 */
+#define SD_CU_MAX_SEQS SD_CUDA_MAX_SEQS /* sequences in one forward call (cuda_backend.h) */
+#define SD_CU_N_BUCKETS 9               /* graph buckets 1, 2, 4 ... 256 */
 
 /* Parts of every layer that SD_BENCH_SKIP drops (measurement only). */
 enum {

@@ -66,7 +66,7 @@ struct sd_tp_backend {
 static void tp_free(sd_backend *b);
 static int tp_forward(sd_backend *b, const sd_batch_seq *seqs, int n_seqs, float *logits, sd_diag *d);
 static int tp_sample(sd_backend *b, const sd_sample_req *reqs, int n, sd_sample_out *out, sd_diag *d);
-static const sd_backend_vtbl tp_vtbl = {"cuda-tp", tp_forward, tp_free, tp_sample};
+static const sd_backend_vtbl tp_vtbl = {"cuda-tp", tp_forward, tp_free, tp_sample, 1};
 
 void sd_tp_opts_default(sd_tp_opts *o)
 {

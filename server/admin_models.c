@@ -18,6 +18,7 @@
 #include "engine/model.h"
 #include "engine/model_config.h"
 #include "engine/tp.h"
+#include "engine/warmup.h"
 #include "server/log.h"
 
 struct sd_admin_inst {
@@ -120,6 +121,35 @@ static int init_backend(const sd_conf *c, sd_admin_inst *in, sd_diag *d)
 #endif
 }
 
+static int stop_requested(void *ud)
+{
+    return atomic_load(&((sd_admin_models *)ud)->cancel);
+}
+
+/* The GPU backend's first-use tuning and graph captures for every batch size the engine can
+ * send (engine/warmup.h), before the model is published, so that no request waits for them. */
+static int warm_up(sd_admin_models *mm, const sd_conf *c, sd_admin_inst *in, sd_diag *d)
+{
+    if (!c->warmup || !sd_backend_wants_warmup(in->backend))
+        return 0;
+    const int32_t max_pos = sd_model_cfg(in->model)->max_pos;
+    sd_warmup_opts o = {c->max_seqs, c->max_batch_tokens, c->max_model_len > 0 ? c->max_model_len : max_pos,
+                        stop_requested, mm};
+    if (o.max_len <= 0)
+        o.max_len = c->max_batch_tokens;
+    sd_warmup_step steps[SD_WARMUP_MAX_STEPS];
+    const int n = sd_warmup_plan(&o, in->backend->kv_blocks, in->backend->block_size, steps);
+    sd_log_info(NULL,
+                "warming up %s: %d steps (batch sizes up to %d, prompt chunks up to %d tokens): kernel "
+                "tuning and graph capture before serving",
+                in->dir, n, c->max_seqs, c->max_batch_tokens);
+    sd_warmup_stats st;
+    const int rc = sd_backend_warmup(in->backend, &o, &st, d);
+    if (rc == 0)
+        sd_log_info(NULL, "warm-up done: %d steps in %.1f s", st.steps, st.seconds);
+    return rc;
+}
+
 /* The chat template from tokenizer_config.json, so that it sees the special tokens exactly as
  * transformers passes them. A missing or unusable one is not fatal: chat answers 400. */
 static void load_chat(sd_admin_inst *in)
@@ -169,6 +199,8 @@ int sd_admin_models_load(sd_admin_models *mm, const char *dir, const char *name,
         rc = init_backend(c, in, d);
     if (rc == 0)
         rc = stage_end(mm, d);
+    if (rc == 0)
+        rc = warm_up(mm, c, in, d);
     if (rc == 0) {
         sd_engine_opts eo;
         sd_engine_opts_default(&eo);

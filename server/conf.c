@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/cuda_backend.h" /* SD_CUDA_MAX_SEQS */
 #include "server/log.h"
 
 typedef enum opt_type { OPT_STR, OPT_INT, OPT_DOUBLE, OPT_BOOL, OPT_KEYS } opt_type;
@@ -57,6 +58,10 @@ static const opt opts[] = {
     {"prefix_caching", OPT_BOOL, O(prefix_caching), "true", 0, 0, NULL,
      "keep the KV blocks of computed prompts and outputs; a prompt that starts with the same tokens "
      "(system prompt, earlier chat turns) reuses them instead of recomputing"},
+    {"warmup", OPT_BOOL, O(warmup), "true", 0, 0, NULL,
+     "cuda backend: before the server reports ready, run a step of every batch size up to max_seqs "
+     "and every prompt chunk size the kernels tune for, so that no request waits for first-use "
+     "kernel tuning or graph capture (engine/warmup.h)"},
     {"deterministic", OPT_BOOL, O(deterministic), "false", 0, 0, NULL,
      "cuda backend: the same batch gives bit-identical logits every time within one process (no "
      "split-K partial sums added by atomics, which arrive in any order); slower where split-K won"},
@@ -455,6 +460,9 @@ int sd_conf_validate(const sd_conf *c, sd_diag *d)
     for (int i = 0; i < c->n_api_keys && *c->admin_token; i++)
         if (!strcmp(c->api_keys[i], c->admin_token))
             return sd_diag_set(d, SD_EINVAL, "admin_token: must differ from every API key");
+    if (!strcmp(c->backend, "cuda") && c->max_seqs > SD_CUDA_MAX_SEQS)
+        return sd_diag_set(d, SD_EINVAL, "max_seqs: at most %d with the cuda backend (a step's sequences)",
+                           SD_CUDA_MAX_SEQS);
     if (c->max_model_len && c->max_batch_tokens < 1)
         return sd_diag_set(d, SD_EINVAL, "max_batch_tokens: must be >= 1");
     return 0;

@@ -30,6 +30,7 @@ typedef struct sd_conf {
     int max_batch_tokens;
     int max_queue;
     int prefix_caching; /* bool: keep computed KV blocks for prompts that start the same */
+    int warmup;         /* bool: GPU backends tune and capture every batch size before serving */
     int deterministic;  /* bool: bit-identical logits run to run on the GPU (no split-K atomics) */
     char *tune_cache;   /* cuda: the tuning-cache file ("" none) */
     int max_model_len;  /* 0 => the model's */

@@ -197,8 +197,9 @@ static int conf_differs_beyond_reloadable(const sd_conf *a, const sd_conf *b)
            a->max_seqs != b->max_seqs || a->max_queue != b->max_queue ||
            a->max_batch_tokens != b->max_batch_tokens || a->max_model_len != b->max_model_len ||
            a->kv_blocks != b->kv_blocks || a->threads != b->threads || a->deterministic != b->deterministic ||
-           strcmp(a->tune_cache, b->tune_cache) || a->max_body_bytes != b->max_body_bytes ||
-           a->request_timeout != b->request_timeout || a->max_connections != b->max_connections ||
+           a->warmup != b->warmup || strcmp(a->tune_cache, b->tune_cache) ||
+           a->max_body_bytes != b->max_body_bytes || a->request_timeout != b->request_timeout ||
+           a->max_connections != b->max_connections ||
            a->max_connections_per_ip != b->max_connections_per_ip || a->drain_timeout != b->drain_timeout ||
            strcmp(a->served_model_name, b->served_model_name) || strcmp(a->admin_token, b->admin_token) ||
            strcmp(a->admin_token_file, b->admin_token_file) || strcmp(a->state_dir, b->state_dir) ||

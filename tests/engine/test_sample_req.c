@@ -181,7 +181,7 @@ static void tw_free(sd_backend *b)
     free(t);
 }
 
-static const sd_backend_vtbl twin_vtbl = {"twin", tw_forward, tw_free, tw_sample};
+static const sd_backend_vtbl twin_vtbl = {"twin", tw_forward, tw_free, tw_sample, 0};
 
 static twin_backend *twin_new(void)
 {

@@ -105,7 +105,9 @@ def test_startup_config_errors(tmp_path):
     bad = tmp_path / "bad.json"
     for cfg, word in [({"max_seqs": 4, "frobnicate": 1}, "frobnicate"), ({"port": "eighty"}, "port"),
                       ({"max_seqs": 0}, "max_seqs"), ({"backend": "tpu"}, "backend"),
-                      ({"log_level": "loud"}, "log_level"), ({"api_keys": [1]}, "api_keys")]:
+                      ({"log_level": "loud"}, "log_level"), ({"api_keys": [1]}, "api_keys"),
+                      ({"backend": "cuda", "max_seqs": 300}, "at most 256 with the cuda backend"),
+                      ({"warmup": "yes"}, "warmup")]:
         bad.write_text(json.dumps(cfg))
         r = serve_once(["--config", str(bad)])
         assert r.returncode == 2 and word in r.stderr, (cfg, r.stderr)

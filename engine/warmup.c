@@ -1,0 +1,156 @@
+/* warmup: first-use work of a GPU backend paid before serving (engine/warmup.h). */
+#include "engine/warmup.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/nm_spmv.h" /* sd_nm_tune_bucket, SD_NM_MAX_B, SD_NM_MAX_B_WIDE */
+
+static int imin(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+static int blocks_for(int tokens, int block_size)
+{
+    return (tokens + block_size - 1) / block_size;
+}
+
+/* Whether a step fits the limits: tokens, sequences, positions and KV blocks. */
+static int step_fits(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, sd_warmup_step s)
+{
+    const int tokens = s.first_tokens + s.n_seqs - 1;
+    return s.n_seqs >= 1 && s.first_tokens >= 1 && s.n_seqs <= o->max_seqs && tokens <= o->max_batch_tokens &&
+           s.first_tokens <= o->max_len && blocks_for(s.first_tokens, block_size) + s.n_seqs - 1 <= kv_blocks;
+}
+
+/* The row counts the kernels' tuning keeps apart, from 2: 2..SD_NM_MAX_B, then multiples of 8 up
+ * to SD_NM_MAX_B_WIDE (sd_nm_tune_bucket). */
+static int next_bucket(int n)
+{
+    return n < SD_NM_MAX_B ? n + 1 : sd_nm_tune_bucket(n + 1);
+}
+
+int sd_warmup_plan(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, sd_warmup_step *steps)
+{
+    int n = 0;
+#define ADD(ns, ft)                                                                                          \
+    do {                                                                                                     \
+        const sd_warmup_step s_ = {(ns), (ft)};                                                              \
+        if (n < SD_WARMUP_MAX_STEPS && step_fits(o, kv_blocks, block_size, s_))                              \
+            steps[n++] = s_;                                                                                 \
+    } while (0)
+    /* decode: each graph bucket (powers of two), and the largest batch */
+    for (int b = 1; b < o->max_seqs; b *= 2)
+        ADD(b, 1);
+    ADD(o->max_seqs, 1);
+    /* prefill chunks of one sequence: each tuned row count of the linears */
+    for (int t = 2; t <= SD_NM_MAX_B_WIDE; t = next_bucket(t))
+        ADD(1, t);
+    /* mixed steps: r logits rows (the lm_head's tuned row counts), r + 1 tokens */
+    for (int r = 2; r <= SD_NM_MAX_B_WIDE; r = next_bucket(r))
+        ADD(r, 2);
+    /* the largest chunk (cuBLAS on expanded weights, the tiled prefill attention) */
+    int big = imin(o->max_batch_tokens, o->max_len);
+    big = imin(big, kv_blocks * block_size);
+    if (big > SD_NM_MAX_B_WIDE)
+        ADD(1, big);
+#undef ADD
+    return n;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Samples up to 8 of the step's rows: greedy ones, and ones with every filter, a penalty and
+ * logprobs, so that each sampling kernel has run once. */
+static int warm_sampler(sd_backend *b, int rows, sd_diag *d)
+{
+    sd_sample_req reqs[8];
+    sd_sample_out out[8];
+    const sd_sample_pen pen = {0, 1};
+    const int n = imin(rows, 8);
+    for (int i = 0; i < n; i++) {
+        sd_sample_req *q = &reqs[i];
+        memset(q, 0, sizeof *q);
+        q->row = i;
+        sd_sampling_default(&q->s);
+        q->greedy = i % 2 == 0;
+        q->n_top = q->greedy ? -1 : 5;
+        q->u = 0.5;
+        if (!q->greedy) {
+            q->s.temperature = 0.7f, q->s.top_k = 40, q->s.top_p = 0.9f, q->s.min_p = 0.05f;
+            q->s.presence_penalty = 0.1f, q->s.repetition_penalty = 1.1f;
+            q->rep_on = q->pf_on = 1;
+            q->pen = &pen, q->n_pen = 1;
+        }
+    }
+    return sd_backend_sample(b, reqs, n, out, d);
+}
+
+/* One step of the plan: block tables from the scratch blocks 0, 1, ... (the first sequence's
+ * run, then one block each). */
+static int run_step(sd_backend *b, sd_warmup_step s, const int32_t *tokens, const int32_t *blocks,
+                    sd_batch_seq *seqs, float *logits, sd_diag *d)
+{
+    const int nb0 = blocks_for(s.first_tokens, b->block_size);
+    for (int i = 0; i < s.n_seqs; i++)
+        seqs[i] = (sd_batch_seq){0, i ? 1 : s.first_tokens, tokens, blocks + (i ? nb0 + i - 1 : 0), 0};
+    int rc = sd_backend_forward(b, seqs, s.n_seqs, logits, d);
+    if (rc == 0 && !logits)
+        rc = warm_sampler(b, s.n_seqs, d);
+    return rc;
+}
+
+int sd_backend_warmup(sd_backend *b, const sd_warmup_opts *o, sd_warmup_stats *st, sd_diag *d)
+{
+    sd_warmup_step steps[SD_WARMUP_MAX_STEPS];
+    const int n = sd_warmup_plan(o, b->kv_blocks, b->block_size, steps);
+    int max_tokens = 1, max_seqs = 1;
+    for (int i = 0; i < n; i++)
+        max_tokens = steps[i].first_tokens > max_tokens ? steps[i].first_tokens : max_tokens,
+        max_seqs = steps[i].n_seqs > max_seqs ? steps[i].n_seqs : max_seqs;
+    const int n_blocks = blocks_for(max_tokens, b->block_size) + max_seqs;
+    int32_t *tokens = malloc((size_t)max_tokens * sizeof *tokens);
+    int32_t *blocks = malloc((size_t)n_blocks * sizeof *blocks);
+    sd_batch_seq *seqs = malloc((size_t)max_seqs * sizeof *seqs);
+    /* the logits stay on a backend that samples; otherwise they come back to the host */
+    float *logits = b->vt->sample ? NULL : malloc((size_t)max_seqs * b->vocab * sizeof *logits);
+    int rc = 0;
+    if (!tokens || !blocks || !seqs || (!b->vt->sample && !logits))
+        rc = sd_diag_set(d, SD_ENOMEM, "warm-up: out of memory");
+    for (int i = 0; !rc && i < max_tokens; i++) /* any valid ids: the outputs are thrown away */
+        tokens[i] = (int32_t)((7 * i + 1) % b->vocab);
+    for (int i = 0; !rc && i < n_blocks; i++)
+        blocks[i] = i;
+    const double t0 = now_s();
+    int done = 0;
+    while (!rc && done < n) {
+        const sd_warmup_step s = steps[done];
+        sd_diag sd = {0};
+        if (o->stop && o->stop(o->stop_ud))
+            rc = sd_diag_set(d, SD_ECANCEL, "warm-up: stopped");
+        else if ((rc = run_step(b, s, tokens, blocks, seqs, logits, &sd)) != 0)
+            sd_diag_set(d, rc, "warm-up step %d of %d (%d sequences, %d tokens): %s", done + 1, n, s.n_seqs,
+                        s.first_tokens + s.n_seqs - 1, sd.msg);
+        else
+            done++;
+    }
+    if (st)
+        *st = (sd_warmup_stats){done, now_s() - t0};
+    free(tokens);
+    free(blocks);
+    free(seqs);
+    free(logits);
+    return rc;
+}
+
+int sd_backend_wants_warmup(const sd_backend *b)
+{
+    return b && b->vt->warms_up;
+}

@@ -1,0 +1,274 @@
+/* test_warmup: engine/warmup.h — the plan covers every batch size and row count the GPU backend
+ * tunes or captures for, within the engine's limits and the KV pool; the driver runs exactly
+ * the plan through a recording backend (scratch blocks, no two sequences sharing one, sampling
+ * with and without filters), names a failing step, stops when asked; and on the CPU backend a
+ * request after the warm-up gets the logits of a fresh backend (the warm-up's K/V leave nothing
+ * behind). */
+#include "engine/warmup.h"
+
+#include "engine/model.h"
+#include "kernels/nm_spmv.h"
+#include "tests/harness.h"
+
+#define MODEL "models/tiny"
+
+/* ---- the plan ---- */
+
+static int count_steps(const sd_warmup_step *s, int n, int n_seqs, int first)
+{
+    int c = 0;
+    for (int i = 0; i < n; i++)
+        c += s[i].n_seqs == n_seqs && s[i].first_tokens == first;
+    return c;
+}
+
+static void check_fits(const sd_warmup_opts *o, int32_t kv, int bs, const sd_warmup_step *s, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const int tokens = s[i].first_tokens + s[i].n_seqs - 1;
+        const int blocks = (s[i].first_tokens + bs - 1) / bs + s[i].n_seqs - 1;
+        CHECK_MSG(s[i].n_seqs >= 1 && s[i].n_seqs <= o->max_seqs && tokens <= o->max_batch_tokens &&
+                      s[i].first_tokens <= o->max_len && blocks <= kv,
+                  "step %d (%d seqs, first %d) outside max_seqs %d, tokens %d, len %d, blocks %d", i,
+                  s[i].n_seqs, s[i].first_tokens, o->max_seqs, o->max_batch_tokens, o->max_len, kv);
+    }
+}
+
+static void test_plan_covers_every_bucket(void)
+{
+    const sd_warmup_opts o = {64, 512, 2048, NULL, NULL};
+    sd_warmup_step s[SD_WARMUP_MAX_STEPS];
+    const int n = sd_warmup_plan(&o, 10000, 16, s);
+    check_fits(&o, 10000, 16, s, n);
+    for (int b = 1; b <= 64; b *= 2) /* every decode graph bucket */
+        CHECK_MSG(count_steps(s, n, b, 1) == 1, "decode of %d sequences", b);
+    int buckets = 0;
+    for (int t = 2; t <= SD_NM_MAX_B_WIDE; t++) { /* every tuned row count, as a chunk and as logits rows */
+        if (sd_nm_tune_bucket(t) != t)
+            continue;
+        buckets++;
+        CHECK_MSG(count_steps(s, n, 1, t) == 1, "a prefill chunk of %d tokens", t);
+        CHECK_MSG(count_steps(s, n, t, 2) == 1, "a mixed step of %d sequences", t);
+    }
+    CHECK(buckets == 21);
+    CHECK_MSG(count_steps(s, n, 1, 512) == 1, "the largest chunk");
+    CHECK_MSG(n == 7 + 2 * buckets + 1, "%d steps", n);
+}
+
+static void test_plan_respects_limits(void)
+{
+    sd_warmup_step s[SD_WARMUP_MAX_STEPS];
+    /* 3 sequences, 20 tokens a step, 4 blocks of 16 */
+    sd_warmup_opts o = {3, 20, 30, NULL, NULL};
+    int n = sd_warmup_plan(&o, 4, 16, s);
+    check_fits(&o, 4, 16, s, n);
+    CHECK(count_steps(s, n, 1, 1) == 1 && count_steps(s, n, 2, 1) == 1 && count_steps(s, n, 3, 1) == 1);
+    CHECK(count_steps(s, n, 1, 16) == 1 && count_steps(s, n, 1, 24) == 0); /* 24 > 20 tokens */
+    CHECK(count_steps(s, n, 3, 2) == 1 && count_steps(s, n, 4, 2) == 0);   /* 4 > 3 sequences */
+    CHECK_MSG(n == 3 + 15 + 2, "%d steps", n);
+    /* one sequence of one token at a time: decode only */
+    o = (sd_warmup_opts){1, 1, 1, NULL, NULL};
+    n = sd_warmup_plan(&o, 1, 16, s);
+    CHECK(n == 1 && s[0].n_seqs == 1 && s[0].first_tokens == 1);
+    /* a pool of 10 one-token blocks bounds the sequences and the largest chunk */
+    o = (sd_warmup_opts){100, 4096, 4096, NULL, NULL};
+    n = sd_warmup_plan(&o, 10, 1, s);
+    check_fits(&o, 10, 1, s, n);
+    CHECK(count_steps(s, n, 8, 1) == 1 && count_steps(s, n, 16, 1) == 0 && count_steps(s, n, 1, 10) == 1);
+    /* max_len below the chunk size: the largest chunk is max_len long */
+    o = (sd_warmup_opts){16, 2048, 300, NULL, NULL};
+    n = sd_warmup_plan(&o, 100000, 16, s);
+    check_fits(&o, 100000, 16, s, n);
+    CHECK(count_steps(s, n, 1, 300) == 1 && count_steps(s, n, 16, 1) == 1 && count_steps(s, n, 24, 2) == 0);
+}
+
+/* ---- the driver, through a recording backend ---- */
+
+typedef struct rec_backend {
+    sd_backend base;
+    int forwards, samples, greedy, filtered, logprobs, fail_at, rows, logits_seen;
+    sd_warmup_step got[SD_WARMUP_MAX_STEPS];
+    int bad; /* a check inside the callbacks failed */
+} rec_backend;
+
+static int rec_forward(sd_backend *b, const sd_batch_seq *seqs, int n, float *logits, sd_diag *d)
+{
+    rec_backend *r = (rec_backend *)b;
+    if (++r->forwards == r->fail_at)
+        return sd_diag_set(d, SD_ENOMEM, "out of device memory (recorded)");
+    unsigned char used[4096] = {0};
+    for (int i = 0; i < n; i++) {
+        const sd_batch_seq *q = &seqs[i];
+        r->bad |= q->pos != 0 || q->n_tokens < 1 || (i > 0 && q->n_tokens != 1);
+        for (int k = 0; k < q->n_tokens; k++)
+            r->bad |= q->tokens[k] < 0 || q->tokens[k] >= b->vocab;
+        for (int k = 0; k < (q->n_tokens + b->block_size - 1) / b->block_size; k++) {
+            const int32_t blk = q->block_table[k];
+            r->bad |= blk < 0 || blk >= b->kv_blocks || used[blk]; /* in the pool, one sequence's */
+            if (blk >= 0 && blk < 4096)
+                used[blk] = 1;
+        }
+    }
+    if (r->forwards - 1 < SD_WARMUP_MAX_STEPS)
+        r->got[r->forwards - 1] = (sd_warmup_step){n, seqs[0].n_tokens};
+    r->rows = n;
+    if (logits) { /* a host-sampling backend: the buffer must hold every row */
+        for (size_t i = 0; i < (size_t)n * (size_t)b->vocab; i++)
+            logits[i] = 0.f;
+        r->logits_seen++;
+    }
+    return 0;
+}
+
+static int rec_sample(sd_backend *b, const sd_sample_req *reqs, int n, sd_sample_out *out, sd_diag *d)
+{
+    rec_backend *r = (rec_backend *)b;
+    r->samples++;
+    for (int i = 0; i < n; i++) {
+        r->bad |= reqs[i].row < 0 || reqs[i].row >= r->rows;
+        r->greedy += reqs[i].greedy;
+        r->filtered += !reqs[i].greedy && reqs[i].s.top_k > 0 && reqs[i].s.top_p < 1 && reqs[i].rep_on;
+        r->logprobs += reqs[i].n_top > 0;
+        out[i].token = 0;
+    }
+    return 0;
+}
+
+static void rec_free(sd_backend *b)
+{
+    (void)b;
+}
+
+static const sd_backend_vtbl rec_vtbl = {"rec", rec_forward, rec_free, rec_sample, 1};
+static const sd_backend_vtbl rec_host_vtbl = {"rec-host", rec_forward, rec_free, NULL, 1};
+
+static rec_backend rec_new(const sd_backend_vtbl *vt)
+{
+    rec_backend r;
+    memset(&r, 0, sizeof r);
+    r.base = (sd_backend){vt, 100, 16, 2000, 512};
+    return r;
+}
+
+static void test_driver_runs_the_plan(void)
+{
+    rec_backend r = rec_new(&rec_vtbl);
+    const sd_warmup_opts o = {32, 256, 1024, NULL, NULL};
+    sd_warmup_step plan[SD_WARMUP_MAX_STEPS];
+    const int n = sd_warmup_plan(&o, r.base.kv_blocks, r.base.block_size, plan);
+    sd_warmup_stats st;
+    sd_diag d = {0};
+    CHECK(sd_backend_wants_warmup(&r.base));
+    REQUIRE(sd_backend_warmup(&r.base, &o, &st, &d) == 0);
+    CHECK(!r.bad);
+    CHECK_MSG(st.steps == n && r.forwards == n && st.seconds >= 0, "%d steps, %d forwards", st.steps,
+              r.forwards);
+    for (int i = 0; i < n; i++)
+        CHECK_MSG(r.got[i].n_seqs == plan[i].n_seqs && r.got[i].first_tokens == plan[i].first_tokens,
+                  "step %d", i);
+    CHECK(r.samples == n && r.logits_seen == 0); /* the rows stay on a backend that samples */
+    CHECK(r.greedy > 0 && r.filtered > 0 && r.logprobs > 0);
+}
+
+static void test_driver_without_sampler(void)
+{
+    rec_backend r = rec_new(&rec_host_vtbl);
+    const sd_warmup_opts o = {16, 128, 512, NULL, NULL};
+    sd_warmup_stats st;
+    sd_diag d = {0};
+    REQUIRE(sd_backend_warmup(&r.base, &o, &st, &d) == 0);
+    CHECK(!r.bad && r.samples == 0 && r.logits_seen == r.forwards && st.steps == r.forwards);
+}
+
+static void test_driver_names_the_failing_step(void)
+{
+    rec_backend r = rec_new(&rec_vtbl);
+    r.fail_at = 5;
+    const sd_warmup_opts o = {32, 256, 1024, NULL, NULL};
+    sd_warmup_stats st;
+    sd_diag d = {0};
+    CHECK(sd_backend_warmup(&r.base, &o, &st, &d) == SD_ENOMEM);
+    CHECK_MSG(strstr(d.msg, "warm-up step 5 of") && strstr(d.msg, "(recorded)"), "%s", d.msg);
+    CHECK(st.steps == 4 && r.forwards == 5);
+}
+
+static int stop_after_3(void *ud)
+{
+    return ((rec_backend *)ud)->forwards >= 3;
+}
+
+static void test_driver_stops_when_asked(void)
+{
+    rec_backend r = rec_new(&rec_vtbl);
+    const sd_warmup_opts o = {32, 256, 1024, stop_after_3, &r};
+    sd_warmup_stats st;
+    sd_diag d = {0};
+    CHECK(sd_backend_warmup(&r.base, &o, &st, &d) == SD_ECANCEL);
+    CHECK(st.steps == 3 && r.forwards == 3);
+}
+
+/* ---- the CPU backend: nothing of the warm-up's K/V reaches a request ---- */
+
+static sd_backend *cpu_backend(const sd_model *m)
+{
+    sd_backend_opts bo;
+    sd_backend_opts_default(&bo);
+    bo.n_threads = 2;
+    bo.kv_blocks = 64;
+    bo.max_batch_tokens = 128;
+    sd_backend *b = NULL;
+    sd_diag d = {0};
+    return sd_backend_cpu_init(&b, m, &bo, &d) == 0 ? b : NULL;
+}
+
+/* Logits of every position of a 40-token prompt in blocks 0-2 (which the warm-up wrote). */
+static int prompt_logits(sd_backend *b, float *out)
+{
+    int32_t tok[40], bt[3] = {0, 1, 2};
+    for (int i = 0; i < 40; i++)
+        tok[i] = (int32_t)((31 * i + 5) % b->vocab);
+    const sd_batch_seq q = {0, 40, tok, bt, 1};
+    sd_diag d = {0};
+    return sd_backend_forward(b, &q, 1, out, &d);
+}
+
+static void test_cpu_request_after_warmup(void)
+{
+    FILE *f = fopen(MODEL "/config.json", "r");
+    if (!f)
+        SKIP("%s not found", MODEL);
+    fclose(f);
+    sd_model *m = NULL;
+    sd_diag d = {0};
+    REQUIRE(sd_model_open(&m, MODEL, &d) == 0);
+    sd_backend *warm = cpu_backend(m), *fresh = cpu_backend(m);
+    float *a = warm && fresh ? malloc(sizeof(float) * 40 * (size_t)warm->vocab) : NULL;
+    float *b = a ? malloc(sizeof(float) * 40 * (size_t)warm->vocab) : NULL;
+    if (b) {
+        CHECK(!sd_backend_wants_warmup(warm)); /* the server skips it here; the driver still works */
+        const sd_warmup_opts o = {8, 128, 256, NULL, NULL};
+        sd_warmup_stats st;
+        CHECK(sd_backend_warmup(warm, &o, &st, &d) == 0 && st.steps > 20);
+        CHECK(prompt_logits(warm, a) == 0 && prompt_logits(fresh, b) == 0);
+        CHECK(!memcmp(a, b, sizeof(float) * 40 * (size_t)warm->vocab));
+    } else {
+        CHECK(b != NULL);
+    }
+    free(a);
+    free(b);
+    sd_backend_free(warm);
+    sd_backend_free(fresh);
+    sd_model_free(m);
+}
+
+int main(void)
+{
+    RUN(test_plan_covers_every_bucket);
+    RUN(test_plan_respects_limits);
+    RUN(test_driver_runs_the_plan);
+    RUN(test_driver_without_sampler);
+    RUN(test_driver_names_the_failing_step);
+    RUN(test_driver_stops_when_asked);
+    RUN(test_cpu_request_after_warmup);
+    return sd_test_done();
+}
