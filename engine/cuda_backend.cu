@@ -18,7 +18,8 @@
 #include "kernels/nm_spmv.h"
 
 static void cuda_free(sd_backend *b);
-static const sd_backend_vtbl cuda_vtbl = {"cuda", sd__cu_backend_forward, cuda_free, sd__cu_backend_sample, 1};
+static const sd_backend_vtbl cuda_vtbl = {"cuda", sd__cu_backend_forward, cuda_free, sd__cu_backend_sample,
+                                          1};
 
 int sd_cuda_device_count(void)
 {
