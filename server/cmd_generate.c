@@ -13,6 +13,7 @@
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
+#include "engine/warmup.h"
 #ifdef SD_HAVE_CUDA
 #include "engine/cuda_backend.h"
 #endif
@@ -20,7 +21,7 @@
 typedef struct gen_args {
     const char *model, *prompt, *prompt_ids, *backend, *dump;
     int32_t max_tokens;
-    int threads, no_bos, ignore_eos;
+    int threads, no_bos, ignore_eos, warmup;
     int have_temperature;
     sd_sampling s;
 } gen_args;
@@ -38,6 +39,8 @@ static void usage(FILE *f)
                "  --backend cpu|cuda      compute backend (default cpu; cuda in CUDA builds)\n"
                "  --no-bos                do not add the tokenizer's special tokens to --prompt\n"
                "  --ignore-eos            keep generating past EOS\n"
+               "  --warmup                GPU backends: tune the kernels and capture the decode graph\n"
+               "                          first (engine/warmup.h), so the timings below leave it out\n"
                "  --dump-logits FILE      raw fp32 logits [steps, vocab] to FILE, ids to FILE.json\n");
 }
 
@@ -60,8 +63,8 @@ static int parse_args(int argc, char **argv, gen_args *a)
     a->backend = "cpu";
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
-        if (!strcmp(k, "--no-bos") || !strcmp(k, "--ignore-eos")) {
-            *(k[2] == 'n' ? &a->no_bos : &a->ignore_eos) = 1;
+        if (!strcmp(k, "--no-bos") || !strcmp(k, "--ignore-eos") || !strcmp(k, "--warmup")) {
+            *(k[2] == 'n' ? &a->no_bos : k[2] == 'i' ? &a->ignore_eos : &a->warmup) = 1;
             continue;
         }
         if (!strcmp(k, "--help") || !strcmp(k, "-h"))
@@ -352,6 +355,22 @@ static int generate(gen_run *r, const gen_args *a, double *t_prefill, double *t_
     return rc;
 }
 
+/* --warmup: the backend's first-use work (kernel tuning, graph capture) for this one sequence's
+ * shapes before the timed prefill and decode; a backend without any says so. */
+static int warm_up(gen_run *r)
+{
+    if (!sd_backend_wants_warmup(r->b)) {
+        fprintf(stderr, "warm-up: nothing to warm up on the %s backend\n", r->b->vt->name);
+        return 0;
+    }
+    const sd_warmup_opts o = {1, r->b->max_batch_tokens, sd_model_cfg(r->m)->max_pos, NULL, NULL};
+    sd_warmup_stats st;
+    const int rc = sd_backend_warmup(r->b, &o, &st, &r->d);
+    if (rc == 0)
+        fprintf(stderr, "warm-up: %d steps in %.1f s (not in the timings below)\n", st.steps, st.seconds);
+    return rc;
+}
+
 int sd_cmd_generate(int argc, char **argv)
 {
     gen_args a;
@@ -364,6 +383,8 @@ int sd_cmd_generate(int argc, char **argv)
     memset(&r, 0, sizeof r);
     double tp = 0, td = 0;
     int rc = setup(&r, &a);
+    if (rc == 0 && a.warmup)
+        rc = warm_up(&r);
     if (rc == 0)
         rc = generate(&r, &a, &tp, &td);
     if (rc != 0) {

@@ -2,13 +2,15 @@
 tunes every linear's kernels and captures every decode graph before /ready, so requests of any
 batch size and prompt length afterwards cause no first-use tuning or capture (SD_TUNE_LOG
 prints a line for each); with `--warmup false` they do, which shows the check can fail. The GPU
-tests skip without a GPU; the CPU backend has nothing to warm up."""
+tests skip without a GPU; the CPU backend has nothing to warm up. `sparsed generate --warmup`
+does the same before its timed prefill and decode."""
 import concurrent.futures
 import re
+import subprocess
 
 import pytest
 
-from conftest import gpu_count
+from conftest import MODEL, gpu_count, sparsed_bin
 
 FIRST_USE = re.compile(r"^(tune|graph|refine):", re.M)
 
@@ -60,3 +62,27 @@ def test_cpu_backend_has_nothing_to_warm(start_server):
     assert "warm" not in s.log_text()
     st, _, body = s.post("/v1/completions", {"prompt": "def", "max_tokens": 3, "temperature": 0})
     assert st == 200, body
+
+
+def generate(*args):
+    r = subprocess.run([sparsed_bin(), "generate", "--model", str(MODEL), "--prompt", "def fib(n):",
+                        "--max-tokens", "8", *args], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def test_generate_warmup_flag_cpu():
+    """`sparsed generate --warmup` on the CPU backend: nothing to warm, the same output."""
+    plain, warm = generate(), generate("--warmup")
+    assert "nothing to warm up on the cpu backend" in warm.stderr and "warm-up" not in plain.stderr
+    assert warm.stdout == plain.stdout
+
+
+def test_generate_warmup_flag_cuda():
+    """`sparsed generate --backend cuda --warmup`: the warm-up runs before the timed prefill."""
+    if gpu_count() < 1:
+        pytest.skip("no GPU (nvidia-smi -L lists none)")
+    r = generate("--backend", "cuda", "--warmup")
+    m = re.search(r"warm-up: (\d+) steps in [0-9.]+ s", r.stderr)
+    assert m and int(m.group(1)) >= 2, r.stderr
+    assert r.stderr.index("warm-up:") < r.stderr.index("prompt tokens:")
