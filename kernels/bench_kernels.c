@@ -318,35 +318,52 @@ static double bk_min(double a, double b)
     return a < b ? a : b;
 }
 
-/* One table row, and its share of *g (NULL: a row the targets do not name). */
-static void bk_row(FILE *f, const bk *b, const bk_shape *sh, int B, const bk_res *r, bk_goal *g)
+static double bk_max(double a, double b)
 {
-    double lo = 1e30, hi = 0;
+    return a > b ? a : b;
+}
+
+/* The slowest and fastest measured N:M pattern of a row (µs); hi 0 when none was measured. */
+static void bk_span(const bk_res *r, double *lo, double *hi)
+{
+    *lo = 1e30, *hi = 0;
+    for (int p = 0; p < 4; p++)
+        if (r->sp[p] > 0)
+            *lo = bk_min(*lo, r->sp[p]), *hi = bk_max(*hi, r->sp[p]);
+}
+
+/* One table row. */
+static void bk_row(FILE *f, const bk *b, const bk_shape *sh, int B, const bk_res *r)
+{
+    double lo, hi;
+    bk_span(r, &lo, &hi);
     fprintf(f, "| %s | %s | %d | %lld | %lld | %d | %.1f | %.1f (%.0f%%) |", sh->model, sh->mat, sh->tp,
             (long long)sh->rows, (long long)sh->cols, B, r->cublas, r->gemv, bk_pct(b, sh, B, 0, r->gemv));
-    for (int p = 0; p < 4; p++) {
-        if (r->sp[p] > 0) {
+    for (int p = 0; p < 4; p++)
+        if (r->sp[p] > 0)
             fprintf(f, " %.1f (%.0f%%) |", r->sp[p], bk_pct(b, sh, B, 1, r->sp[p]));
-            lo = r->sp[p] < lo ? r->sp[p] : lo;
-            hi = r->sp[p] > hi ? r->sp[p] : hi;
-            if (g)
-                g->sp_rd[p] = bk_min(g->sp_rd[p], bk_pct(b, sh, B, 1, r->sp[p]));
-        } else {
+        else
             fprintf(f, " – |");
-        }
-    }
     if (r->sp[4] > 0)
         fprintf(f, " %.1f |", r->sp[4]);
     else
         fprintf(f, " – |");
     fprintf(f, " %.2f | %.2f | %.1f%% |\n", r->gemv / hi, r->cublas / hi, 100.0 * (hi - lo) / lo);
-    if (g) {
-        g->rows++;
-        g->gemv_rd = bk_min(g->gemv_rd, bk_pct(b, sh, B, 0, r->gemv));
-        g->x_gemv = bk_min(g->x_gemv, r->gemv / hi);
-        g->x_cublas = bk_min(g->x_cublas, r->cublas / hi);
-        g->spread = 100.0 * (hi - lo) / lo > g->spread ? 100.0 * (hi - lo) / lo : g->spread;
-    }
+}
+
+/* A row's share of the targets' worst cases. */
+static void bk_goal_add(bk_goal *g, const bk *b, const bk_shape *sh, int B, const bk_res *r)
+{
+    double lo, hi;
+    bk_span(r, &lo, &hi);
+    for (int p = 0; p < 4; p++)
+        if (r->sp[p] > 0)
+            g->sp_rd[p] = bk_min(g->sp_rd[p], bk_pct(b, sh, B, 1, r->sp[p]));
+    g->rows++;
+    g->gemv_rd = bk_min(g->gemv_rd, bk_pct(b, sh, B, 0, r->gemv));
+    g->x_gemv = bk_min(g->x_gemv, r->gemv / hi);
+    g->x_cublas = bk_min(g->x_cublas, r->cublas / hi);
+    g->spread = bk_max(g->spread, 100.0 * (hi - lo) / lo);
 }
 
 /* The targets' table: one line per batch size measured on the Llama-3.1-8B shapes. */
@@ -482,9 +499,11 @@ static int bk_main(bk *b, const char *out, const char *cmdline)
         }
         const int named = shapes[i].tp == 1 && !strcmp(shapes[i].model, "Llama-3.1-8B");
         for (int bi = 0; bi < nB; bi++) {
-            for (int k = 0; k < 2; k++) /* the targets counted once, from the stdout row */
+            for (int k = 0; k < 2; k++)
                 if (fs[k])
-                    bk_row(fs[k], b, &shapes[i], Bs[bi], &res[bi], named && k == 0 ? &goals[bi] : NULL);
+                    bk_row(fs[k], b, &shapes[i], Bs[bi], &res[bi]);
+            if (named)
+                bk_goal_add(&goals[bi], b, &shapes[i], Bs[bi], &res[bi]);
             fprintf(stderr, "cfg %s %s tp%d B=%d gemv rw=%d split=%d; sparse rw/split:", shapes[i].model,
                     shapes[i].mat, shapes[i].tp, Bs[bi], res[bi].gemv_rw, res[bi].gemv_split);
             for (int p = 0; p < BK_NPAT; p++)

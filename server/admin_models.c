@@ -137,12 +137,10 @@ static int warm_up(sd_admin_models *mm, const sd_conf *c, sd_admin_inst *in, sd_
                         stop_requested, mm};
     if (o.max_len <= 0)
         o.max_len = c->max_batch_tokens;
-    sd_warmup_step steps[SD_WARMUP_MAX_STEPS];
-    const int n = sd_warmup_plan(&o, in->backend->kv_blocks, in->backend->block_size, steps);
     sd_log_info(NULL,
-                "warming up %s: %d steps (batch sizes up to %d, prompt chunks up to %d tokens): kernel "
-                "tuning and graph capture before serving",
-                in->dir, n, c->max_seqs, c->max_batch_tokens);
+                "warming up %s (batch sizes up to %d, prompt chunks up to %d tokens): kernel tuning and "
+                "graph capture before serving",
+                in->dir, c->max_seqs, c->max_batch_tokens);
     sd_warmup_stats st;
     const int rc = sd_backend_warmup(in->backend, &o, &st, d);
     if (rc == 0)

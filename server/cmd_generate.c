@@ -63,8 +63,12 @@ static int parse_args(int argc, char **argv, gen_args *a)
     a->backend = "cpu";
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
-        if (!strcmp(k, "--no-bos") || !strcmp(k, "--ignore-eos") || !strcmp(k, "--warmup")) {
-            *(k[2] == 'n' ? &a->no_bos : k[2] == 'i' ? &a->ignore_eos : &a->warmup) = 1;
+        int *flag = !strcmp(k, "--no-bos")       ? &a->no_bos
+                    : !strcmp(k, "--ignore-eos") ? &a->ignore_eos
+                    : !strcmp(k, "--warmup")     ? &a->warmup
+                                                 : NULL;
+        if (flag) {
+            *flag = 1;
             continue;
         }
         if (!strcmp(k, "--help") || !strcmp(k, "-h"))

@@ -1,9 +1,10 @@
 /* logits_util: helpers shared by the backend-against-reference tests (test_cuda_backend,
- * test_tp_gpu) — deterministic random token ids to feed a backend, and the argmax of a
- * logits row. */
+ * test_tp_gpu) — deterministic random token ids to feed a backend, the argmax of a logits
+ * row, and when two picks are a near-tie. */
 #ifndef SD_TEST_LOGITS_UTIL_H
 #define SD_TEST_LOGITS_UTIL_H
 
+#include <math.h>
 #include <stdint.h>
 
 /* n token ids in [1, vocab) from an LCG seeded with `seed` (id 0 left out). */
@@ -23,6 +24,13 @@ static int32_t argmax(const float *x, int32_t n)
         if (x[i] > x[k])
             k = i;
     return k;
+}
+
+/* Whether ref's top pick `top` leads `other` by so little that another summation order may
+ * swap them: the tolerance the GPU-against-CPU and batched-against-single checks share. */
+static inline int near_tie(const float *ref, int32_t top, int32_t other)
+{
+    return ref[top] - ref[other] < 0.02f * (fabsf(ref[top]) + 1.f);
 }
 
 #endif

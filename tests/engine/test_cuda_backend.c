@@ -133,7 +133,7 @@ static void compare_with_cpu(const char *dir, size_t *ret_weight_bytes)
         }
         int32_t tc = argmax(lc, V), tg = argmax(lg, V);
         if (tc != tg) {
-            if (lc[tc] - lc[tg] < 0.02f * (fabsf(lc[tc]) + 1.f))
+            if (near_tie(lc, tc, tg))
                 near_ties++;
             else
                 mismatches++;
@@ -530,7 +530,7 @@ static void batch_vs_single(const char *dir, double tol)
                 /* the sums' order differs with the row count: a pick may flip only where the
                  * single run's top two are as close as the CPU comparison allows (above) */
                 const float gap = y[ty] - y[tx];
-                const int tie = gap < 0.02f * (fabsf(y[ty]) + 1.f);
+                const int tie = near_tie(y, ty, tx);
                 near_ties += tie;
                 fprintf(stderr, "  step %d seq %d: picks %d / %d, single-run gap %.4g%s\n", st, i, (int)tx,
                         (int)ty, gap, tie ? " (near-tie)" : "");

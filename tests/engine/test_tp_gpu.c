@@ -82,7 +82,7 @@ static void compare(const char *what, const float *tp, const float *ref, int row
             den += (double)b[i] * b[i];
         }
         int32_t ka = argmax(a, V), kb = argmax(b, V);
-        if (ka != kb && b[kb] - b[ka] > 0.02f * (fabsf(b[kb]) + 1.f))
+        if (ka != kb && !near_tie(b, kb, ka))
             mism++;
     }
     double e = den > 0 ? sqrt(num / den) : 1;
