@@ -4,6 +4,7 @@
  * SwiGLU, row gather, bitmask expansion, and the hash-based fills used for synthetic weights. */
 #include "engine/cuda_impl.cuh"
 #include "engine/cuda_qkv.cuh"
+#include "kernels/nm_expand.h"
 #include "kernels/pdl.cuh"
 
 #include <math.h>
@@ -297,25 +298,21 @@ int sd__cu_gather_rows(const __nv_bfloat16 *in, const int32_t *rows, __nv_bfloat
 /* ---- bitmask expansion (prefill and large batches go through cuBLAS on the dense form) ---- */
 
 /* One thread per mask word: word w of a row owns values [16w, 16w + 16) of that row. */
-static __global__ void expand_kernel(const __nv_bfloat16 *__restrict__ values,
-                                     const uint32_t *__restrict__ mask, __nv_bfloat16 *__restrict__ out,
-                                     size_t n_words)
+/* One thread a mask word: its 16 values in two 16-byte loads, its 32 dense columns placed in
+ * registers (kernels/nm_expand.h) and written in four. Every word of an N:M mask has 16 values, so
+ * word k's start at value 16 k; values are 16-byte aligned as the SpMV kernels need them. */
+static __global__ void expand_kernel(const uint4 *__restrict__ values, const uint32_t *__restrict__ mask,
+                                     uint4 *__restrict__ out, size_t n_words)
 {
     for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < n_words;
          k += (size_t)gridDim.x * blockDim.x) {
-        uint32_t mw = mask[k];
-        const __nv_bfloat16 *v = values + k * 16;
-        __nv_bfloat16 buf[32];
-        int j = 0;
-#pragma unroll
-        for (int b = 0; b < 32; b++) {
-            buf[b] = (mw >> b) & 1u ? v[j] : __float2bfloat16(0.f);
-            j += (mw >> b) & 1u;
-        }
-        uint4 *dst = (uint4 *)(out + k * 32);
+        const uint4 a = __ldg(values + 2 * k), b = __ldg(values + 2 * k + 1);
+        const uint32_t v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+        uint32_t o[16];
+        sd_nm_expand_word(__ldg(mask + k), v, o);
 #pragma unroll
         for (int q = 0; q < 4; q++)
-            dst[q] = ((const uint4 *)buf)[q];
+            out[4 * k + q] = make_uint4(o[4 * q], o[4 * q + 1], o[4 * q + 2], o[4 * q + 3]);
     }
 }
 
@@ -323,7 +320,9 @@ int sd__cu_expand_bitmask(const __nv_bfloat16 *values, const uint32_t *mask, __n
                           int64_t cols, cudaStream_t st, sd_diag *d)
 {
     size_t n_words = (size_t)rows * (size_t)(cols / 32);
-    expand_kernel<<<grid_for(n_words, 256), 256, 0, st>>>(values, mask, out, n_words);
+    if (((uintptr_t)values & 15) || ((uintptr_t)out & 15))
+        return sd_diag_set(d, SD_EINVAL, "cuda: bitmask expansion of unaligned values or scratch");
+    expand_kernel<<<grid_for(n_words, 256), 256, 0, st>>>((const uint4 *)values, mask, (uint4 *)out, n_words);
     SD_CU_LAUNCH(d);
     return 0;
 }
