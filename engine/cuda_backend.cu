@@ -166,6 +166,15 @@ static int env_mode(const char *name, int def, int max)
     return e && e[0] >= '0' && e[0] <= '0' + max && !e[1] ? e[0] - '0' : def;
 }
 
+/* The most rows a 2:4 .. 16:32 linear sends to the wide kernels, more going to cuBLAS on the expanded
+ * weights. SD_NM_TILES=1: up to SD_NM_MAX_B_TILED, above SD_NM_MAX_B_WIDE in tiles (each one launch
+ * with the weights read again; first use times them against cuBLAS). Off until the tiled launches
+ * have run on a GPU (kernels/NOTES.md v29). */
+static int wide_rows(void)
+{
+    return env_mode("SD_NM_TILES", 0, 1) ? SD_NM_MAX_B_TILED : SD_NM_MAX_B_WIDE;
+}
+
 static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_backend_opts *opts,
                        int (*load)(sd_cuda_backend *b, const void *arg, sd_diag *d), const void *arg,
                        const sd_tp_rank *tp, sd_diag *d)
@@ -232,7 +241,7 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     if (!rc)
         rc = load(b, arg, d);
     if (!rc)
-        rc = sd__cu_mm_init(&b->mm, &b->w, b->st, d);
+        rc = sd__cu_mm_init(&b->mm, &b->w, wide_rows(), b->st, d);
     if (!rc && b->tp.comm)
         b->mm.tp = &b->tp; /* first-use timing drains the stream under the group's deadline */
     if (!rc) {

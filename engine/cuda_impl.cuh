@@ -216,7 +216,9 @@ typedef struct sd_cu_mm {
     __nv_bfloat16 *scratch; /* dense expansion of one bitmask linear: [max rows*cols] */
     size_t scratch_elems;
     float *tune_y;           /* first-use timing writes here, not to the caller's output: [16, max rows], or
-                                [64, max 2:4 / 4:8 / 8:16 rows] where that is larger */
+                                [max_wide, max 2:4 .. 16:32 rows] where that is larger */
+    int max_wide;            /* the most rows the wide kernels take: SD_NM_MAX_B_WIDE, or up to
+                                SD_NM_MAX_B_TILED in tiles (SD_NM_TILES) */
     void *spmv;              /* sd_kernels_ctx: the SpMV/GEMV autotune cache */
     int tune_log;            /* SD_TUNE_LOG=1: one stderr line per first-use decision */
     int swiglu;              /* sd__cu_linear_swiglu fuses: 0 never, 1 where it pays (the default), 2 wherever
@@ -233,8 +235,10 @@ typedef struct sd_cu_mm {
     struct sd_tp_rank *tp;
 } sd_cu_mm;
 
-/* Sizes the scratch for the largest bitmask linear in w and creates cuBLAS on stream st. */
-int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_diag *d);
+/* Sizes the scratch for the largest bitmask linear in w and creates cuBLAS on stream st. max_wide:
+ * the most rows a 2:4 .. 16:32 linear may send to the wide kernels (SD_NM_MAX_B_WIDE ..
+ * SD_NM_MAX_B_TILED; above SD_NM_MAX_B_WIDE in tiles), more go to cuBLAS. */
+int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, int max_wide, cudaStream_t st, sd_diag *d);
 void sd__cu_mm_free(sd_cu_mm *mm);
 /* out [T, l->rows] fp32 = in [T, l->cols] bf16 x W^T (bias not applied); with `acc`,
  * out += in x W^T (the residual add of the o and down projections: no zeroing before split-K). */

@@ -1,7 +1,8 @@
-/* cuda_linear: y = x W^T for the CUDA backend's linears. Decode (up to SD_NM_MAX_B rows; 2:4, 4:8, 8:16:
- * up to SD_NM_MAX_B_WIDE): the kernels' bitmask SpMV / dense GEMV, reading the
- * weights once for all rows. Prefill and larger batches: cuBLAS bf16 GEMM (bitmask weights
- * expanded into a dense scratch first). */
+/* cuda_linear: y = x W^T for the CUDA backend's linears. Decode (up to SD_NM_MAX_B rows; 2:4 to 16:32:
+ * up to SD_NM_MAX_B_WIDE, or in tiles up to mm->max_wide): the kernels' bitmask SpMV / dense GEMV,
+ * reading the weights once for all rows (once a tile). Prefill and larger batches: cuBLAS bf16 GEMM
+ * (bitmask weights expanded into a dense scratch first). Each (shape, rows bucket) takes whichever
+ * of the two timed faster at its first use. */
 #include "engine/cuda_impl.cuh"
 
 #include <stdio.h>
@@ -15,9 +16,13 @@ static size_t linear_elems(const sd_cu_linear *l)
     return l->bitmask ? (size_t)l->rows * (size_t)l->cols : 0;
 }
 
-int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_diag *d)
+int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, int max_wide, cudaStream_t st, sd_diag *d)
 {
     memset(mm, 0, sizeof *mm);
+    if (max_wide < SD_NM_MAX_B_WIDE || max_wide > SD_NM_MAX_B_TILED)
+        return sd_diag_set(d, SD_EINVAL, "cuda: %d rows for the wide kernels (%d..%d)", max_wide,
+                           SD_NM_MAX_B_WIDE, SD_NM_MAX_B_TILED);
+    mm->max_wide = max_wide;
     size_t need = linear_elems(&w->lm_head);
     int64_t max_rows = w->lm_head.rows, max_wide_rows = 0;
     for (int i = 0; i < w->n_layers; i++) {
@@ -37,8 +42,8 @@ int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_dia
         mm->scratch_elems = need;
     }
     size_t tune_elems = (size_t)max_rows * SD_NM_MAX_B;
-    if ((size_t)max_wide_rows * SD_NM_MAX_B_WIDE > tune_elems)
-        tune_elems = (size_t)max_wide_rows * SD_NM_MAX_B_WIDE;
+    if ((size_t)max_wide_rows * (size_t)max_wide > tune_elems)
+        tune_elems = (size_t)max_wide_rows * (size_t)max_wide;
     SD_CU(d, cudaMalloc((void **)&mm->tune_y, tune_elems * 4));
     SD_TRY(sd_kernels_ctx_init((sd_kernels_ctx **)&mm->spmv, d));
     SD_CU(d, cudaEventCreate(&mm->ev[0]));
@@ -87,7 +92,7 @@ static void spmv_args(sd_nm_spmv_args *a, const sd_cu_mm *mm, const sd_cu_linear
 }
 
 /* The bitmask SpMV / dense GEMV: weights read once for all T rows (T <= SD_NM_MAX_B, or up to
- * SD_NM_MAX_B_WIDE for 2:4 to 16:32: wide_ok). */
+ * mm->max_wide for 2:4 to 16:32: wide_ok). */
 static int launch(const sd_cu_linear *l, const sd_nm_spmv_args *a, cudaStream_t st, sd_diag *d)
 {
     int rc = l->bitmask ? sd_nm_spmv_launch(a, st) : sd_gemv_bf16_launch(a, st);
@@ -201,13 +206,14 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, in
     return 0;
 }
 
-/* 17..64 rows of a 2:4, 4:8, 8:16 or 16:32 linear may take the wide register-expanding kernel (unless
- * SD_NM_TCX=0; first use times it against cuBLAS like any other problem). */
+/* 17..mm->max_wide rows of a 2:4, 4:8, 8:16 or 16:32 linear may take the wide kernels, above
+ * SD_NM_MAX_B_WIDE in tiles (unless SD_NM_TCX=0; first use times them against cuBLAS like any other
+ * problem). */
 static int wide_ok(const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, int T)
 {
     return sd_kernels_ctx_tcx((const sd_kernels_ctx *)mm->spmv, l->nm_m) && l->bitmask &&
            sd_nm_tcx_pattern(l->nm_n, l->nm_m) && l->cols % 64 == 0 && ((uintptr_t)in & 15) == 0 &&
-           T <= SD_NM_MAX_B_WIDE;
+           T <= mm->max_wide;
 }
 
 int sd__cu_linear_swiglu(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, __nv_bfloat16 *out,

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/nm_spmv.h" /* sd_nm_tune_bucket, SD_NM_MAX_B, SD_NM_MAX_B_WIDE */
+#include "kernels/nm_spmv.h" /* sd_nm_tune_bucket, SD_NM_MAX_B, SD_NM_MAX_B_WIDE, SD_NM_MAX_B_TILED */
 
 static int imin(int a, int b)
 {
@@ -26,10 +26,18 @@ static int step_fits(const sd_warmup_opts *o, int32_t kv_blocks, int block_size,
 }
 
 /* The row counts the kernels' tuning keeps apart, from 2: 2..SD_NM_MAX_B, then multiples of 8 up
- * to SD_NM_MAX_B_WIDE (sd_nm_tune_bucket). */
+ * to SD_NM_MAX_B_WIDE, then of 64 (sd_nm_tune_bucket). */
 static int next_bucket(int n)
 {
     return n < SD_NM_MAX_B ? n + 1 : sd_nm_tune_bucket(n + 1);
+}
+
+static int planned(const sd_warmup_step *steps, int n, sd_warmup_step s)
+{
+    for (int i = 0; i < n; i++)
+        if (steps[i].n_seqs == s.n_seqs && steps[i].first_tokens == s.first_tokens)
+            return 1;
+    return 0;
 }
 
 int sd_warmup_plan(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, sd_warmup_step *steps)
@@ -38,15 +46,16 @@ int sd_warmup_plan(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, s
 #define ADD(ns, ft)                                                                                          \
     do {                                                                                                     \
         const sd_warmup_step s_ = {(ns), (ft)};                                                              \
-        if (n < SD_WARMUP_MAX_STEPS && step_fits(o, kv_blocks, block_size, s_))                              \
+        if (n < SD_WARMUP_MAX_STEPS && step_fits(o, kv_blocks, block_size, s_) && !planned(steps, n, s_))    \
             steps[n++] = s_;                                                                                 \
     } while (0)
     /* decode: each graph bucket (powers of two), and the largest batch */
     for (int b = 1; b < o->max_seqs; b *= 2)
         ADD(b, 1);
     ADD(o->max_seqs, 1);
-    /* prefill chunks of one sequence: each tuned row count of the linears */
-    for (int t = 2; t <= SD_NM_MAX_B_WIDE; t = next_bucket(t))
+    /* prefill chunks of one sequence: each tuned row count of the linears (above SD_NM_MAX_B_WIDE,
+     * those of the tiled wide kernels, engine/cuda_linear.cu) */
+    for (int t = 2; t <= SD_NM_MAX_B_TILED; t = next_bucket(t))
         ADD(1, t);
     /* mixed steps: r logits rows (the lm_head's tuned row counts), r + 1 tokens */
     for (int r = 2; r <= SD_NM_MAX_B_WIDE; r = next_bucket(r))
@@ -54,8 +63,7 @@ int sd_warmup_plan(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, s
     /* the largest chunk (cuBLAS on expanded weights, the tiled prefill attention) */
     int big = imin(o->max_batch_tokens, o->max_len);
     big = imin(big, kv_blocks * block_size);
-    if (big > SD_NM_MAX_B_WIDE)
-        ADD(1, big);
+    ADD(1, big);
 #undef ADD
     return n;
 }

@@ -39,10 +39,10 @@ typedef struct sd_warmup_step {
 /* The steps the warm-up runs, in order, into steps[SD_WARMUP_MAX_STEPS]; returns their count.
  * Every step fits the limits of o and the pool (kv_blocks blocks of block_size tokens; a step
  * uses one block per sequence, and the first sequence's blocks): decode steps of 1, 2, 4, ...
- * sequences up to max_seqs (and max_seqs itself), one sequence of each tuned row count 2..64
- * (sd_nm_tune_bucket's buckets: prefill chunks), steps of each tuned bucket of sequences with
- * one of them prefilling (logits rows of mixed steps), and one step of max_batch_tokens tokens
- * (the largest prefill chunk, through cuBLAS). */
+ * sequences up to max_seqs (and max_seqs itself), one sequence of each tuned row count 2..256
+ * (sd_nm_tune_bucket's buckets: prefill chunks), steps of each tuned bucket up to 64 of sequences
+ * with one of them prefilling (logits rows of mixed steps), and one step of max_batch_tokens
+ * tokens (the largest prefill chunk, through cuBLAS). No step twice. */
 int sd_warmup_plan(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, sd_warmup_step *steps);
 
 typedef struct sd_warmup_stats {

@@ -148,7 +148,7 @@ extern "C" int sd_kernels_ctx_import(sd_kernels_ctx *ctx, const sd_nm_tuned *e)
 {
     if (!ctx || !e || !known_rw(e->rows_per_warp) || e->split < 1 || e->split > 64 ||
         (e->split > 1 && (ctx->deterministic || e->y_bf16)) || e->rows < 1 || e->cols < 1 || e->B < 1 ||
-        e->B != sd_nm_tune_bucket(e->B) || e->B > SD_NM_MAX_B_WIDE)
+        e->B != sd_nm_tune_bucket(e->B) || e->B > SD_NM_MAX_B_TILED)
         return SD_EINVAL;
     sd_nm_key k;
     memset(&k, 0, sizeof k);

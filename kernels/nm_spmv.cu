@@ -410,7 +410,7 @@ int kt_max(int dense, int BT)
 int check_args(const sd_nm_spmv_args *a, int dense)
 {
     if (!a || !a->values || !a->x || !a->y || a->rows <= 0 || a->cols <= 0 || a->B < 1 ||
-        a->B > SD_NM_MAX_B_WIDE) // more than SD_NM_MAX_B: the wide expanding kernel only (launch_cfg)
+        a->B > SD_NM_MAX_B_TILED) // more than SD_NM_MAX_B: the wide kernels only (launch_cfg)
         return SD_EINVAL;
     if (a->cols % (dense ? 8 : 32) != 0 || a->ldx < a->cols || a->ldx % 2 != 0 ||
         a->ldy < (a->swiglu ? a->rows / 2 : a->rows))
@@ -433,6 +433,29 @@ int swiglu_terms(const sd_nm_spmv_args *a)
 }
 
 } // namespace
+
+// More than SD_NM_MAX_B_WIDE vectors of an N:M pattern: tiles (sd_nm_tile_step), each one launch of a
+// wide kernel with the same config. rw names one (else the register-expanding one, which takes every
+// such problem the tiles' launches are given).
+static int launch_tiles(const sd_nm_spmv_args *a, int rw, int split, cudaStream_t s)
+{
+    if (!sd_nm_tcx_pattern(a->n, a->m))
+        return SD_EINVAL; // unstructured: SD_NM_MAX_B at most
+    if (!sd__nm_rw_tcxw(rw) && !sd__nm_rw_spg(rw))
+        rw = SD_NM_RW_TCXW;
+    const int step = sd_nm_tile_step(a->B);
+    const size_t y_elem = a->y_bf16 ? 2 : 4;
+    for (int b0 = 0; b0 < a->B; b0 += step) {
+        sd_nm_spmv_args t = *a;
+        t.B = a->B - b0 < step ? a->B - b0 : step;
+        t.x = a->x + (int64_t)b0 * a->ldx;
+        t.y = static_cast<char *>(a->y) + (size_t)b0 * (size_t)a->ldy * y_elem;
+        const int rc = sd__nm_launch_cfg(&t, 0, rw, split, s);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
 
 extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, int split, cudaStream_t s)
 {
@@ -460,6 +483,8 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         return SD_ENOTSUP;
     if (split > 1 && a->y_bf16)
         return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
+    if (a->B > SD_NM_MAX_B_WIDE)
+        return dense ? SD_EINVAL : launch_tiles(a, rw, split, s);
     if (sd__nm_rw_spg(rw)) {
         if (!dense && sd__nm_spg_supported(a))
             return sd__nm_spg_launch(a, rw == SD_NM_RW_SPG2 ? 2 : 1, split, s);

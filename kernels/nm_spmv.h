@@ -19,16 +19,31 @@ extern "C" {
 #endif
 
 #define SD_NM_MAX_B 16
-/* 2:4, 4:8, 8:16 and 16:32 weights take up to this many vectors (the wide register-expanding
- * tensor-core kernel, rows_per_warp 128); unstructured and the dense GEMV up to SD_NM_MAX_B. */
+/* 2:4, 4:8, 8:16 and 16:32 weights take up to this many vectors in one launch (the wide
+ * tensor-core kernels, rows_per_warp 128, 256, 29, 30); unstructured and the dense GEMV up to
+ * SD_NM_MAX_B. */
 #define SD_NM_MAX_B_WIDE 64
+/* Those patterns take up to this many vectors in tiles of at most SD_NM_MAX_B_WIDE: each tile one
+ * launch of the wide kernels with the same config, so the weights are read once a tile (prefill
+ * chunks and large batches, where the alternative is a dense expansion of the weights for cuBLAS). */
+#define SD_NM_MAX_B_TILED 256
 
-/* The batch size a tuned config is kept under: B itself up to SD_NM_MAX_B, above it the next
- * multiple of 8, so that the row counts 17..64 (prefill chunks, batch sizes) are tuned 6 times,
- * not 48. */
+/* The batch size a tuned config is kept under: B itself up to SD_NM_MAX_B, then the next multiple
+ * of 8 up to SD_NM_MAX_B_WIDE, then of 64: the row counts 17..256 (prefill chunks, batch sizes)
+ * are tuned 9 times, not 240. */
 static inline int sd_nm_tune_bucket(int B)
 {
-    return B <= SD_NM_MAX_B ? B : (B + 7) / 8 * 8;
+    return B <= SD_NM_MAX_B ? B : B <= SD_NM_MAX_B_WIDE ? (B + 7) / 8 * 8 : (B + 63) / 64 * 64;
+}
+
+/* The tiles of B > SD_NM_MAX_B_WIDE vectors: tile i covers vectors [i step, min((i + 1) step, B)),
+ * step = sd_nm_tile_step(B): as few tiles as SD_NM_MAX_B_WIDE allows, as even as whole 8-vector
+ * groups allow (the kernels work in groups of 8; 130 vectors: 48 + 48 + 34, not 64 + 64 + 2).
+ * Every tile starts at a multiple of 8, so x rows keep their 16-byte alignment. */
+static inline int sd_nm_tile_step(int B)
+{
+    const int tiles = (B + SD_NM_MAX_B_WIDE - 1) / SD_NM_MAX_B_WIDE, per = (B + tiles - 1) / tiles;
+    return (per + 7) / 8 * 8;
 }
 
 /* Per-device tuning state: the autotune cache and device facts. One per device and thread
@@ -73,14 +88,14 @@ void sd_kernels_ctx_set_deterministic(sd_kernels_ctx *ctx, int on);
 /* Whether the register-expanding kernels are on for pattern group m (sd_kernels_ctx_set_tcx). */
 int sd_kernels_ctx_tcx(const sd_kernels_ctx *ctx, int m);
 /* Whether the register-expanding kernels have an expansion for pattern n:m (2:4, 4:8, 8:16, 16:32):
- * the patterns that may take up to SD_NM_MAX_B_WIDE vectors. */
+ * the patterns that may take more than SD_NM_MAX_B vectors. */
 int sd_nm_tcx_pattern(int n, int m);
 
 typedef struct sd_nm_spmv_args {
     const sd_kernels_ctx *ctx; /* may be NULL: then the default heuristic picks the config */
     int n, m;                  /* N:M pattern, or 0,0 = unstructured (ignored by the dense GEMV) */
     int64_t rows, cols;        /* W is [rows, cols]; cols % 32 == 0 (dense: cols % 8 == 0) */
-    int B;                     /* number of vectors, 1..SD_NM_MAX_B (2:4, 4:8, 8:16: ..SD_NM_MAX_B_WIDE) */
+    int B;                     /* number of vectors, 1..SD_NM_MAX_B (2:4 to 16:32: ..SD_NM_MAX_B_TILED) */
     const uint16_t
         *values;          /* bf16 [rows, cols/2] (dense GEMV: the weights, bf16 [rows, cols]); 16-B aligned */
     const uint32_t *mask; /* u32 [rows, cols/32] (unused by the dense GEMV) */

@@ -53,10 +53,10 @@ int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, cudaStream_
  * chosen by rows_per_warp == SD_NM_RW_TCX: those patterns only, cols % 64 == 0, x 16-byte aligned rows. A
  * candidate of the autotuner unless the context turns it off (sd_kernels_ctx_set_tcx). */
 #define SD_NM_RW_TCX 24
-/* Its wide twin for batches up to SD_NM_MAX_B_WIDE: 128 rows a block, a warp per 16 rows, each
- * warp over the block's whole K share, weights and x staged in shared memory (x read once per
- * 128 rows). The only kernel that takes B > SD_NM_MAX_B; a candidate of the autotuner for
- * smaller B too unless the ctx turns it off. */
+/* Its wide twin for batches up to SD_NM_MAX_B_WIDE (more in tiles, sd__nm_launch_cfg): 128 rows a
+ * block, a warp per 16 rows, each warp over the block's whole K share, weights and x staged in shared
+ * memory (x read once per 128 rows). The kernel every problem of B > SD_NM_MAX_B falls back to; a
+ * candidate of the autotuner for smaller B too unless the ctx turns it off. */
 #define SD_NM_RW_TCXW 128
 /* The same with 32 rows a warp, 256 a block (one block an SM): x read from L2 once per 256 rows, and
  * each warp's x fragments serve two row tiles. */
@@ -88,7 +88,8 @@ int sd__nm_sp24_launch_meta(const sd_nm_spmv_args *a, int split, int meta, int m
 /* Their GEMM-shaped twin for many vectors (nm_spmv_spg.cu), chosen by rows_per_warp ==
  * SD_NM_RW_SPG (128 rows a block) or SD_NM_RW_SPG2 (256): 8 warps over the block's rows, weights and
  * x staged in shared memory once per block (x read from L2 once per 128-256 rows). B <=
- * SD_NM_MAX_B_WIDE, cols % 128 == 0, x rows, values and mask 16-byte aligned; no SwiGLU epilogue.
+ * SD_NM_MAX_B_TILED (_launch: SD_NM_MAX_B_WIDE, more in tiles), cols % 128 == 0, x rows, values and
+ * mask 16-byte aligned; no SwiGLU epilogue.
  * Candidates of the autotuner from 2 vectors up unless the context turns the sparse tensor-core
  * kernels off. _launch takes mw = 1 or 2 (16 or 32 rows a warp). */
 #define SD_NM_RW_SPG 29

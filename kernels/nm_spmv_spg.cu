@@ -242,13 +242,14 @@ template <int MW> size_t spg_smem(int nt)
 
 extern "C" int sd__nm_spg_supported(const sd_nm_spmv_args *a)
 {
-    return a->n == 2 && a->m == 4 && a->B <= SD_NM_MAX_B_WIDE && a->cols % kCols == 0 && a->ldx % 8 == 0 &&
+    return a->n == 2 && a->m == 4 && a->B <= SD_NM_MAX_B_TILED && a->cols % kCols == 0 && a->ldx % 8 == 0 &&
            ((uintptr_t)a->x & 15) == 0 && ((uintptr_t)a->mask & 15) == 0 && ((uintptr_t)a->values & 15) == 0;
 }
 
 extern "C" int sd__nm_spg_launch(const sd_nm_spmv_args *a, int mw, int split, cudaStream_t s)
 {
-    if (!sd__nm_spg_supported(a) || split < 1 || (mw != 1 && mw != 2))
+    // more than SD_NM_MAX_B_WIDE vectors come in tiles (sd__nm_launch_cfg)
+    if (!sd__nm_spg_supported(a) || a->B > SD_NM_MAX_B_WIDE || split < 1 || (mw != 1 && mw != 2))
         return SD_EINVAL;
     if (a->swiglu) // the epilogue lives in the 16-row kernels
         return SD_ENOTSUP;

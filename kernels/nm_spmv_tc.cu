@@ -385,7 +385,8 @@ extern "C" int sd__nm_tc_launch(const sd_nm_spmv_args *a, int dense, int split, 
 
 extern "C" int sd__nm_tcx_launch(const sd_nm_spmv_args *a, int wide, int split, cudaStream_t s)
 {
-    if (!sd__nm_tcx_supported(a) || (!wide && a->B > SD_NM_MAX_B) || wide < 0 || wide > 2)
+    if (!sd__nm_tcx_supported(a) || (!wide && a->B > SD_NM_MAX_B) || a->B > SD_NM_MAX_B_WIDE || wide < 0 ||
+        wide > 2)
         return SD_EINVAL;
     return tc_launch(a, wide ? kTcExpandWide : kTcExpand, split, s, wide ? wide : 1);
 }

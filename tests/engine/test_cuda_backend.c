@@ -363,6 +363,58 @@ static void test_pruned_2of4_tiny(void)
     rm_model_dir(dir);
 }
 
+/* With SD_NM_TILES=1 a 2:4 linear may take 65..256 rows in tiles of the wide kernels (or cuBLAS on
+ * the expanded weights, whichever the first-use timing picks; SD_TUNE_LOG shows which): prefills of
+ * 65, 130 and 200 tokens still match the CPU backend (1e-2, as test_pruned_2of4_tiny). The tiles
+ * themselves are checked kernel by kernel in test_spmv_gpu / test_sp24_gpu. */
+static void test_tiled_prefill_2of4(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    char dir[] = "/tmp/sd_cuda_t2of4_XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    sd_model *m = NULL;
+    sd_backend *cpu = NULL, *gpu = NULL;
+    sd_diag d = {0};
+    sd_backend_opts o;
+    backend_opts(&o);
+    int rc = make_pruned(TINY, dir);
+    CHECK_MSG(rc == 0, "writing the pruned checkpoint");
+    if (!rc)
+        rc = sd_model_open(&m, dir, &d);
+    if (!rc)
+        rc = sd_backend_cpu_init(&cpu, m, &o, &d);
+    setenv("SD_NM_TILES", "1", 1);
+    setenv("SD_TUNE_LOG", "1", 1);
+    if (!rc)
+        rc = sd_backend_cuda_init(&gpu, m, &o, &d);
+    unsetenv("SD_NM_TILES");
+    unsetenv("SD_TUNE_LOG");
+    CHECK_MSG(rc == 0, "%s", sd_diag_str(&d, rc));
+    const int lens[] = {65, 130, 200};
+    for (int i = 0; !rc && i < 3; i++) {
+        const int32_t V = sd_model_cfg(m)->vocab, n = lens[i];
+        float *lc = malloc((size_t)n * V * 4), *lg = malloc((size_t)n * V * 4);
+        int32_t *toks = malloc((size_t)n * 4);
+        REQUIRE(lc && lg && toks);
+        rand_tokens(toks, n, V, 4321u + (uint32_t)n);
+        rc = fwd1(cpu, 0, toks, n, 0, 1, lc) || fwd1(gpu, 0, toks, n, 0, 1, lg);
+        CHECK_MSG(rc == 0, "prefill of %d tokens failed", n);
+        if (!rc) {
+            const double e = rel_l2(lg, lc, (size_t)n * V);
+            fprintf(stderr, "  2:4 prefill of %d tokens: rel L2 %.2e\n", n, e);
+            CHECK_MSG(e <= 1e-2, "2:4 prefill of %d tokens: logits rel L2 %.3g", n, e);
+        }
+        free(lc);
+        free(lg);
+        free(toks);
+    }
+    sd_backend_free(gpu);
+    sd_backend_free(cpu);
+    sd_model_free(m);
+    rm_model_dir(dir);
+}
+
 /* ---- a sliding window: the tiny model's weights under a Mistral config with window 20 ---- */
 
 #define WINDOW 20 /* < PROMPT: the prefill's later rows and every decode step drop keys */
@@ -758,6 +810,7 @@ int main(void)
     RUN(test_dense_tiny);
     RUN(test_dense_small);
     RUN(test_pruned_2of4_tiny);
+    RUN(test_tiled_prefill_2of4);
     RUN(test_batch_vs_single);
     RUN(test_batch_vs_single_2of4);
     RUN(test_deterministic);

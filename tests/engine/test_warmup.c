@@ -42,17 +42,54 @@ static void test_plan_covers_every_bucket(void)
     check_fits(&o, 10000, 16, s, n);
     for (int b = 1; b <= 64; b *= 2) /* every decode graph bucket */
         CHECK_MSG(count_steps(s, n, b, 1) == 1, "decode of %d sequences", b);
-    int buckets = 0;
-    for (int t = 2; t <= SD_NM_MAX_B_WIDE; t++) { /* every tuned row count, as a chunk and as logits rows */
+    int buckets = 0, tiled = 0;
+    for (int t = 2; t <= SD_NM_MAX_B_TILED;
+         t++) { /* every tuned row count as a chunk, up to 64 as logits rows */
         if (sd_nm_tune_bucket(t) != t)
             continue;
-        buckets++;
         CHECK_MSG(count_steps(s, n, 1, t) == 1, "a prefill chunk of %d tokens", t);
+        if (t > SD_NM_MAX_B_WIDE) {
+            tiled++;
+            continue;
+        }
+        buckets++;
         CHECK_MSG(count_steps(s, n, t, 2) == 1, "a mixed step of %d sequences", t);
     }
-    CHECK(buckets == 21);
+    CHECK(buckets == 21 && tiled == 3); /* 2..16, 24..64 by 8; 128, 192, 256 */
     CHECK_MSG(count_steps(s, n, 1, 512) == 1, "the largest chunk");
-    CHECK_MSG(n == 7 + 2 * buckets + 1, "%d steps", n);
+    CHECK_MSG(n == 7 + 2 * buckets + tiled + 1, "%d steps", n);
+    for (int i = 0; i < n; i++) /* no step twice */
+        CHECK_MSG(count_steps(s, n, s[i].n_seqs, s[i].first_tokens) == 1, "step %d (%d seqs, first %d) twice",
+                  i, s[i].n_seqs, s[i].first_tokens);
+    /* a largest chunk that is itself a bucket is planned once */
+    const sd_warmup_opts o2 = {8, 256, 2048, NULL, NULL};
+    const int n2 = sd_warmup_plan(&o2, 10000, 16, s);
+    CHECK(count_steps(s, n2, 1, 256) == 1 && count_steps(s, n2, 1, 192) == 1);
+}
+
+/* The tune buckets above SD_NM_MAX_B_WIDE and the tiles of the wide kernels (kernels/nm_spmv.h):
+ * every row count maps to the bucket above it; tiles cover the vectors once, each at most
+ * SD_NM_MAX_B_WIDE, starting at multiples of 8, as few as the limit allows and within 8 of even. */
+static void test_tune_buckets_and_tiles(void)
+{
+    CHECK(sd_nm_tune_bucket(16) == 16 && sd_nm_tune_bucket(17) == 24 && sd_nm_tune_bucket(64) == 64);
+    CHECK(sd_nm_tune_bucket(65) == 128 && sd_nm_tune_bucket(128) == 128 && sd_nm_tune_bucket(129) == 192);
+    CHECK(sd_nm_tune_bucket(SD_NM_MAX_B_TILED) == SD_NM_MAX_B_TILED);
+    for (int B = SD_NM_MAX_B_WIDE + 1; B <= SD_NM_MAX_B_TILED; B++) {
+        CHECK_MSG(sd_nm_tune_bucket(B) >= B && sd_nm_tune_bucket(B) - B < 64, "bucket of %d", B);
+        const int step = sd_nm_tile_step(B), want = (B + SD_NM_MAX_B_WIDE - 1) / SD_NM_MAX_B_WIDE;
+        int tiles = 0, covered = 0, lo = 1 << 30, hi = 0;
+        for (int b0 = 0; b0 < B; b0 += step, tiles++) {
+            const int len = B - b0 < step ? B - b0 : step;
+            CHECK_MSG(b0 % 8 == 0 && len >= 1 && len <= SD_NM_MAX_B_WIDE, "B %d: tile at %d of %d", B, b0,
+                      len);
+            covered += len;
+            lo = len < lo ? len : lo, hi = len > hi ? len : hi;
+        }
+        CHECK_MSG(covered == B && tiles == want, "B %d: %d tiles cover %d", B, tiles, covered);
+        CHECK_MSG(hi - lo < 8 * tiles, "B %d: tiles of %d..%d", B, lo, hi);
+    }
+    CHECK(sd_nm_tile_step(130) == 48 && sd_nm_tile_step(256) == 64 && sd_nm_tile_step(65) == 40);
 }
 
 static void test_plan_respects_limits(void)
@@ -65,7 +102,8 @@ static void test_plan_respects_limits(void)
     CHECK(count_steps(s, n, 1, 1) == 1 && count_steps(s, n, 2, 1) == 1 && count_steps(s, n, 3, 1) == 1);
     CHECK(count_steps(s, n, 1, 16) == 1 && count_steps(s, n, 1, 24) == 0); /* 24 > 20 tokens */
     CHECK(count_steps(s, n, 3, 2) == 1 && count_steps(s, n, 4, 2) == 0);   /* 4 > 3 sequences */
-    CHECK_MSG(n == 3 + 15 + 2, "%d steps", n);
+    CHECK(count_steps(s, n, 1, 20) == 1); /* the largest chunk: bucket 24's only step */
+    CHECK_MSG(n == 3 + 15 + 2 + 1, "%d steps", n);
     /* one sequence of one token at a time: decode only */
     o = (sd_warmup_opts){1, 1, 1, NULL, NULL};
     n = sd_warmup_plan(&o, 1, 16, s);
@@ -265,6 +303,7 @@ int main(void)
 {
     RUN(test_plan_covers_every_bucket);
     RUN(test_plan_respects_limits);
+    RUN(test_tune_buckets_and_tiles);
     RUN(test_driver_runs_the_plan);
     RUN(test_driver_without_sampler);
     RUN(test_driver_names_the_failing_step);

@@ -169,7 +169,8 @@ static void test_gpu_gather_corrupt_mask(void)
  * 256: the wide twins for B up to 64, 16 / 32 rows a warp, weights and x staged in shared memory;
  * kernels/nm_tcx.h): rows not a multiple of 16 (and of 128, 256), cols an odd number of 64-column pieces,
  * fewer steps than warps, uneven split-K shares, every B up to 16 on one shape and B = 17..64 for the wide
- * kernel, fp32/bf16 output, accumulate; corrupt masks give wrong numbers, never a fault. */
+ * kernel, 65..256 in tiles of it (65, 130, 200, 256), fp32/bf16 output, accumulate; corrupt masks give wrong
+ * numbers, never a fault. */
 #define RW_TCX 24
 #define RW_TCXW 128
 #define RW_TCXW2 256
@@ -189,11 +190,12 @@ static void check_tcx(int n, int m, uint64_t seed)
     double worst = 0;
     int worst_cfg = 0;
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
-        for (int B = 1; B <= SD_NM_MAX_B_WIDE; B++) {
+        for (int B = 1; B <= SD_NM_MAX_B_TILED; B++) {
             if (si != 3 && B != 1 && B != 2 && B != 5 && B != 8 && B != 9 && B != 16 && B != 17 && B != 40 &&
-                B != 64)
+                B != 64 && !(B == 130 && si < 5))
                 continue;
-            if (si == 3 && B > SD_NM_MAX_B && B != 17 && B != 24 && B != 33 && B != 64)
+            if (si == 3 && B > SD_NM_MAX_B && B != 17 && B != 24 && B != 33 && B != 64 && B != 65 &&
+                B != 200 && B != SD_NM_MAX_B_TILED)
                 continue;
             prob p;
             REQUIRE(prob_init(&p, 0, n, m, shapes[si].rows, shapes[si].cols, B, seed + 100 * si + B) == 0);
@@ -341,7 +343,10 @@ static void test_gpu_bad_args(void)
     a = prob_args(&p, 1, 0, 16, 2); /* split-K with bf16 output, tensor-core kernel */
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
     a = prob_args(&p, 0, 0, 0, 0);
-    a.B = SD_NM_MAX_B_WIDE + 1;
+    a.B = SD_NM_MAX_B_TILED + 1;
+    CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
+    a = prob_args(&p, 0, 0, 0, 0); /* tiles: the N:M patterns only */
+    a.B = SD_NM_MAX_B_WIDE + 1, a.n = 0, a.m = 0;
     CHECK(sd_nm_spmv_launch(&a, 0) == SD_EINVAL);
     a = prob_args(&p, 0, 0, 0, 0);           /* more than SD_NM_MAX_B vectors: the N:M patterns only */
     a.B = SD_NM_MAX_B + 1, a.n = 0, a.m = 0; /* (the 2:4 mask read as an unstructured one) */
