@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "engine/backend.h"
+#include "engine/bench_common.h"
 #include "engine/gpu_sensor.h"
 #include "engine/model_config.h"
 #include "engine/synthetic.h"
@@ -54,18 +55,6 @@ static void usage(FILE *f)
         f, "usage: sparsed bench decode --preset CONFIG.json [--pattern dense|2:4|4:8|8:16|16:32|all|A,B..]\n"
            "       [--batch 1,4,16,64] [--ctx 512] [--warmup 50] [--steps 50] [--device 0] [--copy-logits]\n"
            "       [--deterministic] [--tensor-parallel N] [--tune-cache FILE] [--out FILE.md]\n");
-}
-
-static int parse_list(char *s, int *out, int max)
-{
-    int n = 0;
-    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
-        int v = atoi(tok);
-        if (v <= 0 || n == max)
-            return -1;
-        out[n++] = v;
-    }
-    return n;
 }
 
 static int parse_args(int argc, char **argv, bd_opts *o)
@@ -113,15 +102,9 @@ static int parse_args(int argc, char **argv, bd_opts *o)
     }
     if (!o->preset || o->ctx < 1 || o->warmup < 0 || o->steps < 1 || o->tp < 0)
         return -1;
-    snprintf(pat_buf, sizeof pat_buf, "%s", strcmp(pat, "all") ? pat : "dense,2:4,4:8,8:16,16:32");
-    for (char *tok = strtok(pat_buf, ","); tok && o->n_patterns < BD_MAX_PATTERNS; tok = strtok(NULL, ",")) {
-        int n, m;
-        if (sd_synth_pattern_parse(tok, &n, &m))
-            return -1;
-        o->patterns[o->n_patterns++] = tok;
-    }
+    o->n_patterns = sd_bench_parse_patterns(pat, pat_buf, sizeof pat_buf, o->patterns, BD_MAX_PATTERNS);
     snprintf(batch_buf, sizeof batch_buf, "%s", batch);
-    o->n_batches = parse_list(batch_buf, o->batches, BD_MAX_BATCHES);
+    o->n_batches = sd_bench_parse_ints(batch_buf, o->batches, BD_MAX_BATCHES);
     return o->n_batches > 0 && o->n_patterns > 0 ? 0 : -1;
 }
 
@@ -137,19 +120,6 @@ int sd_bench_decode_main(int argc, char **argv)
     return 2;
 }
 #else
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Prefills `n_seqs` sequences of ctx random tokens; sequence i owns blocks [i*bps, (i+1)*bps). */
 static int prefill(sd_backend *b, const bd_opts *o, int n_seqs, int bps, int32_t *bt, float *logits,
@@ -191,10 +161,10 @@ static int decode_steps(sd_backend *b, const bd_opts *o, int bps, int32_t *bt, f
             tok[i] = (int32_t)((s * 7919 + i * 104729) % b->vocab);
             q[i] = (sd_batch_seq){o->ctx + s, 1, &tok[i], bt + (size_t)i * bps, 0};
         }
-        double t0 = now_ms();
+        double t0 = sd_bench_now_ms();
         rc = sd_backend_forward(b, q, batch, o->copy_logits ? logits : NULL, d);
         if (s >= o->warmup)
-            t[s - o->warmup] = now_ms() - t0;
+            t[s - o->warmup] = sd_bench_now_ms() - t0;
     }
     if (smp) {
         sd_gpu_summary sum;
@@ -202,10 +172,7 @@ static int decode_steps(sd_backend *b, const bd_opts *o, int bps, int32_t *bt, f
         sd_gpu_summary_str(&sum, x->gpu, sizeof x->gpu);
     }
     if (!rc) {
-        qsort(t, (size_t)o->steps, sizeof *t, cmp_double);
-        x->ms = t[o->steps / 2];
-        x->p10 = t[o->steps / 10];
-        x->p90 = t[o->steps * 9 / 10];
+        x->ms = sd_bench_median(t, o->steps, &x->p10, &x->p90);
     }
     free(t);
     free(q);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "engine/bench_decode.h"
+#include "engine/bench_prefill.h"
 #include "kernels/bench_kernels.h"
 #include "server/cmd.h"
 
@@ -17,6 +18,8 @@ static const bench_mode k_modes[] = {
      sd_bench_kernels},
     {"decode", "end-to-end decode on synthetic weights: --preset CONFIG.json [--pattern ..] [--batch ..]",
      sd_bench_decode_main},
+    {"prefill", "prompt chunks on synthetic weights: --preset CONFIG.json [--pattern ..] [--chunk 64,128,..]",
+     sd_bench_prefill_main},
 };
 
 static void bench_usage(void)

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from conftest import sparsed_bin
+from conftest import ROOT, sparsed_bin
 
 
 def run(*args):
@@ -62,3 +62,38 @@ def test_decode_bad_arguments(args):
     r = run("decode", *args)
     assert r.returncode == 2, r
     assert "usage: sparsed bench decode" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],  # no preset
+        ["--preset", "config/presets/llama-3.1-8b.json", "--chunk", "0"],
+        ["--preset", "config/presets/llama-3.1-8b.json", "--chunk", "128,x"],
+        ["--preset", "config/presets/llama-3.1-8b.json", "--chunk", "70000"],
+        ["--preset", "config/presets/llama-3.1-8b.json", "--pattern", "3:4"],
+        ["--preset", "config/presets/llama-3.1-8b.json", "--reps", "0"],
+        ["--preset", "config/presets/llama-3.1-8b.json", "--warmup", "0"],  # the first chunk tunes
+        ["--preset", "config/presets/llama-3.1-8b.json", "--chunk"],
+        ["--preset", "config/presets/llama-3.1-8b.json", "--bogus", "1"],
+    ],
+)
+def test_prefill_bad_arguments(args):
+    r = run("prefill", *args)
+    assert r.returncode == 2, r
+    assert "usage: sparsed bench prefill" in r.stderr and "--chunk 64,128,256,512,2048" in r.stderr
+
+
+def test_prefill_help_and_no_gpu():
+    r = run("prefill", "--help")
+    assert r.returncode == 0 and "usage: sparsed bench prefill" in r.stdout, r
+    preset = str(ROOT / "config/presets/llama-3.1-8b.json")
+    r = run("prefill", "--preset", preset, "--chunk", "128", "--pattern", "dense")
+    if "no CUDA backend" in r.stderr:  # a build without nvcc: the mode exists, the backend not
+        assert r.returncode == 2, r
+    elif "no CUDA device" in r.stderr:  # this machine has no GPU: refused after the arguments
+        assert r.returncode == 1, r
+    else:
+        pytest.skip("a GPU is present: the run itself is tools/gpu/tiles_ab.sh's")
+    r = run("prefill", "--preset", "/nonexistent/config.json")
+    assert r.returncode in (1, 2) and ("nonexistent" in r.stderr or "no CUDA backend" in r.stderr), r

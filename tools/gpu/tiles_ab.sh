@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # tools/gpu/tiles_ab.sh: the first GPU run of the tiled wide kernels (65-256 rows of a 2:4 .. 16:32
 # linear, SD_NM_TILES=1) and of the vectorised bitmask expansion before cuBLAS (engine/cuda_ops.cu),
-# both written without a device (kernels/NOTES.md v29). One call, ~8 minutes:
+# both written without a device (kernels/NOTES.md v29). One call, ~8 minutes (the steps pack their
+# results as they finish, so a run cut short keeps what it measured):
 #   1. every GPU test binary (ab_gpu_tests): test_spmv_gpu / test_sp24_gpu check B = 65-256 per
 #      config, test_cuda_backend 2:4 prefills of 65-200 tokens (tiles on) and all its prefills of
 #      more than 64 rows (the new expansion) against the CPU backend. A failure stops the run.
-#   2. a random 2:4 bitmask checkpoint at Llama-3.1-8B shapes (tools/synth_ckpt.py --pattern);
-#   3. the steady load at 64 and 128 req/s (128-token prompts: steps of 65-192 rows), tiles off and
-#      on, alternated twice, with SD_TUNE_LOG=1: the warm-up's first-use lines put the tiled kernel
-#      and cuBLAS on expanded weights side by side for every 8B shape at 128, 192 and 256 rows.
+#   2. `sparsed bench prefill` at Llama-3.1-8B shapes, chunks of 64-2048 tokens, dense, 2:4 and
+#      8:16 with tiles off, then 2:4 and 8:16 with tiles on (SD_TUNE_LOG=1: the first-use lines put
+#      the tiled kernel and cuBLAS on expanded weights side by side for every shape at 128-256 rows);
+#   3. a random 2:4 bitmask checkpoint at those shapes (tools/synth_ckpt.py --pattern) under the
+#      steady load at 64 and 128 req/s (128-token prompts: steps of 65-192 rows), tiles off, then on.
 # Run from the repo root of a tree whose binaries were prebuilt (tools/gpu/prebuild.sh), e.g.
 #   tar xJf results/tmp/bins.tar.xz && AB_PREBUILT=1 bash tools/gpu/tiles_ab.sh
 # carry: .debs, results/tmp (bins.tar.xz, llama3.tar.xz). Everything lands in $OUT/r.tgz:
@@ -18,24 +20,38 @@ tar xJf results/tmp/llama3.tar.xz -C results/tmp
 ab_build
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv >"$R/gpu.txt" 2>&1
 ab_gpu_tests
-if grep -q "FAIL" "$R"/test-*.log; then
+bad=0
+for f in "$R"/test-*.log; do # a crash or a timeout leaves no "N passed, 0 failed" line
+    tail -1 "$f" | grep -qE "^[0-9]+ passed, 0 failed" || bad=1
+done
+if [ $bad = 1 ]; then
     ab_note "a GPU test failed: no timing (see test-*.log)"
     ab_pack
     exit 1
 fi
 ab_pack
+P8=config/presets/llama-3.1-8b.json
+CH=64,128,192,256,512,2048
+for t in 0 1; do
+    pats=dense,2:4,8:16
+    [ $t = 1 ] && pats=2:4,8:16
+    SD_NM_TILES=$t SD_TUNE_LOG=1 timeout 200 build/gpu/sparsed bench prefill --preset $P8 --pattern $pats \
+        --chunk $CH --out "$R/prefill-tiles$t.md" >/dev/null 2>"$R/prefill-tiles$t.err"
+    ab_note "bench prefill tiles$t rc=$? $(ab_el) s"
+    cat "$R/prefill-tiles$t.md" >>"$R/summary.txt"
+    grep -E "^tune: .* (6[4-9]|[7-9][0-9]|[12][0-9][0-9]) rows" "$R/prefill-tiles$t.err" >"$R/tune-prefill$t.txt"
+    ab_pack
+done
 source tools/gpu/lib.sh # steady_load, steady_table
 B=build/gpu RATES=64,128 N=128 PORT=18284 OUTLEN=128
 python3 tools/synth_ckpt.py --config config/presets/llama-3.1-8b.json --tokenizer results/tmp/llama3 \
     --out /tmp/ck2of4 --pattern 2:4 >"$R/synth.log" 2>&1
 ab_note "synth 2:4 rc=$? $(ab_el) s"
-for k in 1 2; do
-    for t in 0 1; do
-        name=tiles$t-$k
-        SD_NM_TILES=$t SD_TUNE_LOG=1 steady_load "$R/steady-$name" /tmp/ck2of4 150 --timeout 120
-        ab_note "steady $name rc=$? $(ab_el) s: $(grep -o 'ready at .* after [0-9]* s' "$R/steady-$name.log")"
-        steady_table "$R/steady-$name" >>"$R/summary.txt"
-        grep -E "^tune: .* (6[4-9]|[7-9][0-9]|[12][0-9][0-9]) rows" "$R/steady-$name/server.log" >"$R/tune-$name.txt"
-        ab_pack
-    done
+for t in 0 1; do
+    name=tiles$t
+    SD_NM_TILES=$t SD_TUNE_LOG=1 steady_load "$R/steady-$name" /tmp/ck2of4 150 --timeout 120
+    ab_note "steady $name rc=$? $(ab_el) s: $(grep -o 'ready at .* after [0-9]* s' "$R/steady-$name.log")"
+    steady_table "$R/steady-$name" >>"$R/summary.txt"
+    grep -E "^tune: .* (6[4-9]|[7-9][0-9]|[12][0-9][0-9]) rows" "$R/steady-$name/server.log" >"$R/tune-$name.txt"
+    ab_pack
 done

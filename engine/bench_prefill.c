@@ -1,0 +1,293 @@
+/* bench_prefill: 'sparsed bench prefill' — the time of one prompt chunk of T tokens through the
+ * CUDA backend on synthetic weights at a preset's shapes, dense vs N:M bitmask. A chunk's linears
+ * read the weights once and do 2 T flops a weight, so a chunk is bound by bytes at small T and by
+ * the tensor cores at large T: each row prints the time the weights' bytes take at the read
+ * bandwidth measured in the same run (the floor at small T) and the dense-equivalent TFLOPS the
+ * linears reached (what bounds large T). Bitmask linears of more than the bitmask kernels' rows run
+ * cuBLAS on weights expanded into a dense scratch, or the wide kernels in tiles with SD_NM_TILES=1
+ * (engine/cuda_linear.cu); a row says which was in force. */
+#include "engine/bench_prefill.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/backend.h"
+#include "engine/bench_common.h"
+#include "engine/model_config.h"
+#include "engine/synthetic.h"
+#ifdef SD_HAVE_CUDA
+#include "engine/cuda_backend.h"
+#endif
+
+#define BP_MAX_CHUNKS 12
+#define BP_MAX_PATTERNS 8
+#define BP_BLOCK 16
+
+typedef struct bp_opts {
+    const char *preset, *out;
+    const char *patterns[BP_MAX_PATTERNS];
+    int n_patterns;
+    int chunks[BP_MAX_CHUNKS];
+    int n_chunks;
+    int warmup, reps, device;
+} bp_opts;
+
+typedef struct bp_result {
+    char pattern[16];
+    int chunk;
+    double ms, p10, p90; /* median, 10th and 90th percentile ms of a chunk */
+    double floor_ms;     /* the weights' bytes at the measured read bandwidth */
+    double tflops;       /* the linears' dense-equivalent flops / ms */
+    int ok;
+    char err[160];
+} bp_result;
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f,
+        "usage: sparsed bench prefill --preset CONFIG.json [--pattern dense|2:4|4:8|8:16|16:32|all|A,B..]\n"
+        "       [--chunk 64,128,256,512,2048] [--warmup 3] [--reps 10] [--device 0] [--out FILE.md]\n");
+}
+
+/* 0 ok, 1 --help, -1 bad arguments. */
+static int parse_args(int argc, char **argv, bp_opts *o)
+{
+    static char pat_buf[256], chunk_buf[256];
+    *o = (bp_opts){.warmup = 3, .reps = 10};
+    const char *pat = "all", *chunk = "64,128,256,512,2048";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return 1;
+        if (!v)
+            return -1;
+        if (!strcmp(a, "--preset"))
+            o->preset = v;
+        else if (!strcmp(a, "--pattern"))
+            pat = v;
+        else if (!strcmp(a, "--chunk"))
+            chunk = v;
+        else if (!strcmp(a, "--warmup"))
+            o->warmup = atoi(v);
+        else if (!strcmp(a, "--reps"))
+            o->reps = atoi(v);
+        else if (!strcmp(a, "--device"))
+            o->device = atoi(v);
+        else if (!strcmp(a, "--out"))
+            o->out = v;
+        else
+            return -1;
+        i++;
+    }
+    if (!o->preset || o->warmup < 1 || o->warmup > 100 || o->reps < 1 || o->reps > 1000 || o->device < 0)
+        return -1;
+    o->n_patterns = sd_bench_parse_patterns(pat, pat_buf, sizeof pat_buf, o->patterns, BP_MAX_PATTERNS);
+    snprintf(chunk_buf, sizeof chunk_buf, "%s", chunk);
+    o->n_chunks = sd_bench_parse_ints(chunk_buf, o->chunks, BP_MAX_CHUNKS);
+    for (int i = 0; i < o->n_chunks; i++)
+        if (o->chunks[i] > 65536)
+            return -1;
+    return o->n_chunks > 0 && o->n_patterns > 0 ? 0 : -1;
+}
+
+/* Flops of the layers' linears for one token (2 a weight): q/k/v, o, gate/up, down. The lm_head
+ * runs for the chunk's last token only, and the attention's T^2 part is left out (a few percent at
+ * 2048 tokens of an 8B). */
+static double linear_flops_per_token(const sd_model_config *c)
+{
+    const double h = c->hidden, q = (double)c->n_heads * c->head_dim,
+                 kv = (double)c->n_kv_heads * c->head_dim;
+    return 2.0 * c->n_layers * (h * (q + 2 * kv) + q * h + 3.0 * h * c->intermediate);
+}
+
+#ifndef SD_HAVE_CUDA
+int sd_bench_prefill_main(int argc, char **argv)
+{
+    bp_opts o;
+    int prc = parse_args(argc, argv, &o);
+    if (prc) {
+        usage(prc > 0 ? stdout : stderr);
+        return prc > 0 ? 0 : 2;
+    }
+    (void)linear_flops_per_token;
+    fprintf(stderr, "sparsed bench prefill: this build has no CUDA backend\n");
+    return 2;
+}
+#else
+
+static int max_chunk(const bp_opts *o)
+{
+    int m = 0;
+    for (int i = 0; i < o->n_chunks; i++)
+        m = o->chunks[i] > m ? o->chunks[i] : m;
+    return m;
+}
+
+/* warmup + reps chunks of x->chunk random tokens from position 0 of one sequence (the first
+ * warm-up chunk pays the first-use tuning of its row count). */
+static int time_chunks(sd_backend *b, const bp_opts *o, int32_t *bt, int32_t *toks, bp_result *x, sd_diag *d)
+{
+    double *t = malloc((size_t)o->reps * sizeof *t);
+    int rc = t ? 0 : SD_ENOMEM;
+    uint32_t s = 2024u + (uint32_t)x->chunk;
+    for (int k = 0; k < x->chunk; k++) {
+        s = s * 1664525u + 1013904223u;
+        toks[k] = (int32_t)((s >> 8) % (uint32_t)b->vocab);
+    }
+    for (int r = 0; r < o->warmup + o->reps && !rc; r++) {
+        sd_batch_seq q = {0, x->chunk, toks, bt, 0};
+        const double t0 = sd_bench_now_ms();
+        rc = sd_backend_forward(b, &q, 1, NULL, d);
+        if (r >= o->warmup)
+            t[r - o->warmup] = sd_bench_now_ms() - t0;
+    }
+    if (!rc)
+        x->ms = sd_bench_median(t, o->reps, &x->p10, &x->p90);
+    free(t);
+    return rc;
+}
+
+/* Every chunk size of one pattern on one backend; results appended to r. */
+static void run_pattern(const bp_opts *o, const sd_model_config *cfg, const char *pat, double gbps,
+                        bp_result *r, int *n_r)
+{
+    const int maxc = max_chunk(o), blocks = maxc / BP_BLOCK + 1;
+    sd_backend_opts bo;
+    sd_backend_opts_default(&bo);
+    bo.device = o->device;
+    bo.block_size = BP_BLOCK;
+    bo.kv_blocks = blocks;
+    bo.max_batch_tokens = maxc;
+    sd_backend *b = NULL;
+    sd_diag d = {0};
+    int32_t *bt = malloc((size_t)blocks * 4), *toks = malloc((size_t)maxc * 4);
+    for (int i = 0; bt && i < blocks; i++)
+        bt[i] = i;
+    int rc = !bt || !toks ? SD_ENOMEM : sd_backend_cuda_init_synthetic(&b, cfg, pat, 1, &bo, &d);
+    const double fpt = linear_flops_per_token(cfg);
+    for (int i = 0; i < o->n_chunks; i++) {
+        bp_result *x = &r[(*n_r)++];
+        memset(x, 0, sizeof *x);
+        snprintf(x->pattern, sizeof x->pattern, "%s", pat);
+        x->chunk = o->chunks[i];
+        if (!rc)
+            rc = time_chunks(b, o, bt, toks, x, &d);
+        if (rc) {
+            snprintf(x->err, sizeof x->err, "%s", sd_diag_str(&d, rc));
+            continue;
+        }
+        x->floor_ms = (double)sd_backend_cuda_step_weight_bytes(b) / (gbps * 1e9) * 1e3;
+        x->tflops = fpt * x->chunk / (x->ms * 1e-3) / 1e12;
+        x->ok = 1;
+        fprintf(stderr,
+                "  %-6s T=%-5d %9.3f ms (%.3f-%.3f) %9.0f tok/s, linears %.0f TFLOPS, read floor %.3f ms\n",
+                pat, x->chunk, x->ms, x->p10, x->p90, x->chunk / (x->ms * 1e-3), x->tflops, x->floor_ms);
+    }
+    sd_backend_free(b);
+    free(bt);
+    free(toks);
+}
+
+static double dense_ms(const bp_result *r, int n, int chunk)
+{
+    for (int i = 0; i < n; i++)
+        if (r[i].ok && r[i].chunk == chunk && !strcmp(r[i].pattern, "dense"))
+            return r[i].ms;
+    return 0;
+}
+
+static void print_table(FILE *f, const bp_result *r, int n)
+{
+    fprintf(
+        f, "| pattern | chunk | ms (p10-p90) | tokens/s | speedup vs dense | linears TFLOPS (dense-equiv.) | "
+           "read floor ms |\n");
+    fprintf(f, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (int i = 0; i < n; i++) {
+        if (!r[i].ok) {
+            fprintf(f, "| %s | %d | failed: %s | | | | |\n", r[i].pattern, r[i].chunk, r[i].err);
+            continue;
+        }
+        const double dm = dense_ms(r, n, r[i].chunk);
+        char sp[32] = "n/a";
+        if (dm > 0)
+            snprintf(sp, sizeof sp, "%.2fx", dm / r[i].ms);
+        fprintf(f, "| %s | %d | %.3f (%.3f-%.3f) | %.0f | %s | %.0f | %.3f |\n", r[i].pattern, r[i].chunk,
+                r[i].ms, r[i].p10, r[i].p90, r[i].chunk / (r[i].ms * 1e-3), sp, r[i].tflops, r[i].floor_ms);
+    }
+}
+
+static int write_md(const bp_opts *o, int argc, char **argv, const char *gpu, double gbps, const bp_result *r,
+                    int n)
+{
+    FILE *f = fopen(o->out, "w");
+    if (!f) {
+        fprintf(stderr, "sparsed bench prefill: cannot write %s\n", o->out);
+        return 1;
+    }
+    time_t now = time(NULL);
+    char date[32];
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    const char *tiles = getenv("SD_NM_TILES");
+    fprintf(f,
+            "## prefill: %s\n\n- date: %s\n- GPU: %s, read-only bandwidth measured %.0f GB/s\n- command: `",
+            o->preset, date, gpu, gbps);
+    if (tiles)
+        fprintf(f, "SD_NM_TILES=%s ", tiles);
+    fprintf(f, "sparsed bench");
+    for (int i = 0; i < argc; i++)
+        fprintf(f, " %s", argv[i]);
+    fprintf(
+        f,
+        "`\n- protocol: synthetic weights, one sequence, a chunk of T tokens from position 0, %d warm-up "
+        "(first-use tuning) + %d timed forward calls, median; linears TFLOPS = 2 x layer weights x T / time; "
+        "read floor = the step's weight bytes / bandwidth\n\n",
+        o->warmup, o->reps);
+    print_table(f, r, n);
+    fclose(f);
+    return 0;
+}
+
+int sd_bench_prefill_main(int argc, char **argv)
+{
+    bp_opts o;
+    int prc = parse_args(argc, argv, &o);
+    if (prc) {
+        usage(prc > 0 ? stdout : stderr);
+        return prc > 0 ? 0 : 2;
+    }
+    sd_model_config cfg;
+    sd_diag d = {0};
+    int rc = sd_model_config_load(&cfg, o.preset, &d);
+    if (rc) {
+        fprintf(stderr, "sparsed bench prefill: %s\n", sd_diag_str(&d, rc));
+        return 1;
+    }
+    if (sd_cuda_device_count() <= o.device) {
+        fprintf(stderr, "sparsed bench prefill: no CUDA device %d\n", o.device);
+        return 1;
+    }
+    char gpu[128];
+    sd_cuda_device_name(o.device, gpu, sizeof gpu);
+    double gbps = 0;
+    if ((rc = sd_cuda_read_bandwidth(o.device, (size_t)4 << 30, &gbps, &d))) {
+        fprintf(stderr, "sparsed bench prefill: bandwidth: %s\n", sd_diag_str(&d, rc));
+        return 1;
+    }
+    fprintf(stderr, "%s: read bandwidth %.0f GB/s; %s; SD_NM_TILES=%s\n", gpu, gbps, o.preset,
+            getenv("SD_NM_TILES") ? getenv("SD_NM_TILES") : "(unset)");
+    bp_result r[BP_MAX_PATTERNS * BP_MAX_CHUNKS];
+    int n = 0;
+    for (int p = 0; p < o.n_patterns; p++)
+        run_pattern(&o, &cfg, o.patterns[p], gbps, r, &n);
+    print_table(stdout, r, n);
+    if (o.out && write_md(&o, argc, argv, gpu, gbps, r, n))
+        return 1;
+    for (int i = 0; i < n; i++)
+        if (!r[i].ok)
+            return 1;
+    return 0;
+}
+#endif
