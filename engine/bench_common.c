@@ -7,6 +7,9 @@
 #include <time.h>
 
 #include "engine/synthetic.h" /* sd_synth_pattern_parse */
+#ifdef SD_HAVE_CUDA
+#include "engine/cuda_backend.h"
+#endif
 
 int sd_bench_parse_ints(char *s, int *out, int max)
 {
@@ -55,4 +58,48 @@ double sd_bench_median(double *t, int n, double *p10, double *p90)
     if (p90)
         *p90 = t[n * 9 / 10 < n ? n * 9 / 10 : n - 1];
     return t[n / 2];
+}
+
+int sd_bench_env_init(sd_bench_env *e, const char *what, const char *preset, int device)
+{
+    memset(e, 0, sizeof *e);
+    sd_diag d = {0};
+    int rc = sd_model_config_load(&e->cfg, preset, &d);
+    if (rc) {
+        fprintf(stderr, "sparsed bench %s: %s\n", what, sd_diag_str(&d, rc));
+        return rc;
+    }
+#ifdef SD_HAVE_CUDA
+    if (sd_cuda_device_count() <= device) {
+        fprintf(stderr, "sparsed bench %s: no CUDA device %d\n", what, device);
+        return SD_ENODEV;
+    }
+    sd_cuda_device_name(device, e->gpu, sizeof e->gpu);
+    if ((rc = sd_cuda_read_bandwidth(device, (size_t)4 << 30, &e->gbps, &d))) {
+        fprintf(stderr, "sparsed bench %s: bandwidth: %s\n", what, sd_diag_str(&d, rc));
+        return rc;
+    }
+    fprintf(stderr, "%s: read bandwidth %.0f GB/s; %s\n", e->gpu, e->gbps, preset);
+    return 0;
+#else
+    fprintf(stderr, "sparsed bench %s: this build has no CUDA backend\n", what);
+    return SD_ENOTSUP;
+#endif
+}
+
+void sd_bench_md_head(FILE *f, const char *what, const char *preset, const sd_bench_env *e, int argc,
+                      char **argv, const char *env_name)
+{
+    time_t now = time(NULL);
+    char date[32];
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    fprintf(f, "## %s: %s\n\n- date: %s\n- GPU: %s, read-only bandwidth measured %.0f GB/s\n- command: `",
+            what, preset, date, e->gpu, e->gbps);
+    const char *env = env_name ? getenv(env_name) : NULL;
+    if (env)
+        fprintf(f, "%s=%s ", env_name, env);
+    fprintf(f, "sparsed bench");
+    for (int i = 0; i < argc; i++)
+        fprintf(f, " %s", argv[i]);
+    fprintf(f, "`\n");
 }

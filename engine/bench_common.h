@@ -22,6 +22,28 @@ double sd_bench_now_ms(void);
  * percentiles. */
 double sd_bench_median(double *t, int n, double *p10, double *p90);
 
+#include <stdio.h>
+
+#include "engine/model_config.h"
+
+/* What a benchmark measures against: the preset's shapes, and the device's name and read-only
+ * bandwidth (measured now). */
+typedef struct sd_bench_env {
+    sd_model_config cfg;
+    char gpu[128];
+    double gbps;
+} sd_bench_env;
+
+/* Loads preset, checks that `device` exists, names it and measures its read bandwidth (then
+ * prints a line: what, bandwidth, preset). On failure prints "sparsed bench WHAT: why" and
+ * returns nonzero. Builds without CUDA: refuses (there is no device to measure). */
+int sd_bench_env_init(sd_bench_env *e, const char *what, const char *preset, int device);
+
+/* The head of a results file: "## WHAT: preset", the date, the GPU and its bandwidth, and the
+ * command line (env_name=value in front when that variable is set, e.g. SD_NM_TILES). */
+void sd_bench_md_head(FILE *f, const char *what, const char *preset, const sd_bench_env *e, int argc,
+                      char **argv, const char *env_name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -108,18 +108,7 @@ static int parse_args(int argc, char **argv, bd_opts *o)
     return o->n_batches > 0 && o->n_patterns > 0 ? 0 : -1;
 }
 
-#ifndef SD_HAVE_CUDA
-int sd_bench_decode_main(int argc, char **argv)
-{
-    bd_opts o;
-    if (parse_args(argc, argv, &o)) {
-        usage(stderr);
-        return 2;
-    }
-    fprintf(stderr, "sparsed bench decode: this build has no CUDA backend\n");
-    return 2;
-}
-#else
+#ifdef SD_HAVE_CUDA
 
 /* Prefills `n_seqs` sequences of ctx random tokens; sequence i owns blocks [i*bps, (i+1)*bps). */
 static int prefill(sd_backend *b, const bd_opts *o, int n_seqs, int bps, int32_t *bt, float *logits,
@@ -312,65 +301,37 @@ static sd_gpu_sensor *open_sensor(int device)
     return rc ? NULL : s;
 }
 
-int sd_bench_decode_main(int argc, char **argv)
+/* Every pattern at every batch size; the exit status. */
+static int run_all(bd_opts *o, int argc, char **argv)
 {
-    bd_opts o;
-    int prc = parse_args(argc, argv, &o);
-    if (prc) {
-        usage(prc > 0 ? stdout : stderr);
-        return prc > 0 ? 0 : 2;
-    }
-    sd_model_config cfg;
-    sd_diag d = {0};
-    int rc = sd_model_config_load(&cfg, o.preset, &d);
-    if (rc) {
-        fprintf(stderr, "sparsed bench decode: %s\n", sd_diag_str(&d, rc));
+    sd_bench_env e;
+    if (sd_bench_env_init(&e, "decode", o->preset, o->device))
         return 1;
-    }
-    if (sd_cuda_device_count() <= o.device) {
-        fprintf(stderr, "sparsed bench decode: no CUDA device %d\n", o.device);
-        return 1;
-    }
-    char gpu[128];
-    sd_cuda_device_name(o.device, gpu, sizeof gpu);
-    double gbps = 0;
-    if ((rc = sd_cuda_read_bandwidth(o.device, (size_t)4 << 30, &gbps, &d))) {
-        fprintf(stderr, "sparsed bench decode: bandwidth: %s\n", sd_diag_str(&d, rc));
-        return 1;
-    }
-    fprintf(stderr, "%s: read bandwidth %.0f GB/s; %s\n", gpu, gbps, o.preset);
-    o.sensor = open_sensor(o.device);
-    if (o.tp > 1)
-        fprintf(stderr, "tensor parallel %d (GPUs 0..%d): bytes and roofline are per GPU\n", o.tp, o.tp - 1);
+    o->sensor = open_sensor(o->device);
+    if (o->tp > 1)
+        fprintf(stderr, "tensor parallel %d (GPUs 0..%d): bytes and roofline are per GPU\n", o->tp,
+                o->tp - 1);
     bd_result r[BD_MAX_PATTERNS * BD_MAX_BATCHES];
     int n = 0;
-    for (int p = 0; p < o.n_patterns; p++)
-        run_pattern(&o, &cfg, o.patterns[p], gbps, r, &n);
-    sd_gpu_sensor_free(o.sensor);
+    for (int p = 0; p < o->n_patterns; p++)
+        run_pattern(o, &e.cfg, o->patterns[p], e.gbps, r, &n);
+    sd_gpu_sensor_free(o->sensor);
     print_table(stdout, r, n);
-    if (o.out) {
-        FILE *f = fopen(o.out, "w");
+    if (o->out) {
+        FILE *f = fopen(o->out, "w");
         if (!f) {
-            fprintf(stderr, "sparsed bench decode: cannot write %s\n", o.out);
+            fprintf(stderr, "sparsed bench decode: cannot write %s\n", o->out);
             return 1;
         }
-        time_t now = time(NULL);
-        char date[32];
-        strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+        sd_bench_md_head(f, "decode", o->preset, &e, argc, argv, NULL);
         fprintf(f,
-                "## decode: %s\n\n- date: %s\n- GPU: %s, read-only bandwidth measured %.0f GB/s\n- command: "
-                "`sparsed bench",
-                o.preset, date, gpu, gbps);
-        for (int i = 0; i < argc; i++)
-            fprintf(f, " %s", argv[i]);
-        fprintf(f,
-                "`\n- protocol: synthetic weights, context %d (prefilled), %d warm-up + %d measured decode "
-                "steps, "
-                "median; logits %s%s%s%s; roofline = bytes read per step (weights + KV) / measured "
+                "- protocol: synthetic weights, context %d (prefilled), %d warm-up + %d measured decode "
+                "steps, median; logits %s%s%s%s; roofline = bytes read per step (weights + KV) / measured "
                 "bandwidth\n\n",
-                o.ctx, o.warmup, o.steps, o.copy_logits ? "copied to the host every step" : "left on the GPU",
-                o.deterministic ? "; deterministic (no split-K)" : "",
-                o.tune_cache ? "; kernels from the tuning cache " : "", o.tune_cache ? o.tune_cache : "");
+                o->ctx, o->warmup, o->steps,
+                o->copy_logits ? "copied to the host every step" : "left on the GPU",
+                o->deterministic ? "; deterministic (no split-K)" : "",
+                o->tune_cache ? "; kernels from the tuning cache " : "", o->tune_cache ? o->tune_cache : "");
         print_table(f, r, n);
         fclose(f);
     }
@@ -380,3 +341,19 @@ int sd_bench_decode_main(int argc, char **argv)
     return 0;
 }
 #endif
+
+int sd_bench_decode_main(int argc, char **argv)
+{
+    bd_opts o;
+    int prc = parse_args(argc, argv, &o);
+    if (prc) {
+        usage(prc > 0 ? stdout : stderr);
+        return prc > 0 ? 0 : 2;
+    }
+#ifdef SD_HAVE_CUDA
+    return run_all(&o, argc, argv);
+#else
+    fprintf(stderr, "sparsed bench decode: this build has no CUDA backend\n");
+    return 2;
+#endif
+}

@@ -103,20 +103,7 @@ static double linear_flops_per_token(const sd_model_config *c)
     return 2.0 * c->n_layers * (h * (q + 2 * kv) + q * h + 3.0 * h * c->intermediate);
 }
 
-#ifndef SD_HAVE_CUDA
-int sd_bench_prefill_main(int argc, char **argv)
-{
-    bp_opts o;
-    int prc = parse_args(argc, argv, &o);
-    if (prc) {
-        usage(prc > 0 ? stdout : stderr);
-        return prc > 0 ? 0 : 2;
-    }
-    (void)linear_flops_per_token;
-    fprintf(stderr, "sparsed bench prefill: this build has no CUDA backend\n");
-    return 2;
-}
-#else
+#ifdef SD_HAVE_CUDA
 
 static int max_chunk(const bp_opts *o)
 {
@@ -219,29 +206,17 @@ static void print_table(FILE *f, const bp_result *r, int n)
     }
 }
 
-static int write_md(const bp_opts *o, int argc, char **argv, const char *gpu, double gbps, const bp_result *r,
-                    int n)
+static int write_md(const bp_opts *o, int argc, char **argv, const sd_bench_env *e, const bp_result *r, int n)
 {
     FILE *f = fopen(o->out, "w");
     if (!f) {
         fprintf(stderr, "sparsed bench prefill: cannot write %s\n", o->out);
         return 1;
     }
-    time_t now = time(NULL);
-    char date[32];
-    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    const char *tiles = getenv("SD_NM_TILES");
-    fprintf(f,
-            "## prefill: %s\n\n- date: %s\n- GPU: %s, read-only bandwidth measured %.0f GB/s\n- command: `",
-            o->preset, date, gpu, gbps);
-    if (tiles)
-        fprintf(f, "SD_NM_TILES=%s ", tiles);
-    fprintf(f, "sparsed bench");
-    for (int i = 0; i < argc; i++)
-        fprintf(f, " %s", argv[i]);
+    sd_bench_md_head(f, "prefill", o->preset, e, argc, argv, "SD_NM_TILES");
     fprintf(
         f,
-        "`\n- protocol: synthetic weights, one sequence, a chunk of T tokens from position 0, %d warm-up "
+        "- protocol: synthetic weights, one sequence, a chunk of T tokens from position 0, %d warm-up "
         "(first-use tuning) + %d timed forward calls, median; linears TFLOPS = 2 x layer weights x T / time; "
         "read floor = the step's weight bytes / bandwidth\n\n",
         o->warmup, o->reps);
@@ -249,6 +224,27 @@ static int write_md(const bp_opts *o, int argc, char **argv, const char *gpu, do
     fclose(f);
     return 0;
 }
+
+/* Every pattern at every chunk size; the exit status. */
+static int run_all(const bp_opts *o, int argc, char **argv)
+{
+    sd_bench_env e;
+    if (sd_bench_env_init(&e, "prefill", o->preset, o->device))
+        return 1;
+    fprintf(stderr, "SD_NM_TILES=%s\n", getenv("SD_NM_TILES") ? getenv("SD_NM_TILES") : "(unset)");
+    bp_result r[BP_MAX_PATTERNS * BP_MAX_CHUNKS];
+    int n = 0;
+    for (int p = 0; p < o->n_patterns; p++)
+        run_pattern(o, &e.cfg, o->patterns[p], e.gbps, r, &n);
+    print_table(stdout, r, n);
+    if (o->out && write_md(o, argc, argv, &e, r, n))
+        return 1;
+    for (int i = 0; i < n; i++)
+        if (!r[i].ok)
+            return 1;
+    return 0;
+}
+#endif
 
 int sd_bench_prefill_main(int argc, char **argv)
 {
@@ -258,36 +254,11 @@ int sd_bench_prefill_main(int argc, char **argv)
         usage(prc > 0 ? stdout : stderr);
         return prc > 0 ? 0 : 2;
     }
-    sd_model_config cfg;
-    sd_diag d = {0};
-    int rc = sd_model_config_load(&cfg, o.preset, &d);
-    if (rc) {
-        fprintf(stderr, "sparsed bench prefill: %s\n", sd_diag_str(&d, rc));
-        return 1;
-    }
-    if (sd_cuda_device_count() <= o.device) {
-        fprintf(stderr, "sparsed bench prefill: no CUDA device %d\n", o.device);
-        return 1;
-    }
-    char gpu[128];
-    sd_cuda_device_name(o.device, gpu, sizeof gpu);
-    double gbps = 0;
-    if ((rc = sd_cuda_read_bandwidth(o.device, (size_t)4 << 30, &gbps, &d))) {
-        fprintf(stderr, "sparsed bench prefill: bandwidth: %s\n", sd_diag_str(&d, rc));
-        return 1;
-    }
-    fprintf(stderr, "%s: read bandwidth %.0f GB/s; %s; SD_NM_TILES=%s\n", gpu, gbps, o.preset,
-            getenv("SD_NM_TILES") ? getenv("SD_NM_TILES") : "(unset)");
-    bp_result r[BP_MAX_PATTERNS * BP_MAX_CHUNKS];
-    int n = 0;
-    for (int p = 0; p < o.n_patterns; p++)
-        run_pattern(&o, &cfg, o.patterns[p], gbps, r, &n);
-    print_table(stdout, r, n);
-    if (o.out && write_md(&o, argc, argv, gpu, gbps, r, n))
-        return 1;
-    for (int i = 0; i < n; i++)
-        if (!r[i].ok)
-            return 1;
-    return 0;
-}
+#ifdef SD_HAVE_CUDA
+    return run_all(&o, argc, argv);
+#else
+    (void)linear_flops_per_token;
+    fprintf(stderr, "sparsed bench prefill: this build has no CUDA backend\n");
+    return 2;
 #endif
+}
