@@ -166,6 +166,23 @@ static int env_mode(const char *name, int def, int max)
     return e && e[0] >= '0' && e[0] <= '0' + max && !e[1] ? e[0] - '0' : def;
 }
 
+/* SD_EXPAND_SLICE_KB=N (64..4194304): cuBLAS on bitmask weights expands about N KB of dense rows at a
+ * time, for the GEMM to read back from L2 (cuda_linear.cu slice_rows); unset or 0: the whole linear at
+ * once. A measurement switch until a GPU run has compared them (kernels/NOTES.md v29). */
+static int expand_slice(size_t *ret, sd_diag *d)
+{
+    const char *e = getenv("SD_EXPAND_SLICE_KB");
+    *ret = 0;
+    if (!e || !*e)
+        return 0;
+    char *end;
+    const long kb = strtol(e, &end, 10);
+    if (*end || kb < 0 || (kb > 0 && kb < 64) || kb > 4194304)
+        return sd_diag_set(d, SD_EINVAL, "SD_EXPAND_SLICE_KB: '%s' (0, or 64..4194304 KB)", e);
+    *ret = (size_t)kb << 10;
+    return 0;
+}
+
 /* The most rows a 2:4 .. 16:32 linear sends to the wide kernels, more going to cuBLAS on the expanded
  * weights. SD_NM_TILES=1: up to SD_NM_MAX_B_TILED, above SD_NM_MAX_B_WIDE in tiles (each one launch
  * with the weights read again; first use times them against cuBLAS). Off until the tiled launches
@@ -267,6 +284,9 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
          * measured slower (kernels/NOTES.md v16); to measure what the fusion brings */
         b->mm.swiglu = env_mode("SD_SWIGLU_FUSE", 1, 2);
         b->mm.tune_log = env_mode("SD_TUNE_LOG", 0, 1);
+        rc = expand_slice(&b->mm.expand_slice_bytes, d);
+    }
+    if (!rc) {
         /* The refine pass: after a bucket's first capture, each linear's runner-up config tried
          * inside the step and kept where the step runs faster (cuda_step.cu refine_graph); on by
          * default (kernels/NOTES.md v26: it narrows the tunings' spread), SD_TUNE_REFINE=0 off;

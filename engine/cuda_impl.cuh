@@ -215,12 +215,14 @@ typedef struct sd_cu_mm {
     size_t blas_ws_bytes;
     __nv_bfloat16 *scratch; /* dense expansion of one bitmask linear: [max rows*cols] */
     size_t scratch_elems;
-    float *tune_y;           /* first-use timing writes here, not to the caller's output: [16, max rows], or
-                                [max_wide, max 2:4 .. 16:32 rows] where that is larger */
-    int max_wide;            /* the most rows the wide kernels take: SD_NM_MAX_B_WIDE, or up to
-                                SD_NM_MAX_B_TILED in tiles (SD_NM_TILES) */
-    void *spmv;              /* sd_kernels_ctx: the SpMV/GEMV autotune cache */
-    int tune_log;            /* SD_TUNE_LOG=1: one stderr line per first-use decision */
+    float *tune_y;             /* first-use timing writes here, not to the caller's output: [16, max rows], or
+                                  [max_wide, max 2:4 .. 16:32 rows] where that is larger */
+    int max_wide;              /* the most rows the wide kernels take: SD_NM_MAX_B_WIDE, or up to
+                                  SD_NM_MAX_B_TILED in tiles (SD_NM_TILES) */
+    size_t expand_slice_bytes; /* cuBLAS on bitmask weights expands this many dense bytes of rows at a
+                                  time (0: the whole linear; SD_EXPAND_SLICE_KB) */
+    void *spmv;                /* sd_kernels_ctx: the SpMV/GEMV autotune cache */
+    int tune_log;              /* SD_TUNE_LOG=1: one stderr line per first-use decision */
     int swiglu;              /* sd__cu_linear_swiglu fuses: 0 never, 1 where it pays (the default), 2 wherever
                                 the kernel takes it (SD_SWIGLU_FUSE) */
     int64_t swiglu_launches; /* fused gate_up launches enqueued (for tests) */

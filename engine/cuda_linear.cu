@@ -111,20 +111,43 @@ static int run_kernel(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *
     return launch(l, &a, st, d);
 }
 
-/* cuBLAS GEMM, bitmask weights expanded into the dense scratch first. */
+/* out[:, r0 .. r0 + n) = in x W[r0 .. r0 + n)^T with W's rows dense at w (cuBLAS). Row-major
+ * Y[T, rows] = X[T, cols] W[rows, cols]^T is column-major Y^T = W^T' X^T'; a slice of W's rows is
+ * a slice of Y^T's rows (ldc stays rows). */
+static int gemm_rows(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *w, int64_t r0, int64_t n,
+                     const __nv_bfloat16 *in, float *out, int T, int acc, sd_diag *d)
+{
+    const float one = 1.f, beta = acc ? 1.f : 0.f;
+    SD_CUBLAS(d, cublasGemmEx(mm->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, T, (int)l->cols, &one, w,
+                              CUDA_R_16BF, (int)l->cols, in, CUDA_R_16BF, (int)l->cols, &beta, out + r0,
+                              CUDA_R_32F, (int)l->rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return 0;
+}
+
+/* Rows of a bitmask linear expanded at a time: all of them, or with mm->expand_slice_bytes a
+ * slice of about that many dense bytes (a multiple of 64 rows), so that each slice's GEMM reads
+ * it back from L2 and the next slice's expansion overwrites it there (SD_EXPAND_SLICE_KB). */
+static int64_t slice_rows(const sd_cu_mm *mm, const sd_cu_linear *l)
+{
+    if (!mm->expand_slice_bytes)
+        return l->rows;
+    int64_t n = (int64_t)(mm->expand_slice_bytes / ((size_t)l->cols * 2)) / 64 * 64;
+    return n < 64 ? 64 : n > l->rows ? l->rows : n;
+}
+
+/* cuBLAS GEMM, bitmask weights expanded into the dense scratch first (slice by slice, above). */
 static int run_blas(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,
                     cudaStream_t st, sd_diag *d)
 {
-    const __nv_bfloat16 *w = l->w;
-    if (l->bitmask) {
-        SD_TRY(sd__cu_expand_bitmask(l->values, l->mask, mm->scratch, l->rows, l->cols, st, d));
-        w = mm->scratch;
+    if (!l->bitmask)
+        return gemm_rows(mm, l, l->w, 0, l->rows, in, out, T, acc, d);
+    const int64_t step = slice_rows(mm, l);
+    for (int64_t r0 = 0; r0 < l->rows; r0 += step) {
+        const int64_t n = l->rows - r0 < step ? l->rows - r0 : step;
+        SD_TRY(sd__cu_expand_bitmask(l->values + r0 * (l->cols / 2), l->mask + r0 * (l->cols / 32),
+                                     mm->scratch, n, l->cols, st, d));
+        SD_TRY(gemm_rows(mm, l, mm->scratch, r0, n, in, out, T, acc, d));
     }
-    /* row-major Y[T, rows] = X[T, cols] W[rows, cols]^T is column-major Y^T = W^T' X^T' */
-    const float one = 1.f, beta = acc ? 1.f : 0.f;
-    SD_CUBLAS(d, cublasGemmEx(mm->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)l->rows, T, (int)l->cols, &one, w,
-                              CUDA_R_16BF, (int)l->cols, in, CUDA_R_16BF, (int)l->cols, &beta, out,
-                              CUDA_R_32F, (int)l->rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return 0;
 }
 

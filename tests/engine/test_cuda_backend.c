@@ -199,34 +199,26 @@ static void test_pruned_2of4_tiny(void)
     rm_model_dir(dir);
 }
 
-/* With SD_NM_TILES=1 a 2:4 linear may take 65..256 rows in tiles of the wide kernels (or cuBLAS on
- * the expanded weights, whichever the first-use timing picks; SD_TUNE_LOG shows which): prefills of
- * 65, 130 and 200 tokens still match the CPU backend (1e-2, as test_pruned_2of4_tiny). The tiles
- * themselves are checked kernel by kernel in test_spmv_gpu / test_sp24_gpu. */
-static void test_tiled_prefill_2of4(void)
+/* Prefills of 65, 130 and 200 tokens on the 2:4 checkpoint in dir, CUDA (created with the
+ * environment variable `var` set to `val`, SD_TUNE_LOG=1 showing the path each problem took)
+ * against the CPU backend: rel L2 within 1e-2, as test_pruned_2of4_tiny. */
+static void long_prefills_vs_cpu(const char *dir, const char *var, const char *val)
 {
-    if (!have_gpu())
-        SKIP("no CUDA device");
-    char dir[] = "/tmp/sd_cuda_t2of4_XXXXXX";
-    REQUIRE(mkdtemp(dir) != NULL);
     sd_model *m = NULL;
     sd_backend *cpu = NULL, *gpu = NULL;
     sd_diag d = {0};
     sd_backend_opts o;
     backend_opts(&o);
-    int rc = make_pruned(TINY, dir);
-    CHECK_MSG(rc == 0, "writing the pruned checkpoint");
-    if (!rc)
-        rc = sd_model_open(&m, dir, &d);
+    int rc = sd_model_open(&m, dir, &d);
     if (!rc)
         rc = sd_backend_cpu_init(&cpu, m, &o, &d);
-    setenv("SD_NM_TILES", "1", 1);
+    setenv(var, val, 1);
     setenv("SD_TUNE_LOG", "1", 1);
     if (!rc)
         rc = sd_backend_cuda_init(&gpu, m, &o, &d);
-    unsetenv("SD_NM_TILES");
+    unsetenv(var);
     unsetenv("SD_TUNE_LOG");
-    CHECK_MSG(rc == 0, "%s", sd_diag_str(&d, rc));
+    CHECK_MSG(rc == 0, "%s=%s: %s", var, val, sd_diag_str(&d, rc));
     const int lens[] = {65, 130, 200};
     for (int i = 0; !rc && i < 3; i++) {
         const int32_t V = sd_model_cfg(m)->vocab, n = lens[i];
@@ -235,11 +227,11 @@ static void test_tiled_prefill_2of4(void)
         REQUIRE(lc && lg && toks);
         rand_tokens(toks, n, V, 4321u + (uint32_t)n);
         rc = fwd1(cpu, 0, toks, n, 0, 1, lc) || fwd1(gpu, 0, toks, n, 0, 1, lg);
-        CHECK_MSG(rc == 0, "prefill of %d tokens failed", n);
+        CHECK_MSG(rc == 0, "%s=%s: prefill of %d tokens failed", var, val, n);
         if (!rc) {
             const double e = rel_l2(lg, lc, (size_t)n * V);
-            fprintf(stderr, "  2:4 prefill of %d tokens: rel L2 %.2e\n", n, e);
-            CHECK_MSG(e <= 1e-2, "2:4 prefill of %d tokens: logits rel L2 %.3g", n, e);
+            fprintf(stderr, "  %s=%s: 2:4 prefill of %d tokens: rel L2 %.2e\n", var, val, n, e);
+            CHECK_MSG(e <= 1e-2, "%s=%s: 2:4 prefill of %d tokens: logits rel L2 %.3g", var, val, n, e);
         }
         free(lc);
         free(lg);
@@ -247,6 +239,43 @@ static void test_tiled_prefill_2of4(void)
     }
     sd_backend_free(gpu);
     sd_backend_free(cpu);
+    sd_model_free(m);
+}
+
+/* Prefill chunks above 64 rows of a 2:4 checkpoint: with SD_NM_TILES=1 they may take the wide
+ * kernels in tiles (or cuBLAS, whichever first use timed faster; the tiles themselves are checked
+ * kernel by kernel in test_spmv_gpu / test_sp24_gpu); with SD_EXPAND_SLICE_KB=32 cuBLAS runs on
+ * weights expanded 64 rows at a time (the tiny model's rows are 512 bytes), on the vectorised
+ * expansion (kernels/nm_expand.h), as every chunk above 64 rows does by default in one slice. */
+static void test_long_prefill_2of4(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    char dir[] = "/tmp/sd_cuda_t2of4_XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    int rc = make_pruned(TINY, dir);
+    CHECK_MSG(rc == 0, "writing the pruned checkpoint");
+    if (!rc) {
+        long_prefills_vs_cpu(dir, "SD_NM_TILES", "1");
+        long_prefills_vs_cpu(dir, "SD_EXPAND_SLICE_KB", "32");
+    }
+    /* a slice below 64 KB (or not a number) is refused at creation, naming the variable */
+    sd_model *m = NULL;
+    sd_backend *b = NULL;
+    sd_diag d = {0};
+    sd_backend_opts o;
+    backend_opts(&o);
+    REQUIRE(sd_model_open(&m, TINY, &d) == 0);
+    const char *bad[] = {"10", "64k"};
+    for (int i = 0; i < 2; i++) {
+        setenv("SD_EXPAND_SLICE_KB", bad[i], 1);
+        rc = sd_backend_cuda_init(&b, m, &o, &d);
+        unsetenv("SD_EXPAND_SLICE_KB");
+        CHECK_MSG(rc == SD_EINVAL && strstr(sd_diag_str(&d, rc), "SD_EXPAND_SLICE_KB"), "'%s': %s", bad[i],
+                  sd_diag_str(&d, rc));
+        sd_backend_free(rc ? NULL : b);
+        b = NULL;
+    }
     sd_model_free(m);
     rm_model_dir(dir);
 }
@@ -646,7 +675,7 @@ int main(void)
     RUN(test_dense_tiny);
     RUN(test_dense_small);
     RUN(test_pruned_2of4_tiny);
-    RUN(test_tiled_prefill_2of4);
+    RUN(test_long_prefill_2of4);
     RUN(test_batch_vs_single);
     RUN(test_batch_vs_single_2of4);
     RUN(test_deterministic);

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # tools/gpu/tiles_ab.sh: the first GPU run of the tiled wide kernels (65-256 rows of a 2:4 .. 16:32
-# linear, SD_NM_TILES=1) and of the vectorised bitmask expansion before cuBLAS (engine/cuda_ops.cu),
-# both written without a device (kernels/NOTES.md v29). One call, ~8 minutes (the steps pack their
-# results as they finish, so a run cut short keeps what it measured):
+# linear, SD_NM_TILES=1), of the vectorised bitmask expansion before cuBLAS (engine/cuda_ops.cu) and
+# of that expansion in L2-sized slices (SD_EXPAND_SLICE_KB), all written without a device
+# (kernels/NOTES.md v29). One call, ~9 minutes (each step packs its results as it finishes, so a
+# run cut short keeps what it measured):
 #   1. every GPU test binary (ab_gpu_tests): test_spmv_gpu / test_sp24_gpu check B = 65-256 per
-#      config, test_cuda_backend 2:4 prefills of 65-200 tokens (tiles on) and all its prefills of
-#      more than 64 rows (the new expansion) against the CPU backend. A failure stops the run.
+#      config, test_cuda_backend 2:4 prefills of 65-200 tokens with tiles on and with sliced
+#      expansion, and all its prefills of more than 64 rows (the new expansion) against the CPU
+#      backend. A failure stops the run.
 #   2. `sparsed bench prefill` at Llama-3.1-8B shapes, chunks of 64-2048 tokens, dense, 2:4 and
 #      8:16 with tiles off, then 2:4 and 8:16 with tiles on (SD_TUNE_LOG=1: the first-use lines put
-#      the tiled kernel and cuBLAS on expanded weights side by side for every shape at 128-256 rows);
+#      the tiled kernel and cuBLAS on expanded weights side by side for every shape at 128-256 rows),
+#      then 2:4 with tiles off and the expansion in 16 MB slices read back from L2 (SD_EXPAND_SLICE_KB);
 #   3. a random 2:4 bitmask checkpoint at those shapes (tools/synth_ckpt.py --pattern) under the
 #      steady load at 64 and 128 req/s (128-token prompts: steps of 65-192 rows), tiles off, then on.
 # Run from the repo root of a tree whose binaries were prebuilt (tools/gpu/prebuild.sh), e.g.
@@ -32,14 +35,17 @@ fi
 ab_pack
 P8=config/presets/llama-3.1-8b.json
 CH=64,128,192,256,512,2048
-for t in 0 1; do
-    pats=dense,2:4,8:16
-    [ $t = 1 ] && pats=2:4,8:16
-    SD_NM_TILES=$t SD_TUNE_LOG=1 timeout 200 build/gpu/sparsed bench prefill --preset $P8 --pattern $pats \
-        --chunk $CH --out "$R/prefill-tiles$t.md" >/dev/null 2>"$R/prefill-tiles$t.err"
-    ab_note "bench prefill tiles$t rc=$? $(ab_el) s"
-    cat "$R/prefill-tiles$t.md" >>"$R/summary.txt"
-    grep -E "^tune: .* (6[4-9]|[7-9][0-9]|[12][0-9][0-9]) rows" "$R/prefill-tiles$t.err" >"$R/tune-prefill$t.txt"
+# tiles off, on; then off with the expansion in 16 MB slices (SD_EXPAND_SLICE_KB)
+for v in tiles0 tiles1 slice16; do
+    pats=2:4,8:16 tiles=0 slice=0
+    [ $v = tiles0 ] && pats=dense,2:4,8:16
+    [ $v = tiles1 ] && tiles=1
+    [ $v = slice16 ] && pats=2:4 slice=16384
+    SD_NM_TILES=$tiles SD_EXPAND_SLICE_KB=$slice SD_TUNE_LOG=1 timeout 200 build/gpu/sparsed bench prefill \
+        --preset $P8 --pattern $pats --chunk $CH --out "$R/prefill-$v.md" >/dev/null 2>"$R/prefill-$v.err"
+    ab_note "bench prefill $v rc=$? $(ab_el) s"
+    cat "$R/prefill-$v.md" >>"$R/summary.txt"
+    grep -E "^tune: .* (6[4-9]|[7-9][0-9]|[12][0-9][0-9]) rows" "$R/prefill-$v.err" >"$R/tune-prefill-$v.txt"
     ab_pack
 done
 source tools/gpu/lib.sh # steady_load, steady_table
