@@ -14,7 +14,12 @@
 #      then 2:4 with tiles off and the expansion in 16 MB slices read back from L2 (SD_EXPAND_SLICE_KB);
 #   3. a random 2:4 bitmask checkpoint at those shapes (tools/synth_ckpt.py --pattern) under the
 #      steady load at 64 and 128 req/s (128-token prompts: steps of 65-192 rows), tiles off, then on.
-# Run from the repo root of a tree whose binaries were prebuilt (tools/gpu/prebuild.sh), e.g.
+# Run from the repo root of a tree whose binaries were prebuilt here, with the tokenizer packed:
+#   tools/gpu/prebuild.sh build/gpu/sparsed $(for t in kernels/test_spmv_gpu kernels/test_sp24_gpu \
+#       kernels/test_swiglu_gpu engine/test_swiglu_fuse_gpu engine/test_cuda_backend \
+#       engine/test_tune_cache_gpu engine/test_attn_fused_gpu; do echo build/gpu/tests/$t; done)
+#   tar cJf results/tmp/llama3.tar.xz -C ../shared/tokenizers llama3
+# then on the device
 #   tar xJf results/tmp/bins.tar.xz && AB_PREBUILT=1 bash tools/gpu/tiles_ab.sh
 # carry: .debs, results/tmp (bins.tar.xz, llama3.tar.xz). Everything lands in $OUT/r.tgz:
 # summary.txt (one line a step, the tables), tune-*.txt (the first-use lines of 64 rows and more).
