@@ -297,7 +297,6 @@ int sd__cu_gather_rows(const __nv_bfloat16 *in, const int32_t *rows, __nv_bfloat
 
 /* ---- bitmask expansion (prefill and large batches go through cuBLAS on the dense form) ---- */
 
-/* One thread per mask word: word w of a row owns values [16w, 16w + 16) of that row. */
 /* One thread a mask word: its 16 values in two 16-byte loads, its 32 dense columns placed in
  * registers (kernels/nm_expand.h) and written in four. Every word of an N:M mask has 16 values, so
  * word k's start at value 16 k; values are 16-byte aligned as the SpMV kernels need them. */

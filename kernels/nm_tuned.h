@@ -7,7 +7,7 @@
 
 /* Bumped whenever a rows_per_warp code changes meaning or a kernel changes enough that earlier
  * choices no longer hold (kernels/NOTES.md version): tune caches of another revision are not used. */
-#define SD_NM_KERNELS_REV 22
+#define SD_NM_KERNELS_REV 29 /* v29: the faster expansion moves kernel-vs-cuBLAS choices */
 
 typedef struct sd_nm_tuned {
     int dense, n, m;        /* the problem's kind and pattern (dense: n = m = 0) */
