@@ -5,11 +5,12 @@
  * checked without a GPU.
  *
  * Why not a bit scan: the first kernel read each kept value with its own 2-byte load at an index
- * found by scanning the word (32 predicated loads a word, lanes 32 bytes apart), ~100 us of the
- * ~240 us that an 8B gate_up (28672 x 4096) spent in expansion plus GEMM at 64 rows, by its count
- * of loads (kernels/NOTES.md v29). Here the 16 values arrive in two 16-byte loads and are placed in
- * registers: output pair k (columns 2k, 2k + 1) takes 0, 1 or 2 values off the front of a 256-bit
- * queue, which then moves up by what it gave. */
+ * found by scanning the word (32 predicated loads a word, lanes 32 bytes apart), by estimate ~110 us of the
+ * ~240 us that an 8B gate_up (28672 x 4096) spent in expansion plus GEMM at 64 rows
+ * (results/2026-12-03-s20/r5/decode.log), from its count of loads (kernels/NOTES.md v29). Here the
+ * 16 values arrive in two 16-byte loads and are placed in registers: output pair k (columns 2k,
+ * 2k + 1) takes 0, 1 or 2 values off the front of a 256-bit queue, which then moves up by what it
+ * gave. */
 #ifndef SD_NM_EXPAND_H
 #define SD_NM_EXPAND_H
 
