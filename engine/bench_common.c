@@ -11,17 +11,29 @@
 #include "engine/cuda_backend.h"
 #endif
 
-int sd_bench_parse_ints(char *s, int *out, int max)
+int sd_bench_parse_ints(const char *list, int *out, int max_n, int max_value)
 {
+    char buf[256];
+    if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf)
+        return -1;
     int n = 0;
-    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         char *end;
         long v = strtol(tok, &end, 10);
-        if (*end || v <= 0 || v > 1 << 20 || n == max)
+        if (*end || v <= 0 || v > max_value || n == max_n)
             return -1;
         out[n++] = (int)v;
     }
     return n > 0 ? n : -1;
+}
+
+uint32_t sd_bench_random_tokens(int32_t *toks, int n, int32_t vocab, uint32_t state)
+{
+    for (int k = 0; k < n; k++) {
+        state = state * 1664525u + 1013904223u;
+        toks[k] = (int32_t)((state >> 8) % (uint32_t)vocab);
+    }
+    return state;
 }
 
 int sd_bench_parse_patterns(const char *list, char *buf, int len, const char **pats, int max)

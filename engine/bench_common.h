@@ -7,13 +7,19 @@
 extern "C" {
 #endif
 
-/* Parses "a,b,c" (positive ints, at most max) into out; the count, or -1 on a bad list. s is
- * consumed (strtok). */
-int sd_bench_parse_ints(char *s, int *out, int max);
+#include <stdint.h>
+
+/* Parses "a,b,c" (ints in 1..max_value, at most max_n of them) into out; the count, or -1 on a
+ * bad list. */
+int sd_bench_parse_ints(const char *list, int *out, int max_n, int max_value);
 
 /* Parses a pattern list ("all" = dense and every N:M pattern) into pats, pointing into buf (len
  * bytes); the count, or -1 on an unknown pattern or an empty list. */
 int sd_bench_parse_patterns(const char *list, char *buf, int len, const char **pats, int max);
+
+/* n random token ids below vocab from an LCG in state; returns the state after them, so that
+ * successive calls continue one stream. */
+uint32_t sd_bench_random_tokens(int32_t *toks, int n, int32_t vocab, uint32_t state);
 
 /* Monotonic wall clock in ms. */
 double sd_bench_now_ms(void);

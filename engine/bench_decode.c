@@ -59,7 +59,7 @@ static void usage(FILE *f)
 
 static int parse_args(int argc, char **argv, bd_opts *o)
 {
-    static char pat_buf[256], batch_buf[256];
+    static char pat_buf[256]; /* the patterns point into it */
     *o = (bd_opts){.ctx = 512, .warmup = 50, .steps = 50};
     const char *pat = "all", *batch = "1,4,16,64";
     for (int i = 1; i < argc; i++) {
@@ -103,8 +103,7 @@ static int parse_args(int argc, char **argv, bd_opts *o)
     if (!o->preset || o->ctx < 1 || o->warmup < 0 || o->steps < 1 || o->tp < 0)
         return -1;
     o->n_patterns = sd_bench_parse_patterns(pat, pat_buf, sizeof pat_buf, o->patterns, BD_MAX_PATTERNS);
-    snprintf(batch_buf, sizeof batch_buf, "%s", batch);
-    o->n_batches = sd_bench_parse_ints(batch_buf, o->batches, BD_MAX_BATCHES);
+    o->n_batches = sd_bench_parse_ints(batch, o->batches, BD_MAX_BATCHES, 1 << 20);
     return o->n_batches > 0 && o->n_patterns > 0 ? 0 : -1;
 }
 
@@ -120,10 +119,7 @@ static int prefill(sd_backend *b, const bd_opts *o, int n_seqs, int bps, int32_t
     uint32_t s = 12345;
     int rc = 0;
     for (int i = 0; i < n_seqs && !rc; i++) {
-        for (int k = 0; k < o->ctx; k++) {
-            s = s * 1664525u + 1013904223u;
-            toks[k] = (int32_t)((s >> 8) % (uint32_t)b->vocab);
-        }
+        s = sd_bench_random_tokens(toks, o->ctx, b->vocab, s);
         sd_batch_seq q = {0, o->ctx, toks, bt + (size_t)i * bps, 0};
         rc = sd_backend_forward(b, &q, 1, logits, d);
     }

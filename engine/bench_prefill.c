@@ -55,7 +55,7 @@ static void usage(FILE *f)
 /* 0 ok, 1 --help, -1 bad arguments. */
 static int parse_args(int argc, char **argv, bp_opts *o)
 {
-    static char pat_buf[256], chunk_buf[256];
+    static char pat_buf[256]; /* the patterns point into it */
     *o = (bp_opts){.warmup = 3, .reps = 10};
     const char *pat = "all", *chunk = "64,128,256,512,2048";
     for (int i = 1; i < argc; i++) {
@@ -85,13 +85,11 @@ static int parse_args(int argc, char **argv, bp_opts *o)
     if (!o->preset || o->warmup < 1 || o->warmup > 100 || o->reps < 1 || o->reps > 1000 || o->device < 0)
         return -1;
     o->n_patterns = sd_bench_parse_patterns(pat, pat_buf, sizeof pat_buf, o->patterns, BP_MAX_PATTERNS);
-    snprintf(chunk_buf, sizeof chunk_buf, "%s", chunk);
-    o->n_chunks = sd_bench_parse_ints(chunk_buf, o->chunks, BP_MAX_CHUNKS);
-    for (int i = 0; i < o->n_chunks; i++)
-        if (o->chunks[i] > 65536)
-            return -1;
+    o->n_chunks = sd_bench_parse_ints(chunk, o->chunks, BP_MAX_CHUNKS, 65536);
     return o->n_chunks > 0 && o->n_patterns > 0 ? 0 : -1;
 }
+
+#ifdef SD_HAVE_CUDA
 
 /* Flops of the layers' linears for one token (2 a weight): q/k/v, o, gate/up, down. The lm_head
  * runs for the chunk's last token only, and the attention's T^2 part is left out (a few percent at
@@ -102,8 +100,6 @@ static double linear_flops_per_token(const sd_model_config *c)
                  kv = (double)c->n_kv_heads * c->head_dim;
     return 2.0 * c->n_layers * (h * (q + 2 * kv) + q * h + 3.0 * h * c->intermediate);
 }
-
-#ifdef SD_HAVE_CUDA
 
 static int max_chunk(const bp_opts *o)
 {
@@ -119,11 +115,7 @@ static int time_chunks(sd_backend *b, const bp_opts *o, int32_t *bt, int32_t *to
 {
     double *t = malloc((size_t)o->reps * sizeof *t);
     int rc = t ? 0 : SD_ENOMEM;
-    uint32_t s = 2024u + (uint32_t)x->chunk;
-    for (int k = 0; k < x->chunk; k++) {
-        s = s * 1664525u + 1013904223u;
-        toks[k] = (int32_t)((s >> 8) % (uint32_t)b->vocab);
-    }
+    sd_bench_random_tokens(toks, x->chunk, b->vocab, 2024u + (uint32_t)x->chunk);
     for (int r = 0; r < o->warmup + o->reps && !rc; r++) {
         sd_batch_seq q = {0, x->chunk, toks, bt, 0};
         const double t0 = sd_bench_now_ms();
@@ -257,7 +249,6 @@ int sd_bench_prefill_main(int argc, char **argv)
 #ifdef SD_HAVE_CUDA
     return run_all(&o, argc, argv);
 #else
-    (void)linear_flops_per_token;
     fprintf(stderr, "sparsed bench prefill: this build has no CUDA backend\n");
     return 2;
 #endif

@@ -268,13 +268,13 @@ static void test_long_prefill_2of4(void)
     REQUIRE(sd_model_open(&m, TINY, &d) == 0);
     const char *bad[] = {"10", "64k"};
     for (int i = 0; i < 2; i++) {
+        b = NULL;
         setenv("SD_EXPAND_SLICE_KB", bad[i], 1);
         rc = sd_backend_cuda_init(&b, m, &o, &d);
         unsetenv("SD_EXPAND_SLICE_KB");
         CHECK_MSG(rc == SD_EINVAL && strstr(sd_diag_str(&d, rc), "SD_EXPAND_SLICE_KB"), "'%s': %s", bad[i],
                   sd_diag_str(&d, rc));
-        sd_backend_free(rc ? NULL : b);
-        b = NULL;
+        sd_backend_free(b); /* NULL unless the refusal failed */
     }
     sd_model_free(m);
     rm_model_dir(dir);
