@@ -208,7 +208,9 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         return sd_diag_set(d, SD_EINVAL, "cuda backend: %d heads over %d KV heads", cfg->n_heads,
                            cfg->n_kv_heads);
     int skip = 0;
+    size_t slice = 0; /* checked before anything is loaded, as SD_BENCH_SKIP */
     SD_TRY(parse_skip(getenv("SD_BENCH_SKIP"), &skip, d));
+    SD_TRY(expand_slice(&slice, d));
     int ndev = sd_cuda_device_count();
     if (o.device < 0 || o.device >= ndev)
         return sd_diag_set(d, SD_ENODEV, "cuda backend: device %d requested, %d present", o.device, ndev);
@@ -284,9 +286,7 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
          * measured slower (kernels/NOTES.md v16); to measure what the fusion brings */
         b->mm.swiglu = env_mode("SD_SWIGLU_FUSE", 1, 2);
         b->mm.tune_log = env_mode("SD_TUNE_LOG", 0, 1);
-        rc = expand_slice(&b->mm.expand_slice_bytes, d);
-    }
-    if (!rc) {
+        b->mm.expand_slice_bytes = slice;
         /* The refine pass: after a bucket's first capture, each linear's runner-up config tried
          * inside the step and kept where the step runs faster (cuda_step.cu refine_graph); on by
          * default (kernels/NOTES.md v26: it narrows the tunings' spread), SD_TUNE_REFINE=0 off;

@@ -259,25 +259,29 @@ static void test_long_prefill_2of4(void)
         long_prefills_vs_cpu(dir, "SD_NM_TILES", "1");
         long_prefills_vs_cpu(dir, "SD_EXPAND_SLICE_KB", "32");
     }
-    /* a slice below 64 KB (or not a number) is refused at creation, naming the variable */
+    rm_model_dir(dir);
+}
+
+/* A bad SD_EXPAND_SLICE_KB (below 64 KB, or not a number) is refused at creation, naming the
+ * variable, before the device is looked for or anything is loaded: so this runs without a GPU. */
+static void test_expand_slice_refused(void)
+{
     sd_model *m = NULL;
-    sd_backend *b = NULL;
     sd_diag d = {0};
     sd_backend_opts o;
     backend_opts(&o);
     REQUIRE(sd_model_open(&m, TINY, &d) == 0);
     const char *bad[] = {"10", "64k"};
     for (int i = 0; i < 2; i++) {
-        b = NULL;
+        sd_backend *b = NULL;
         setenv("SD_EXPAND_SLICE_KB", bad[i], 1);
-        rc = sd_backend_cuda_init(&b, m, &o, &d);
+        const int rc = sd_backend_cuda_init(&b, m, &o, &d);
         unsetenv("SD_EXPAND_SLICE_KB");
         CHECK_MSG(rc == SD_EINVAL && strstr(sd_diag_str(&d, rc), "SD_EXPAND_SLICE_KB"), "'%s': %s", bad[i],
                   sd_diag_str(&d, rc));
         sd_backend_free(b); /* NULL unless the refusal failed */
     }
     sd_model_free(m);
-    rm_model_dir(dir);
 }
 
 /* ---- a sliding window: the tiny model's weights under a Mistral config with window 20 ---- */
@@ -676,6 +680,7 @@ int main(void)
     RUN(test_dense_small);
     RUN(test_pruned_2of4_tiny);
     RUN(test_long_prefill_2of4);
+    RUN(test_expand_slice_refused);
     RUN(test_batch_vs_single);
     RUN(test_batch_vs_single_2of4);
     RUN(test_deterministic);
