@@ -41,7 +41,16 @@ NVFLAGS ?= -O3 -std=c++17 -I. -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_
            -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -lineinfo
 CFLAGS  += -DSD_HAVE_CUDA=1 -I$(CUDA_HOME)/include
 LDFLAGS += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib
-LDLIBS  += -lcudart -lcublas -lcublasLt -lcusolver -lnccl -lstdc++
+LDLIBS  += -lcudart -lcublas -lcublasLt -lcusolver -lnccl -lstdc++ -ldl
+# cuSPARSELt (engine/cuda_cslt.h): compiled in when its header is found, loaded at run time. It comes
+# with PyTorch's CUDA wheels (nvidia-cusparselt-cu13, which `make deps` installs with torch), so look
+# where pip put it; CSLT_DIR=none builds without it.
+ifeq ($(origin CSLT_DIR),undefined)
+CSLT_DIR := $(shell $(PYTHON) -c 'import nvidia.cusparselt as m; print(list(m.__path__)[0])' 2>/dev/null)
+endif
+ifneq ($(wildcard $(CSLT_DIR)/include/cusparseLt.h),)
+NVFLAGS += -DSD_HAVE_CSLT=1 -I$(CSLT_DIR)/include -DSD_CSLT_LIBDIR='"$(CSLT_DIR)/lib"'
+endif
 endif
 
 LIB     = $(BUILD)/libsparsed.a

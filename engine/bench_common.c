@@ -100,16 +100,18 @@ int sd_bench_env_init(sd_bench_env *e, const char *what, const char *preset, int
 }
 
 void sd_bench_md_head(FILE *f, const char *what, const char *preset, const sd_bench_env *e, int argc,
-                      char **argv, const char *env_name)
+                      char **argv, const char *const *env_names)
 {
     time_t now = time(NULL);
     char date[32];
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
     fprintf(f, "## %s: %s\n\n- date: %s\n- GPU: %s, read-only bandwidth measured %.0f GB/s\n- command: `",
             what, preset, date, e->gpu, e->gbps);
-    const char *env = env_name ? getenv(env_name) : NULL;
-    if (env)
-        fprintf(f, "%s=%s ", env_name, env);
+    for (int i = 0; env_names && env_names[i]; i++) {
+        const char *env = getenv(env_names[i]);
+        if (env)
+            fprintf(f, "%s=%s ", env_names[i], env);
+    }
     fprintf(f, "sparsed bench");
     for (int i = 0; i < argc; i++)
         fprintf(f, " %s", argv[i]);

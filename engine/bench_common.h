@@ -46,9 +46,9 @@ typedef struct sd_bench_env {
 int sd_bench_env_init(sd_bench_env *e, const char *what, const char *preset, int device);
 
 /* The head of a results file: "## WHAT: preset", the date, the GPU and its bandwidth, and the
- * command line (env_name=value in front when that variable is set, e.g. SD_NM_TILES). */
+ * command line (NAME=value in front for each of env_names, a NULL-ended list, that is set). */
 void sd_bench_md_head(FILE *f, const char *what, const char *preset, const sd_bench_env *e, int argc,
-                      char **argv, const char *env_name);
+                      char **argv, const char *const *env_names);
 
 #ifdef __cplusplus
 }

@@ -4,8 +4,9 @@
  * the tensor cores at large T: each row prints the time the weights' bytes take at the read
  * bandwidth measured in the same run (the floor at small T) and the dense-equivalent TFLOPS the
  * linears reached (what bounds large T). Bitmask linears of more than the bitmask kernels' rows run
- * cuBLAS on weights expanded into a dense scratch, or the wide kernels in tiles with SD_NM_TILES=1
- * (engine/cuda_linear.cu); a row says which was in force. */
+ * cuBLAS on weights expanded into a dense scratch, or the wide kernels in tiles with SD_NM_TILES=1,
+ * or (2:4) cuSPARSELt with SD_CUSPARSELT=1 (engine/cuda_linear.cu); the table's command line names
+ * the switches in force. */
 #include "engine/bench_prefill.h"
 
 #include <stdio.h>
@@ -198,6 +199,10 @@ static void print_table(FILE *f, const bp_result *r, int n)
     }
 }
 
+/* The switches of the path a chunk's bitmask linears take (engine/cuda_backend.cu), which the
+ * tables name. */
+static const char *const gemm_switches[] = {"SD_NM_TILES", "SD_EXPAND_SLICE_KB", "SD_CUSPARSELT", NULL};
+
 static int write_md(const bp_opts *o, int argc, char **argv, const sd_bench_env *e, const bp_result *r, int n)
 {
     FILE *f = fopen(o->out, "w");
@@ -205,7 +210,7 @@ static int write_md(const bp_opts *o, int argc, char **argv, const sd_bench_env 
         fprintf(stderr, "sparsed bench prefill: cannot write %s\n", o->out);
         return 1;
     }
-    sd_bench_md_head(f, "prefill", o->preset, e, argc, argv, "SD_NM_TILES");
+    sd_bench_md_head(f, "prefill", o->preset, e, argc, argv, gemm_switches);
     fprintf(
         f,
         "- protocol: synthetic weights, one sequence, a chunk of T tokens from position 0, %d warm-up "
@@ -223,7 +228,10 @@ static int run_all(const bp_opts *o, int argc, char **argv)
     sd_bench_env e;
     if (sd_bench_env_init(&e, "prefill", o->preset, o->device))
         return 1;
-    fprintf(stderr, "SD_NM_TILES=%s\n", getenv("SD_NM_TILES") ? getenv("SD_NM_TILES") : "(unset)");
+    for (int i = 0; gemm_switches[i]; i++)
+        fprintf(stderr, "%s=%s%s", gemm_switches[i],
+                getenv(gemm_switches[i]) ? getenv(gemm_switches[i]) : "(unset)",
+                gemm_switches[i + 1] ? " " : "\n");
     bp_result r[BP_MAX_PATTERNS * BP_MAX_CHUNKS];
     int n = 0;
     for (int p = 0; p < o->n_patterns; p++)

@@ -12,6 +12,7 @@
 #include "engine/cuda_attn_prefill.h"
 #include "engine/cuda_backend.h"
 #include "engine/cuda_backend_impl.cuh"
+#include "engine/cuda_cslt.h"
 #include "engine/dtype.h"
 #include "engine/model.h"
 #include "engine/synthetic.h"
@@ -64,6 +65,11 @@ static int alloc_activations(sd_cuda_backend *b, sd_diag *d)
 {
     const sd_model_config *c = &b->cfg;
     size_t T = (size_t)b->tmax, H = c->hidden, hd = c->head_dim, nh = c->n_heads, I = c->intermediate;
+    /* the linears' inputs: with cuSPARSELt, room for its padded rows (cuda_cslt.h) */
+    size_t TL = b->mm.cslt ? (size_t)sd_cslt_pad_rows(b->tmax) : T;
+    size_t TH = T < SD_NM_MAX_B ? T : SD_NM_MAX_B; /* hbuf: the fused SwiGLU's output, down's input */
+    TH = b->mm.cslt ? (size_t)sd_cslt_pad_rows((int)TH) : TH;
+    b->mm.row_cap = (int)TL; /* hbuf holds a row count's padding too: its rows are <= 16 */
     size_t qkv = (nh + 2 * (size_t)c->n_kv_heads) * hd;
     size_t act = H > nh * hd ? H : nh * hd, mmo = qkv > 2 * I ? qkv : 2 * I;
     act = act > I ? act : I;
@@ -71,8 +77,8 @@ static int alloc_activations(sd_cuda_backend *b, sd_diag *d)
     b->parts_rows = T + 2 * (size_t)b->sms + 1; /* T * sd__cu_attn_splits(T) never exceeds this */
     b->meta_cap = 4 * T + (size_t)b->max_seqs * b->max_bt;
     SD_TRY(alloc_dev((void **)&b->x, T * H * 4, d));
-    SD_TRY(alloc_dev((void **)&b->act, T * act * 2, d));
-    SD_TRY(alloc_dev((void **)&b->hbuf, (T < SD_NM_MAX_B ? T : SD_NM_MAX_B) * I * 2, d));
+    SD_TRY(alloc_dev((void **)&b->act, TL * act * 2, d));
+    SD_TRY(alloc_dev((void **)&b->hbuf, TH * I * 2, d));
     SD_TRY(alloc_dev((void **)&b->mmo, T * mmo * 4, d));
     SD_TRY(alloc_dev((void **)&b->q, T * nh * hd * 4, d));
     SD_TRY(alloc_dev((void **)&b->part_acc, b->parts_rows * nh * hd * 4, d));
@@ -192,6 +198,15 @@ static int wide_rows(void)
     return env_mode("SD_NM_TILES", 0, 1) ? SD_NM_MAX_B_TILED : SD_NM_MAX_B_WIDE;
 }
 
+/* SD_CUSPARSELT=1: the 2:4 linears' GEMMs (prompt chunks: more rows than the kernels take) on the
+ * sparse tensor cores through cuSPARSELt, from a second copy of each in its layout (cuda_cslt.h).
+ * Off until a GPU run has measured it against expansion + cuBLAS (kernels/NOTES.md v30); when on,
+ * a library that does not load, or copies that do not fit, fail the backend's creation. */
+static int cslt_wanted(void)
+{
+    return env_mode("SD_CUSPARSELT", 0, 1);
+}
+
 static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_backend_opts *opts,
                        int (*load)(sd_cuda_backend *b, const void *arg, sd_diag *d), const void *arg,
                        const sd_tp_rank *tp, sd_diag *d)
@@ -261,6 +276,8 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         rc = load(b, arg, d);
     if (!rc)
         rc = sd__cu_mm_init(&b->mm, &b->w, wide_rows(), b->st, d);
+    if (!rc && cslt_wanted())
+        rc = sd__cu_mm_cslt(&b->mm, &b->w, b->st, d);
     if (!rc && b->tp.comm)
         b->mm.tp = &b->tp; /* first-use timing drains the stream under the group's deadline */
     if (!rc) {
@@ -470,6 +487,15 @@ int sd_backend_cuda_set_linear(sd_backend *base, int32_t layer, int which, const
     if (e != cudaSuccess)
         return sd_diag_set(d, SD_ECUDA, "cuda set_linear: %s", cudaGetErrorString(e));
     return 0;
+}
+
+int sd_backend_cuda_cslt(const sd_backend *b, size_t *bytes)
+{
+    int n = 0;
+    size_t by = sd_cslt_bytes(((const sd_cuda_backend *)b)->mm.cslt, &n);
+    if (bytes)
+        *bytes = by;
+    return n;
 }
 
 int sd_backend_cuda_device(const sd_backend *b)

@@ -235,6 +235,10 @@ typedef struct sd_cu_mm {
     /* tensor parallel: the rank (engine/tp_impl.cuh) whose deadline bounds the wait before
      * first-use timing (the stream may hold collectives); NULL on a single GPU */
     struct sd_tp_rank *tp;
+    /* SD_CUSPARSELT=1: the 2:4 linears' copies in cuSPARSELt's layout (engine/cuda_cslt.h), which
+     * take their GEMMs instead of expansion + cuBLAS; NULL otherwise */
+    struct sd_cslt *cslt;
+    int row_cap; /* rows the backend's linear inputs hold: sd_cslt_pad_rows(T) for any T it sends */
 } sd_cu_mm;
 
 /* Sizes the scratch for the largest bitmask linear in w and creates cuBLAS on stream st. max_wide:
@@ -242,6 +246,10 @@ typedef struct sd_cu_mm {
  * SD_NM_MAX_B_TILED; above SD_NM_MAX_B_WIDE in tiles), more go to cuBLAS. */
 int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, int max_wide, cudaStream_t st, sd_diag *d);
 void sd__cu_mm_free(sd_cu_mm *mm);
+/* Loads cuSPARSELt and compresses every 2:4 linear of w (expanded into mm->scratch first) into
+ * mm->cslt; fails, naming the bytes, when the copies would not fit in the free device memory. A
+ * model without a 2:4 linear leaves mm->cslt NULL. */
+int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_diag *d);
 /* out [T, l->rows] fp32 = in [T, l->cols] bf16 x W^T (bias not applied); with `acc`,
  * out += in x W^T (the residual add of the o and down projections: no zeroing before split-K). */
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/cuda_cslt.h"
 #include "engine/tp_impl.cuh"
 #include "kernels/nm_spmv.h"
 
@@ -56,10 +57,56 @@ int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, int max_wide, cudaStrea
     return 0;
 }
 
+/* A 2:4 linear cuSPARSELt can take: row-major 2:4 along the columns, both sizes multiples of 64. */
+static int cslt_linear(const sd_cu_linear *l)
+{
+    return l->bitmask && l->nm_n == 2 && l->nm_m == 4 && l->rows % 64 == 0 && l->cols % 64 == 0;
+}
+
+int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_diag *d)
+{
+    size_t need = 0, fr = 0, tot = 0;
+    int n = 0;
+    for (int i = 0; i < w->n_layers; i++) {
+        const sd_cu_layer *L = &w->layers[i];
+        const sd_cu_linear *ls[4] = {&L->qkv, &L->o, &L->gate_up, &L->down};
+        for (int k = 0; k < 4; k++)
+            if (cslt_linear(ls[k])) {
+                need += (size_t)ls[k]->rows * (size_t)ls[k]->cols * 9 / 16; /* values + 2-bit indices */
+                n++;
+            }
+    }
+    if (!n) /* dense or another pattern: nothing for cuSPARSELt to take */
+        return 0;
+    SD_CU(d, cudaMemGetInfo(&fr, &tot));
+    const size_t reserve = (size_t)1 << 30; /* activations, workspaces and some KV cache */
+    if (need + reserve > fr)
+        return sd_diag_set(d, SD_ENOMEM,
+                           "SD_CUSPARSELT: a second copy of the %d 2:4 linears needs ~%.2f GB, %.2f GB of "
+                           "device memory are free (1 GB kept for the rest)",
+                           n, need / 1e9, fr / 1e9);
+    SD_TRY(sd_cslt_open(&mm->cslt, d));
+    for (int i = 0; i < w->n_layers; i++) {
+        const sd_cu_layer *L = &w->layers[i];
+        const sd_cu_linear *ls[4] = {&L->qkv, &L->o, &L->gate_up, &L->down};
+        for (int k = 0; k < 4; k++) {
+            const sd_cu_linear *l = ls[k];
+            if (!cslt_linear(l))
+                continue;
+            SD_TRY(sd__cu_expand_bitmask(l->values, l->mask, mm->scratch, l->rows, l->cols, st, d));
+            int rc = sd_cslt_add(mm->cslt, l, mm->scratch, l->rows, l->cols, st, d);
+            if (rc)
+                return sd_diag_wrap(d, rc, "layer %d linear %d", i, k);
+        }
+    }
+    return 0;
+}
+
 void sd__cu_mm_free(sd_cu_mm *mm)
 {
     if (!mm)
         return;
+    sd_cslt_free(mm->cslt);
     if (mm->blas)
         cublasDestroy(mm->blas);
     cudaFree(mm->blas_ws);
@@ -135,12 +182,24 @@ static int64_t slice_rows(const sd_cu_mm *mm, const sd_cu_linear *l)
     return n < 64 ? 64 : n > l->rows ? l->rows : n;
 }
 
-/* cuBLAS GEMM, bitmask weights expanded into the dense scratch first (slice by slice, above). */
+/* cuSPARSELt takes a 2:4 linear it holds a copy of, where the operands have room for the padded
+ * rows and the stream is not being captured (its plans are made at first use, eagerly). */
+static int cslt_takes(const sd_cu_mm *mm, const sd_cu_linear *l, int T, cudaStream_t st)
+{
+    cudaStreamCaptureStatus cs;
+    return mm->cslt && sd_cslt_pad_rows(T) <= mm->row_cap && sd_cslt_has(mm->cslt, l) &&
+           cudaStreamIsCapturing(st, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusNone;
+}
+
+/* The GEMM path: cuSPARSELt on its copy of a 2:4 linear (SD_CUSPARSELT), else cuBLAS, bitmask
+ * weights expanded into the dense scratch first (slice by slice, above). */
 static int run_blas(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,
                     cudaStream_t st, sd_diag *d)
 {
     if (!l->bitmask)
         return gemm_rows(mm, l, l->w, 0, l->rows, in, out, T, acc, d);
+    if (cslt_takes(mm, l, T, st))
+        return sd_cslt_matmul(mm->cslt, l, in, out, T, acc, st, d);
     const int64_t step = slice_rows(mm, l);
     for (int64_t r0 = 0; r0 < l->rows; r0 += step) {
         const int64_t n = l->rows - r0 < step ? l->rows - r0 : step;

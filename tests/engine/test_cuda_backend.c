@@ -41,6 +41,7 @@ int main(void)
     return sd_test_done();
 }
 #else
+#include "engine/cuda_cslt.h"
 #include "tests/engine/logits_util.h"
 #include "tests/engine/pruned_ckpt.h"
 
@@ -219,6 +220,9 @@ static void long_prefills_vs_cpu(const char *dir, const char *var, const char *v
     unsetenv(var);
     unsetenv("SD_TUNE_LOG");
     CHECK_MSG(rc == 0, "%s=%s: %s", var, val, sd_diag_str(&d, rc));
+    if (!rc && !strcmp(var, "SD_CUSPARSELT")) /* every linear of the tiny model has a copy */
+        CHECK_MSG(sd_backend_cuda_cslt(gpu, NULL) == 4 * sd_model_cfg(m)->n_layers, "%d cuSPARSELt copies",
+                  sd_backend_cuda_cslt(gpu, NULL));
     const int lens[] = {65, 130, 200};
     for (int i = 0; !rc && i < 3; i++) {
         const int32_t V = sd_model_cfg(m)->vocab, n = lens[i];
@@ -246,7 +250,8 @@ static void long_prefills_vs_cpu(const char *dir, const char *var, const char *v
  * kernels in tiles (or cuBLAS, whichever first use timed faster; the tiles themselves are checked
  * kernel by kernel in test_spmv_gpu / test_sp24_gpu); with SD_EXPAND_SLICE_KB=32 cuBLAS runs on
  * weights expanded 64 rows at a time (the tiny model's rows are 512 bytes), on the vectorised
- * expansion (kernels/nm_expand.h), as every chunk above 64 rows does by default in one slice. */
+ * expansion (kernels/nm_expand.h), as every chunk above 64 rows does by default in one slice;
+ * with SD_CUSPARSELT=1 (where the library loads) on cuSPARSELt's copies (engine/cuda_cslt.h). */
 static void test_long_prefill_2of4(void)
 {
     if (!have_gpu())
@@ -258,6 +263,12 @@ static void test_long_prefill_2of4(void)
     if (!rc) {
         long_prefills_vs_cpu(dir, "SD_NM_TILES", "1");
         long_prefills_vs_cpu(dir, "SD_EXPAND_SLICE_KB", "32");
+        char v[512];
+        sd_diag d = {0};
+        if (sd_cslt_probe(v, sizeof v, &d) == 0)
+            long_prefills_vs_cpu(dir, "SD_CUSPARSELT", "1");
+        else /* the rest of the test ran: say what was left out */
+            fprintf(stderr, "  (not checked: SD_CUSPARSELT=1: %s)\n", sd_diag_str(&d, SD_ENOTFOUND));
     }
     rm_model_dir(dir);
 }

@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
 # tools/gpu/tiles_ab.sh: the first GPU run of the tiled wide kernels (65-256 rows of a 2:4 .. 16:32
 # linear, SD_NM_TILES=1), of the vectorised bitmask expansion before cuBLAS (engine/cuda_ops.cu) and
-# of that expansion in L2-sized slices (SD_EXPAND_SLICE_KB), all written without a device
-# (kernels/NOTES.md v29). One call, ~9 minutes (each step packs its results as it finishes, so a
-# run cut short keeps what it measured):
+# of that expansion in L2-sized slices (SD_EXPAND_SLICE_KB), and of 2:4 GEMMs on cuSPARSELt
+# (SD_CUSPARSELT=1), all written without a device (kernels/NOTES.md v29, v30). One call, ~10
+# minutes (each step packs its results as it finishes, so a run cut short keeps what it measured):
 #   1. every GPU test binary (ab_gpu_tests): test_spmv_gpu / test_sp24_gpu check B = 65-256 per
 #      config, test_cuda_backend 2:4 prefills of 65-200 tokens with tiles on and with sliced
-#      expansion, and all its prefills of more than 64 rows (the new expansion) against the CPU
-#      backend. A failure stops the run.
+#      expansion and on cuSPARSELt, and all its prefills of more than 64 rows (the new expansion)
+#      against the CPU backend; test_cslt the cuSPARSELt module against an fp64 reference. A failure
+#      stops the run.
 #   2. `sparsed bench prefill` at Llama-3.1-8B shapes, chunks of 64-2048 tokens, dense, 2:4 and
 #      8:16 with tiles off, then 2:4 and 8:16 with tiles on (SD_TUNE_LOG=1: the first-use lines put
 #      the tiled kernel and cuBLAS on expanded weights side by side for every shape at 128-256 rows),
-#      then 2:4 with tiles off and the expansion in 16 MB slices read back from L2 (SD_EXPAND_SLICE_KB);
+#      then 2:4 with tiles off and the expansion in 16 MB slices read back from L2 (SD_EXPAND_SLICE_KB),
+#      then 2:4 on cuSPARSELt (SD_CUSPARSELT=1, its library found through python3's PyTorch);
 #   3. a random 2:4 bitmask checkpoint at those shapes (tools/synth_ckpt.py --pattern) under the
-#      steady load at 64 and 128 req/s (128-token prompts: steps of 65-192 rows), tiles off, then on.
+#      steady load at 64 and 128 req/s (128-token prompts: steps of 65-192 rows), tiles off, tiles
+#      on, then cuSPARSELt.
 # Run from the repo root of a tree whose binaries were prebuilt here, with the tokenizer packed:
 #   tools/gpu/prebuild.sh build/gpu/sparsed $(for t in kernels/test_spmv_gpu kernels/test_sp24_gpu \
 #       kernels/test_swiglu_gpu engine/test_swiglu_fuse_gpu engine/test_cuda_backend \
-#       engine/test_tune_cache_gpu engine/test_attn_fused_gpu; do echo build/gpu/tests/$t; done)
+#       engine/test_tune_cache_gpu engine/test_attn_fused_gpu engine/test_cslt; do echo build/gpu/tests/$t; done)
 #   tar cJf results/tmp/llama3.tar.xz -C ../shared/tokenizers llama3
 # then on the device
 #   tar xJf results/tmp/bins.tar.xz && AB_PREBUILT=1 bash tools/gpu/tiles_ab.sh
@@ -25,8 +28,12 @@
 # summary.txt (one line a step, the tables), tune-*.txt (the first-use lines of 64 rows and more).
 source tools/gpu_ab.sh
 tar xJf results/tmp/llama3.tar.xz -C results/tmp
+# cuSPARSELt: the library PyTorch's wheels brought (the prebuilt binaries name this machine's path)
+SD_CUSPARSELT_LIB=$(python3 -c 'import nvidia.cusparselt as m; print(list(m.__path__)[0])' 2>/dev/null)/lib/libcusparseLt.so.0
+export SD_CUSPARSELT_LIB
 ab_build
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv >"$R/gpu.txt" 2>&1
+echo "cuSPARSELt: $SD_CUSPARSELT_LIB $(python3 -m pip show nvidia-cusparselt-cu13 2>/dev/null | grep ^Version)" >>"$R/gpu.txt"
 ab_gpu_tests
 bad=0
 for f in "$R"/test-*.log; do # a crash or a timeout leaves no "N passed, 0 failed" line
@@ -41,12 +48,14 @@ ab_pack
 P8=config/presets/llama-3.1-8b.json
 CH=64,128,192,256,512,2048
 # tiles off, on; then off with the expansion in 16 MB slices (SD_EXPAND_SLICE_KB)
-for v in tiles0 tiles1 slice16; do
-    pats=2:4,8:16 tiles=0 slice=0
+for v in tiles0 tiles1 slice16 cslt; do
+    pats=2:4,8:16 tiles=0 slice=0 cslt=0
     [ $v = tiles0 ] && pats=dense,2:4,8:16
     [ $v = tiles1 ] && tiles=1
     [ $v = slice16 ] && pats=2:4 slice=16384
-    SD_NM_TILES=$tiles SD_EXPAND_SLICE_KB=$slice SD_TUNE_LOG=1 timeout 200 build/gpu/sparsed bench prefill \
+    [ $v = cslt ] && pats=2:4 cslt=1
+    SD_NM_TILES=$tiles SD_EXPAND_SLICE_KB=$slice SD_CUSPARSELT=$cslt SD_TUNE_LOG=1 timeout 200 \
+        build/gpu/sparsed bench prefill \
         --preset $P8 --pattern $pats --chunk $CH --out "$R/prefill-$v.md" >/dev/null 2>"$R/prefill-$v.err"
     ab_note "bench prefill $v rc=$? $(ab_el) s"
     cat "$R/prefill-$v.md" >>"$R/summary.txt"
@@ -58,9 +67,11 @@ B=build/gpu RATES=64,128 N=128 PORT=18284 OUTLEN=128
 python3 tools/synth_ckpt.py --config config/presets/llama-3.1-8b.json --tokenizer results/tmp/llama3 \
     --out /tmp/ck2of4 --pattern 2:4 >"$R/synth.log" 2>&1
 ab_note "synth 2:4 rc=$? $(ab_el) s"
-for t in 0 1; do
-    name=tiles$t
-    SD_NM_TILES=$t SD_TUNE_LOG=1 steady_load "$R/steady-$name" /tmp/ck2of4 150 --timeout 120
+for name in tiles0 tiles1 cslt; do
+    t=0 cslt=0
+    [ $name = tiles1 ] && t=1
+    [ $name = cslt ] && cslt=1
+    SD_NM_TILES=$t SD_CUSPARSELT=$cslt SD_TUNE_LOG=1 steady_load "$R/steady-$name" /tmp/ck2of4 150 --timeout 120
     ab_note "steady $name rc=$? $(ab_el) s: $(grep -o 'ready at .* after [0-9]* s' "$R/steady-$name.log")"
     steady_table "$R/steady-$name" >>"$R/summary.txt"
     grep -E "^tune: .* (6[4-9]|[7-9][0-9]|[12][0-9][0-9]) rows" "$R/steady-$name/server.log" >"$R/tune-$name.txt"
