@@ -24,5 +24,5 @@ if [ -n "$old" ]; then
 fi
 strip "${files[@]}"
 mkdir -p results/tmp
-tar cJf results/tmp/bins.tar.xz "${files[@]}"
+XZ_OPT=-9 tar cJf results/tmp/bins.tar.xz "${files[@]}"
 echo "results/tmp/bins.tar.xz: $(du -h results/tmp/bins.tar.xz | cut -f1) (${files[*]})"
