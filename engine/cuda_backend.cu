@@ -199,12 +199,13 @@ static int wide_rows(void)
 }
 
 /* SD_CUSPARSELT=1: the 2:4 linears' GEMMs (prompt chunks: more rows than the kernels take) on the
- * sparse tensor cores through cuSPARSELt, from a second copy of each in its layout (cuda_cslt.h).
- * Off until a GPU run has measured it against expansion + cuBLAS (kernels/NOTES.md v30); when on,
- * a library that does not load, or copies that do not fit, fail the backend's creation. */
+ * sparse tensor cores through cuSPARSELt, from a second copy of each in its layout (cuda_cslt.h);
+ * =2: and each (shape, row count) times the library's algorithm configs at first use. Off until a
+ * GPU run has measured it against expansion + cuBLAS (kernels/NOTES.md v30); when on, a library
+ * that does not load, or copies that do not fit, fail the backend's creation. */
 static int cslt_wanted(void)
 {
-    return env_mode("SD_CUSPARSELT", 0, 1);
+    return env_mode("SD_CUSPARSELT", 0, 2);
 }
 
 static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_backend_opts *opts,
@@ -277,7 +278,7 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     if (!rc)
         rc = sd__cu_mm_init(&b->mm, &b->w, wide_rows(), b->st, d);
     if (!rc && cslt_wanted())
-        rc = sd__cu_mm_cslt(&b->mm, &b->w, b->st, d);
+        rc = sd__cu_mm_cslt(&b->mm, &b->w, cslt_wanted() == 2, b->st, d);
     if (!rc && b->tp.comm)
         b->mm.tp = &b->tp; /* first-use timing drains the stream under the group's deadline */
     if (!rc) {

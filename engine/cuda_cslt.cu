@@ -35,7 +35,7 @@ int sd_cslt_probe(char *version, size_t n, sd_diag *d)
     return not_built(d);
 }
 
-int sd_cslt_open(sd_cslt **ret, sd_diag *d)
+int sd_cslt_open(sd_cslt **ret, int search, sd_diag *d)
 {
     *ret = NULL;
     return not_built(d);
@@ -89,6 +89,7 @@ int sd_cslt_matmul(sd_cslt *c, const void *key, const void *x, float *y, int T, 
     X(cusparseLtMatmulPlanInit)                                                                              \
     X(cusparseLtMatmulPlanDestroy)                                                                           \
     X(cusparseLtMatmul)                                                                                      \
+    X(cusparseLtMatmulSearch)                                                                                \
     X(cusparseLtSpMMACompressedSize2)                                                                        \
     X(cusparseLtSpMMACompress2)                                                                              \
     X(cusparseLtSpMMAPruneCheck2)
@@ -118,6 +119,7 @@ typedef struct cslt_plan {
     cusparseLtMatmulAlgSelection_t alg;
     cusparseLtMatmulPlan_t plan;
     int have_b, have_c, have_alg, have_plan;
+    int searched; /* cusparseLtMatmulSearch has picked its algorithm config (sd_cslt.search) */
     size_t ws_bytes;
 } cslt_plan;
 
@@ -139,7 +141,8 @@ struct sd_cslt {
     int n_plans;
     cslt_mat *mats;
     int n_mats, cap_mats;
-    void *ws; /* the largest workspace any plan asked for */
+    int search; /* time the algorithm configs at a plan's first use (SD_CUSPARSELT=2) */
+    void *ws;   /* the largest workspace any plan asked for */
     size_t ws_bytes;
     __nv_bfloat16 *out; /* D: the product in bf16, [padded rows, rows] of the largest problem yet */
     size_t out_elems;
@@ -232,12 +235,13 @@ int sd_cslt_probe(char *version, size_t n, sd_diag *d)
     return 0;
 }
 
-int sd_cslt_open(sd_cslt **ret, sd_diag *d)
+int sd_cslt_open(sd_cslt **ret, int search, sd_diag *d)
 {
     *ret = NULL;
     sd_cslt *c = (sd_cslt *)calloc(1, sizeof *c);
     if (!c)
         return sd_diag_set(d, SD_ENOMEM, "cuSPARSELt");
+    c->search = search;
     int rc = load(&c->lib, &c->f, NULL, 0, d);
     if (!rc) {
         cusparseStatus_t s = c->f.cusparseLtInit(&c->h);
@@ -445,6 +449,22 @@ static int plan_init(sd_cslt *c, cslt_plan *p, sd_diag *d)
     return 0;
 }
 
+/* c->ws of at least `bytes` (first use of a plan only: cudaFree synchronises the device). */
+static int ws_room(sd_cslt *c, size_t bytes, sd_diag *d)
+{
+    if (bytes <= c->ws_bytes)
+        return 0;
+    void *ws = NULL;
+    cudaError_t e = cudaMalloc(&ws, bytes);
+    if (e != cudaSuccess)
+        return sd_diag_set(d, SD_ENOMEM, "cuSPARSELt: workspace of %zu bytes: %s", bytes,
+                           cudaGetErrorString(e));
+    cudaFree(c->ws);
+    c->ws = ws;
+    c->ws_bytes = bytes;
+    return 0;
+}
+
 static int get_plan(sd_cslt *c, cslt_shape *s, int n, cslt_plan **ret, sd_diag *d)
 {
     for (int i = 0; i < c->n_plans; i++)
@@ -458,18 +478,8 @@ static int get_plan(sd_cslt *c, cslt_shape *s, int n, cslt_plan **ret, sd_diag *
     p->shape = s;
     p->n = n;
     int rc = plan_init(c, p, d);
-    if (!rc && p->ws_bytes > c->ws_bytes) {
-        void *ws = NULL;
-        cudaError_t e = cudaMalloc(&ws, p->ws_bytes);
-        if (e == cudaSuccess) {
-            cudaFree(c->ws); /* synchronises the device: first use only */
-            c->ws = ws;
-            c->ws_bytes = p->ws_bytes;
-        } else {
-            rc = sd_diag_set(d, SD_ENOMEM, "cuSPARSELt: workspace of %zu bytes: %s", p->ws_bytes,
-                             cudaGetErrorString(e));
-        }
-    }
+    if (!rc)
+        rc = ws_room(c, p->ws_bytes, d);
     if (!rc)
         rc = push_ptr((void ***)&c->plans, &c->n_plans, p, d);
     if (rc) {
@@ -531,6 +541,16 @@ int sd_cslt_matmul(sd_cslt *c, const void *key, const void *x, float *y, int T, 
     SD_TRY(out_room(c, (size_t)n * (size_t)m->shape->rows, d));
     const float one = 1.f, zero = 0.f;
     cudaStream_t st = (cudaStream_t)stream;
+    if (c->search && !p->searched) {
+        /* runs every algorithm config into the module's own product buffer (beta 0) and keeps the
+         * fastest in the plan, whose workspace may then differ */
+        SD_CSLT_CALL(
+            c, d,
+            cusparseLtMatmulSearch(&c->h, &p->plan, &one, m->buf, x, &zero, c->out, c->out, c->ws, &st, 1));
+        p->searched = 1;
+        SD_CSLT_CALL(c, d, cusparseLtMatmulGetWorkspace(&c->h, &p->plan, &p->ws_bytes));
+        SD_TRY(ws_room(c, p->ws_bytes, d));
+    }
     SD_CSLT_CALL(c, d,
                  cusparseLtMatmul(&c->h, &p->plan, &one, m->buf, x, &zero, c->out, c->out, c->ws, &st, 1));
     /* bf16 out: the fp32 output (and the residual add) in a pass of our own */

@@ -35,8 +35,10 @@ int sd_cslt_built(void);
  * SD_ENOTSUP when its version is not the build's. */
 int sd_cslt_probe(char *version, size_t n, sd_diag *d);
 
-/* Loads the library and creates its handle on the current CUDA device. */
-int sd_cslt_open(sd_cslt **ret, sd_diag *d);
+/* Loads the library and creates its handle on the current CUDA device. search: at each plan's first
+ * use, cusparseLtMatmulSearch times the library's algorithm configs and keeps the fastest (slower
+ * first uses); 0: the default config. */
+int sd_cslt_open(sd_cslt **ret, int search, sd_diag *d);
 void sd_cslt_free(sd_cslt *c);
 
 /* Rows the operands of sd_cslt_matmul must hold for T rows: T rounded up to a multiple of

@@ -247,9 +247,9 @@ typedef struct sd_cu_mm {
 int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, int max_wide, cudaStream_t st, sd_diag *d);
 void sd__cu_mm_free(sd_cu_mm *mm);
 /* Loads cuSPARSELt and compresses every 2:4 linear of w (expanded into mm->scratch first) into
- * mm->cslt; fails, naming the bytes, when the copies would not fit in the free device memory. A
- * model without a 2:4 linear leaves mm->cslt NULL. */
-int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_diag *d);
+ * mm->cslt (search: sd_cslt_open's); fails, naming the bytes, when the copies would not fit in the
+ * free device memory. A model without a 2:4 linear leaves mm->cslt NULL. */
+int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, int search, cudaStream_t st, sd_diag *d);
 /* out [T, l->rows] fp32 = in [T, l->cols] bf16 x W^T (bias not applied); with `acc`,
  * out += in x W^T (the residual add of the o and down projections: no zeroing before split-K). */
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,

@@ -63,7 +63,7 @@ static int cslt_linear(const sd_cu_linear *l)
     return l->bitmask && l->nm_n == 2 && l->nm_m == 4 && l->rows % 64 == 0 && l->cols % 64 == 0;
 }
 
-int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_diag *d)
+int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, int search, cudaStream_t st, sd_diag *d)
 {
     size_t need = 0, fr = 0, tot = 0;
     int n = 0;
@@ -85,7 +85,7 @@ int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, cudaStream_t st, sd_dia
                            "SD_CUSPARSELT: a second copy of the %d 2:4 linears needs ~%.2f GB, %.2f GB of "
                            "device memory are free (1 GB kept for the rest)",
                            n, need / 1e9, fr / 1e9);
-    SD_TRY(sd_cslt_open(&mm->cslt, d));
+    SD_TRY(sd_cslt_open(&mm->cslt, search, d));
     for (int i = 0; i < w->n_layers; i++) {
         const sd_cu_layer *L = &w->layers[i];
         const sd_cu_linear *ls[4] = {&L->qkv, &L->o, &L->gate_up, &L->down};

@@ -63,7 +63,7 @@ static void test_bad_library(void)
     int rc = sd_cslt_probe(v, sizeof v, &d);
     sd_cslt *c = NULL;
     sd_diag d2 = {0};
-    int rc2 = sd_cslt_open(&c, &d2);
+    int rc2 = sd_cslt_open(&c, 0, &d2);
     unsetenv("SD_CUSPARSELT_LIB");
     CHECK_MSG(rc == SD_ENOTFOUND && strstr(sd_diag_str(&d, rc), "/nonexistent/libcusparseLt.so.0"), "%s",
               sd_diag_str(&d, rc));
@@ -162,7 +162,8 @@ static void one_matmul(sd_cslt *c, const dev_bufs *b, const uint16_t *x, const u
     free(y);
 }
 
-static void test_matmul_gpu(void)
+/* search: the plans pick their algorithm config by cusparseLtMatmulSearch (SD_CUSPARSELT=2). */
+static void matmul_gpu(int search)
 {
     if (!have_gpu())
         SKIP("no CUDA device");
@@ -179,7 +180,7 @@ static void test_matmul_gpu(void)
         x[i] = sd_f32_to_bf16(urand(&s));
     sd_cslt *c = NULL;
     sd_diag d = {0};
-    int rc = sd_cslt_open(&c, &d);
+    int rc = sd_cslt_open(&c, search, &d);
     CHECK_MSG(rc == 0, "%s", sd_diag_str(&d, rc));
     if (!rc)
         rc = cudaMemcpy(b.w, w, (size_t)ROWS * COLS * 2, cudaMemcpyHostToDevice) != cudaSuccess ||
@@ -200,6 +201,16 @@ static void test_matmul_gpu(void)
     free(x);
 }
 
+static void test_matmul_gpu(void)
+{
+    matmul_gpu(0);
+}
+
+static void test_matmul_search_gpu(void)
+{
+    matmul_gpu(1);
+}
+
 /* A weight with 3 non-zeros in a group of 4 is refused by the structure check, and nothing is filed. */
 static void test_not_2of4_gpu(void)
 {
@@ -214,7 +225,7 @@ static void test_not_2of4_gpu(void)
     make_weight(w, ROWS, COLS, 3u, 1);
     sd_cslt *c = NULL;
     sd_diag d = {0};
-    int rc = sd_cslt_open(&c, &d);
+    int rc = sd_cslt_open(&c, 0, &d);
     CHECK_MSG(rc == 0, "%s", sd_diag_str(&d, rc));
     if (!rc && cudaMemcpy(b.w, w, (size_t)ROWS * COLS * 2, cudaMemcpyHostToDevice) == cudaSuccess) {
         rc = sd_cslt_add(c, b.w, b.w, ROWS, COLS, NULL, &d);
@@ -235,6 +246,7 @@ int main(void)
     RUN(test_probe);
     RUN(test_bad_library);
     RUN(test_matmul_gpu);
+    RUN(test_matmul_search_gpu);
     RUN(test_not_2of4_gpu);
     return sd_test_done();
 }

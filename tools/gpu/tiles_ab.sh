@@ -13,7 +13,8 @@
 #      8:16 with tiles off, then 2:4 and 8:16 with tiles on (SD_TUNE_LOG=1: the first-use lines put
 #      the tiled kernel and cuBLAS on expanded weights side by side for every shape at 128-256 rows),
 #      then 2:4 with tiles off and the expansion in 16 MB slices read back from L2 (SD_EXPAND_SLICE_KB),
-#      then 2:4 on cuSPARSELt (SD_CUSPARSELT=1, its library found through python3's PyTorch);
+#      then 2:4 on cuSPARSELt (SD_CUSPARSELT=1, its library found through python3's PyTorch), and
+#      with the library's search for each shape's algorithm config (SD_CUSPARSELT=2);
 #   3. a random 2:4 bitmask checkpoint at those shapes (tools/synth_ckpt.py --pattern) under the
 #      steady load at 64 and 128 req/s (128-token prompts: steps of 65-192 rows), tiles off, tiles
 #      on, then cuSPARSELt.
@@ -48,12 +49,13 @@ ab_pack
 P8=config/presets/llama-3.1-8b.json
 CH=64,128,192,256,512,2048
 # tiles off, on; then off with the expansion in 16 MB slices (SD_EXPAND_SLICE_KB)
-for v in tiles0 tiles1 slice16 cslt; do
+for v in tiles0 tiles1 slice16 cslt cslt2; do
     pats=2:4,8:16 tiles=0 slice=0 cslt=0
     [ $v = tiles0 ] && pats=dense,2:4,8:16
     [ $v = tiles1 ] && tiles=1
     [ $v = slice16 ] && pats=2:4 slice=16384
     [ $v = cslt ] && pats=2:4 cslt=1
+    [ $v = cslt2 ] && pats=2:4 cslt=2
     SD_NM_TILES=$tiles SD_EXPAND_SLICE_KB=$slice SD_CUSPARSELT=$cslt SD_TUNE_LOG=1 timeout 200 \
         build/gpu/sparsed bench prefill \
         --preset $P8 --pattern $pats --chunk $CH --out "$R/prefill-$v.md" >/dev/null 2>"$R/prefill-$v.err"
