@@ -5,7 +5,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/nm_spmv.h" /* sd_nm_tune_bucket, SD_NM_MAX_B, SD_NM_MAX_B_WIDE, SD_NM_MAX_B_TILED */
+#include "engine/cuda_cslt.h" /* SD_CSLT_ROW_STEP */
+#include "kernels/nm_spmv.h"  /* sd_nm_tune_bucket, SD_NM_MAX_B, SD_NM_MAX_B_WIDE, SD_NM_MAX_B_TILED */
 
 static int imin(int a, int b)
 {
@@ -64,6 +65,10 @@ int sd_warmup_plan(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, s
     int big = imin(o->max_batch_tokens, o->max_len);
     big = imin(big, kv_blocks * block_size);
     ADD(1, big);
+    /* room allowing, the chunks between: cuSPARSELt (SD_CUSPARSELT) has a plan per row count padded
+     * to SD_CSLT_ROW_STEP (engine/cuda_cslt.h); for the other paths a step more of the same GEMMs */
+    for (int t = SD_NM_MAX_B_TILED + SD_CSLT_ROW_STEP; t < big; t += SD_CSLT_ROW_STEP)
+        ADD(1, t);
 #undef ADD
     return n;
 }

@@ -41,8 +41,10 @@ typedef struct sd_warmup_step {
  * uses one block per sequence, and the first sequence's blocks): decode steps of 1, 2, 4, ...
  * sequences up to max_seqs (and max_seqs itself), one sequence of each tuned row count 2..256
  * (sd_nm_tune_bucket's buckets: prefill chunks), steps of each tuned bucket up to 64 of sequences
- * with one of them prefilling (logits rows of mixed steps), and one step of max_batch_tokens
- * tokens (the largest prefill chunk, through cuBLAS). No step twice. */
+ * with one of them prefilling (logits rows of mixed steps), one step of max_batch_tokens
+ * tokens (the largest prefill chunk, through cuBLAS), then, while the plan has room, one sequence
+ * of each multiple of 64 between 256 and that (cuSPARSELt's plans: engine/cuda_cslt.h). No step
+ * twice. */
 int sd_warmup_plan(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, sd_warmup_step *steps);
 
 typedef struct sd_warmup_stats {

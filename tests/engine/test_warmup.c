@@ -57,7 +57,9 @@ static void test_plan_covers_every_bucket(void)
     }
     CHECK(buckets == 21 && tiled == 3); /* 2..16, 24..64 by 8; 128, 192, 256 */
     CHECK_MSG(count_steps(s, n, 1, 512) == 1, "the largest chunk");
-    CHECK_MSG(n == 7 + 2 * buckets + tiled + 1, "%d steps", n);
+    for (int t = 320; t < 512; t += 64) /* cuSPARSELt's padded row counts in between */
+        CHECK_MSG(count_steps(s, n, 1, t) == 1, "a prefill chunk of %d tokens", t);
+    CHECK_MSG(n == 7 + 2 * buckets + tiled + 1 + 3, "%d steps", n);
     for (int i = 0; i < n; i++) /* no step twice */
         CHECK_MSG(count_steps(s, n, s[i].n_seqs, s[i].first_tokens) == 1, "step %d (%d seqs, first %d) twice",
                   i, s[i].n_seqs, s[i].first_tokens);
@@ -118,6 +120,12 @@ static void test_plan_respects_limits(void)
     n = sd_warmup_plan(&o, 100000, 16, s);
     check_fits(&o, 100000, 16, s, n);
     CHECK(count_steps(s, n, 1, 300) == 1 && count_steps(s, n, 16, 1) == 1 && count_steps(s, n, 24, 2) == 0);
+    /* a budget of 8192 tokens: the largest chunk still planned, the padded chunks up to the plan's room */
+    o = (sd_warmup_opts){64, 8192, 8192, NULL, NULL};
+    n = sd_warmup_plan(&o, 100000, 16, s);
+    check_fits(&o, 100000, 16, s, n);
+    CHECK_MSG(n == SD_WARMUP_MAX_STEPS && count_steps(s, n, 1, 8192) == 1 && count_steps(s, n, 1, 320) == 1,
+              "%d steps", n);
 }
 
 /* ---- the driver, through a recording backend ---- */
