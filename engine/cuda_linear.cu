@@ -72,7 +72,7 @@ int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, int search, cudaStream_
         const sd_cu_linear *ls[4] = {&L->qkv, &L->o, &L->gate_up, &L->down};
         for (int k = 0; k < 4; k++)
             if (cslt_linear(ls[k])) {
-                need += (size_t)ls[k]->rows * (size_t)ls[k]->cols * 9 / 16; /* values + 2-bit indices */
+                need += (size_t)ls[k]->rows * (size_t)ls[k]->cols * 9 / 8; /* bf16 values + metadata */
                 n++;
             }
     }
