@@ -250,8 +250,8 @@ static void long_prefills_vs_cpu(const char *dir, const char *var, const char *v
  * kernels in tiles (or cuBLAS, whichever first use timed faster; the tiles themselves are checked
  * kernel by kernel in test_spmv_gpu / test_sp24_gpu); with SD_EXPAND_SLICE_KB=32 cuBLAS runs on
  * weights expanded 64 rows at a time (the tiny model's rows are 512 bytes), on the vectorised
- * expansion (kernels/nm_expand.h), as every chunk above 64 rows does by default in one slice;
- * with SD_CUSPARSELT=1 (where the library loads) on cuSPARSELt's copies (engine/cuda_cslt.h). */
+ * expansion (kernels/nm_expand.h), as every chunk above 64 rows does by default in one slice
+ * (test_long_prefill_cslt below takes cuSPARSELt). */
 static void test_long_prefill_2of4(void)
 {
     if (!have_gpu())
@@ -263,13 +263,28 @@ static void test_long_prefill_2of4(void)
     if (!rc) {
         long_prefills_vs_cpu(dir, "SD_NM_TILES", "1");
         long_prefills_vs_cpu(dir, "SD_EXPAND_SLICE_KB", "32");
-        char v[512];
-        sd_diag d = {0};
-        if (sd_cslt_probe(v, sizeof v, &d) == 0) {
-            long_prefills_vs_cpu(dir, "SD_CUSPARSELT", "1");
-            long_prefills_vs_cpu(dir, "SD_CUSPARSELT", "2"); /* configs picked by the library's search */
-        } else /* the rest of the test ran: say what was left out */
-            fprintf(stderr, "  (not checked: SD_CUSPARSELT=1: %s)\n", sd_diag_str(&d, SD_ENOTFOUND));
+    }
+    rm_model_dir(dir);
+}
+
+/* The same prefills with the 2:4 GEMMs on cuSPARSELt (engine/cuda_cslt.h), with its default
+ * algorithm config and with the one its search picks. */
+static void test_long_prefill_cslt(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    char v[512];
+    sd_diag d = {0};
+    const int rc0 = sd_cslt_probe(v, sizeof v, &d);
+    if (rc0)
+        SKIP("cuSPARSELt: %s", sd_diag_str(&d, rc0));
+    char dir[] = "/tmp/sd_cuda_tcslt_XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    int rc = make_pruned(TINY, dir);
+    CHECK_MSG(rc == 0, "writing the pruned checkpoint");
+    if (!rc) {
+        long_prefills_vs_cpu(dir, "SD_CUSPARSELT", "1");
+        long_prefills_vs_cpu(dir, "SD_CUSPARSELT", "2");
     }
     rm_model_dir(dir);
 }
@@ -692,6 +707,7 @@ int main(void)
     RUN(test_dense_small);
     RUN(test_pruned_2of4_tiny);
     RUN(test_long_prefill_2of4);
+    RUN(test_long_prefill_cslt);
     RUN(test_expand_slice_refused);
     RUN(test_batch_vs_single);
     RUN(test_batch_vs_single_2of4);
