@@ -183,11 +183,14 @@ static int64_t slice_rows(const sd_cu_mm *mm, const sd_cu_linear *l)
 }
 
 /* cuSPARSELt takes a 2:4 linear it holds a copy of, where the operands have room for the padded
- * rows and the stream is not being captured (its plans are made at first use, eagerly). */
+ * rows, for more rows than the wide kernels take: those row counts are never tuned, so the
+ * kernel-or-cuBLAS choices the tuner made (and a tune cache keeps) mean what they meant without
+ * it. Not while a graph is being captured (the decode graphs: plans are made at first use, and
+ * the library's kernels are not known to be capturable), where expansion + cuBLAS runs instead. */
 static int cslt_takes(const sd_cu_mm *mm, const sd_cu_linear *l, int T, cudaStream_t st)
 {
     cudaStreamCaptureStatus cs;
-    return mm->cslt && sd_cslt_pad_rows(T) <= mm->row_cap && sd_cslt_has(mm->cslt, l) &&
+    return mm->cslt && T > mm->max_wide && sd_cslt_pad_rows(T) <= mm->row_cap && sd_cslt_has(mm->cslt, l) &&
            cudaStreamIsCapturing(st, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusNone;
 }
 

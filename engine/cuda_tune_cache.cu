@@ -12,17 +12,16 @@
 
 /* GPU, compute capability, driver and runtime, kernels revision: a cache applies only to all of
  * these (another GPU or driver may rank the kernels otherwise; another revision may mean other
- * kernels behind the same codes). With cuSPARSELt (SD_CUSPARSELT) the GEMM path a kernel was timed
- * against is another one, so such a cache is kept apart. */
-static int device_key(int device, int cslt, char *key, size_t n, sd_diag *d)
+ * kernels behind the same codes). */
+static int device_key(int device, char *key, size_t n, sd_diag *d)
 {
     cudaDeviceProp p;
     int drv = 0, rt = 0;
     SD_CU(d, cudaGetDeviceProperties(&p, device));
     SD_CU(d, cudaDriverGetVersion(&drv));
     SD_CU(d, cudaRuntimeGetVersion(&rt));
-    snprintf(key, n, "%.120s|sm_%d%d|%d SMs|driver %d|runtime %d|kernels %d%s", p.name, p.major, p.minor,
-             p.multiProcessorCount, drv, rt, SD_NM_KERNELS_REV, cslt ? "|cusparselt" : "");
+    snprintf(key, n, "%.120s|sm_%d%d|%d SMs|driver %d|runtime %d|kernels %d", p.name, p.major, p.minor,
+             p.multiProcessorCount, drv, rt, SD_NM_KERNELS_REV);
     return 0;
 }
 
@@ -117,7 +116,7 @@ int sd__cu_tune_cache_open(sd_cuda_backend *b, const char *path, sd_diag *d)
     else
         snprintf(b->tune_path, n, "%s", path);
     char key[SD_TUNE_KEY_MAX];
-    SD_TRY(device_key(b->device, b->mm.cslt != NULL, key, sizeof key, d));
+    SD_TRY(device_key(b->device, key, sizeof key, d));
     sd_tune_cache c;
     sd_diag ld = {};
     int rc = sd_tune_cache_load(b->tune_path, &c, &ld);
