@@ -65,11 +65,10 @@ static int alloc_activations(sd_cuda_backend *b, sd_diag *d)
 {
     const sd_model_config *c = &b->cfg;
     size_t T = (size_t)b->tmax, H = c->hidden, hd = c->head_dim, nh = c->n_heads, I = c->intermediate;
-    /* the linears' inputs: with cuSPARSELt, room for its padded rows (cuda_cslt.h) */
+    /* act, the linears' input above SD_NM_MAX_B rows: with cuSPARSELt, room for its padded rows
+     * (cuda_cslt.h; hbuf is an input only at fused steps of at most SD_NM_MAX_B rows) */
     size_t TL = b->mm.cslt ? (size_t)sd_cslt_pad_rows(b->tmax) : T;
-    size_t TH = T < SD_NM_MAX_B ? T : SD_NM_MAX_B; /* hbuf: the fused SwiGLU's output, down's input */
-    TH = b->mm.cslt ? (size_t)sd_cslt_pad_rows((int)TH) : TH;
-    b->mm.row_cap = (int)TL; /* hbuf holds a row count's padding too: its rows are <= 16 */
+    b->mm.row_cap = (int)TL;
     size_t qkv = (nh + 2 * (size_t)c->n_kv_heads) * hd;
     size_t act = H > nh * hd ? H : nh * hd, mmo = qkv > 2 * I ? qkv : 2 * I;
     act = act > I ? act : I;
@@ -78,7 +77,7 @@ static int alloc_activations(sd_cuda_backend *b, sd_diag *d)
     b->meta_cap = 4 * T + (size_t)b->max_seqs * b->max_bt;
     SD_TRY(alloc_dev((void **)&b->x, T * H * 4, d));
     SD_TRY(alloc_dev((void **)&b->act, TL * act * 2, d));
-    SD_TRY(alloc_dev((void **)&b->hbuf, TH * I * 2, d));
+    SD_TRY(alloc_dev((void **)&b->hbuf, (T < SD_NM_MAX_B ? T : SD_NM_MAX_B) * I * 2, d));
     SD_TRY(alloc_dev((void **)&b->mmo, T * mmo * 4, d));
     SD_TRY(alloc_dev((void **)&b->q, T * nh * hd * 4, d));
     SD_TRY(alloc_dev((void **)&b->part_acc, b->parts_rows * nh * hd * 4, d));
