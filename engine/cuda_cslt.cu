@@ -57,6 +57,11 @@ int sd_cslt_has(const sd_cslt *c, const void *key)
     return 0;
 }
 
+const char *sd_cslt_version(const sd_cslt *c)
+{
+    return "";
+}
+
 size_t sd_cslt_bytes(const sd_cslt *c, int *count)
 {
     if (count)
@@ -131,6 +136,7 @@ typedef struct cslt_mat {
 } cslt_mat;
 
 struct sd_cslt {
+    char version[320]; /* "0.8.0 (path)" */
     void *lib;
     cslt_fns f;
     cusparseLtHandle_t h;
@@ -242,7 +248,7 @@ int sd_cslt_open(sd_cslt **ret, int search, sd_diag *d)
     if (!c)
         return sd_diag_set(d, SD_ENOMEM, "cuSPARSELt");
     c->search = search;
-    int rc = load(&c->lib, &c->f, NULL, 0, d);
+    int rc = load(&c->lib, &c->f, c->version, sizeof c->version, d);
     if (!rc) {
         cusparseStatus_t s = c->f.cusparseLtInit(&c->h);
         if (s == CUSPARSE_STATUS_SUCCESS)
@@ -345,6 +351,11 @@ static const cslt_mat *find_mat(const sd_cslt *c, const void *key)
 int sd_cslt_has(const sd_cslt *c, const void *key)
 {
     return c && find_mat(c, key) != NULL;
+}
+
+const char *sd_cslt_version(const sd_cslt *c)
+{
+    return c ? c->version : "";
 }
 
 size_t sd_cslt_bytes(const sd_cslt *c, int *count)

@@ -54,6 +54,8 @@ int sd_cslt_add(sd_cslt *c, const void *key, const void *w, int64_t rows, int64_
                 sd_diag *d);
 /* 1 if `key` has a compressed copy. */
 int sd_cslt_has(const sd_cslt *c, const void *key);
+/* "0.8.0 (path)": the version and file of the library c loaded. */
+const char *sd_cslt_version(const sd_cslt *c);
 /* Device bytes the compressed copies take, and how many there are. */
 size_t sd_cslt_bytes(const sd_cslt *c, int *count);
 

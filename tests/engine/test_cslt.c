@@ -182,6 +182,7 @@ static void matmul_gpu(int search)
     sd_diag d = {0};
     int rc = sd_cslt_open(&c, search, &d);
     CHECK_MSG(rc == 0, "%s", sd_diag_str(&d, rc));
+    CHECK_MSG(rc || strchr(sd_cslt_version(c), '('), "version '%s'", rc ? "" : sd_cslt_version(c));
     if (!rc)
         rc = cudaMemcpy(b.w, w, (size_t)ROWS * COLS * 2, cudaMemcpyHostToDevice) != cudaSuccess ||
              cudaMemcpy(b.x, x, (size_t)xrows * COLS * 2, cudaMemcpyHostToDevice) != cudaSuccess;
