@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "engine/bench_decode.h"
+#include "engine/bench_gemm.h"
 #include "engine/bench_prefill.h"
 #include "kernels/bench_kernels.h"
 #include "server/cmd.h"
@@ -20,6 +21,8 @@ static const bench_mode k_modes[] = {
      sd_bench_decode_main},
     {"prefill", "prompt chunks on synthetic weights: --preset CONFIG.json [--pattern ..] [--chunk 64,128,..]",
      sd_bench_prefill_main},
+    {"gemm", "a chunk's GEMM per linear, dense vs 2:4 paths: --preset CONFIG.json [--rows 128,256,..]",
+     sd_bench_gemm_main},
 };
 
 static void bench_usage(void)

@@ -97,3 +97,37 @@ def test_prefill_help_and_no_gpu():
         pytest.skip("a GPU is present: the run itself is tools/gpu/tiles_ab.sh's")
     r = run("prefill", "--preset", "/nonexistent/config.json")
     assert r.returncode in (1, 2) and ("nonexistent" in r.stderr or "no CUDA backend" in r.stderr), r
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],  # no preset
+        ["--preset", "config/presets/llama-3.1-8b.json", "--rows", "0"],
+        ["--preset", "config/presets/llama-3.1-8b.json", "--rows", "128,x"],
+        ["--preset", "config/presets/llama-3.1-8b.json", "--rows", "70000"],
+        ["--preset", "config/presets/llama-3.1-8b.json", "--reps", "0"],
+        ["--preset", "config/presets/llama-3.1-8b.json", "--device", "-1"],
+        ["--preset", "config/presets/llama-3.1-8b.json", "--rows"],
+        ["--preset", "config/presets/llama-3.1-8b.json", "--pattern", "2:4"],  # no such option here
+    ],
+)
+def test_gemm_bad_arguments(args):
+    r = run("gemm", *args)
+    assert r.returncode == 2, r
+    assert "usage: sparsed bench gemm" in r.stderr and "--rows 128,256,512,1024,2048" in r.stderr
+
+
+def test_gemm_help_and_no_gpu():
+    r = run("gemm", "--help")
+    assert r.returncode == 0 and "usage: sparsed bench gemm" in r.stdout, r
+    r = run("--help")
+    assert "gemm" in r.stderr, r  # listed among the modes
+    preset = str(ROOT / "config/presets/llama-3.1-8b.json")
+    r = run("gemm", "--preset", preset, "--rows", "128", "--reps", "2")
+    if "no CUDA backend" in r.stderr:
+        assert r.returncode == 2, r
+    elif "no CUDA device" in r.stderr:
+        assert r.returncode == 1, r
+    else:
+        pytest.skip("a GPU is present: the run itself is tools/gpu/tiles_ab.sh's")

@@ -11,7 +11,9 @@
 #      backend. A failure stops the run. Apart (cuSPARSELt is the newest and least certain path, so
 #      its failure only drops its own timings): test_cslt (the module against an fp64 reference)
 #      and test_cuda_backend's cuSPARSELt prefills (SD_TEST_ONLY=cslt; the run above SD_TEST_SKIP=cslt).
-#   2. `sparsed bench prefill` at Llama-3.1-8B shapes, chunks of 64-2048 tokens, dense, 2:4 and
+#   2. `sparsed bench gemm`: each 8B linear's GEMM at 128-2048 rows, dense cuBLAS beside 2:4's
+#      expansion + cuBLAS and cuSPARSELt (default and searched configs), one table;
+#      `sparsed bench prefill` at Llama-3.1-8B shapes, chunks of 64-2048 tokens, dense, 2:4 and
 #      8:16 with tiles off, then 2:4 and 8:16 with tiles on (SD_TUNE_LOG=1: the first-use lines put
 #      the tiled kernel and cuBLAS on expanded weights side by side for every shape at 128-256 rows),
 #      then 2:4 with tiles off and the expansion in 16 MB slices read back from L2 (SD_EXPAND_SLICE_KB),
@@ -66,6 +68,12 @@ part_tests() {
 
 part_prefill() {
     local P8=config/presets/llama-3.1-8b.json CH=64,128,192,256,512,2048 v pats tiles slice cslt
+    # each 8B linear's GEMM at 128-2048 rows: dense, 2:4 expansion + cuBLAS, 2:4 cuSPARSELt
+    timeout 240 build/gpu/sparsed bench gemm --preset $P8 --rows 128,256,512,1024,2048 \
+        --out "$R/gemm-8b.md" >"$R/gemm-8b.log" 2>&1
+    ab_note "bench gemm rc=$? $(ab_el) s"
+    cat "$R/gemm-8b.md" >>"$R/summary.txt"
+    ab_pack
     # tiles off, on; off with the expansion in 16 MB slices; cuSPARSELt, default and searched configs
     for v in tiles0 tiles1 slice16 cslt cslt2; do
         pats=2:4,8:16 tiles=0 slice=0 cslt=0

@@ -1,0 +1,171 @@
+/* cuda_gemm_bench: a prompt chunk's GEMM of one linear, every path side by side (cuda_gemm_bench.h). */
+#include "engine/cuda_gemm_bench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cuda_cslt.h"
+#include "engine/cuda_impl.cuh"
+
+/* What one run holds: the operands, cuBLAS, the timing events, the L2 flush buffer. */
+typedef struct gb {
+    int64_t rows, cols;
+    int T, reps;
+    cudaStream_t st;
+    cublasHandle_t blas;
+    void *blas_ws;
+    cudaEvent_t ev[2];
+    __nv_bfloat16 *w, *scratch, *values, *x;
+    uint32_t *mask;
+    float *y;
+    void *flush;
+    sd_cslt *cslt;
+} gb;
+
+#define GB_FLUSH_BYTES ((size_t)128 << 20) /* twice the H200's L2 */
+#define GB_WS_BYTES ((size_t)32 << 20)     /* as the backend's cuBLAS workspace */
+
+typedef enum { GB_DENSE, GB_EXPAND, GB_EXPAND_BLAS, GB_CSLT } gb_path;
+
+static int gemm(gb *g, const __nv_bfloat16 *w, sd_diag *d)
+{
+    const float one = 1.f, zero = 0.f;
+    SD_CUBLAS(d, cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)g->rows, g->T, (int)g->cols, &one, w,
+                              CUDA_R_16BF, (int)g->cols, g->x, CUDA_R_16BF, (int)g->cols, &zero, g->y,
+                              CUDA_R_32F, (int)g->rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return 0;
+}
+
+static int run_path(gb *g, gb_path p, sd_diag *d)
+{
+    if (p == GB_DENSE)
+        return gemm(g, g->w, d);
+    if (p == GB_CSLT)
+        return sd_cslt_matmul(g->cslt, g->values, g->x, g->y, g->T, 0, g->st, d);
+    SD_TRY(sd__cu_expand_bitmask(g->values, g->mask, g->scratch, g->rows, g->cols, g->st, d));
+    return p == GB_EXPAND_BLAS ? gemm(g, g->scratch, d) : 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median microseconds of g->reps runs of path p after two warm-ups, L2 flushed before each. */
+static int time_path(gb *g, gb_path p, double *ret_us, sd_diag *d)
+{
+    double *t = (double *)malloc((size_t)g->reps * sizeof *t);
+    if (!t)
+        return sd_diag_set(d, SD_ENOMEM, "bench gemm");
+    int rc = 0;
+    for (int r = 0; r < g->reps + 2 && !rc; r++) {
+        cudaError_t e = cudaMemsetAsync(g->flush, r & 0xff, GB_FLUSH_BYTES, g->st);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(g->ev[0], g->st);
+        rc = e == cudaSuccess ? run_path(g, p, d) : sd_diag_set(d, SD_ECUDA, "%s", cudaGetErrorString(e));
+        if (!rc)
+            e = cudaEventRecord(g->ev[1], g->st);
+        if (!rc && e == cudaSuccess)
+            e = cudaEventSynchronize(g->ev[1]);
+        float ms = 0;
+        if (!rc && e == cudaSuccess)
+            e = cudaEventElapsedTime(&ms, g->ev[0], g->ev[1]);
+        if (!rc && e != cudaSuccess)
+            rc = sd_diag_set(d, SD_ECUDA, "bench gemm: %s", cudaGetErrorString(e));
+        if (r >= 2)
+            t[r - 2] = ms * 1e3;
+    }
+    if (!rc) {
+        qsort(t, (size_t)g->reps, sizeof *t, cmp_double);
+        *ret_us = t[g->reps / 2];
+    }
+    free(t);
+    return rc;
+}
+
+static int gb_init(gb *g, int device, int64_t rows, int64_t cols, int T, int reps, sd_diag *d)
+{
+    memset(g, 0, sizeof *g);
+    g->rows = rows, g->cols = cols, g->T = T, g->reps = reps;
+    const size_t n = (size_t)rows * (size_t)cols, xr = (size_t)sd_cslt_pad_rows(T);
+    SD_CU(d, cudaSetDevice(device));
+    SD_CU(d, cudaStreamCreateWithFlags(&g->st, cudaStreamNonBlocking));
+    SD_CU(d, cudaEventCreate(&g->ev[0]));
+    SD_CU(d, cudaEventCreate(&g->ev[1]));
+    SD_CUBLAS(d, cublasCreate(&g->blas));
+    SD_CU(d, cudaMalloc(&g->blas_ws, GB_WS_BYTES));
+    SD_CUBLAS(d, cublasSetStream(g->blas, g->st));
+    SD_CUBLAS(d, cublasSetWorkspace(g->blas, g->blas_ws, GB_WS_BYTES));
+    SD_CU(d, cudaMalloc((void **)&g->w, n * 2));
+    SD_CU(d, cudaMalloc((void **)&g->scratch, n * 2));
+    SD_CU(d, cudaMalloc((void **)&g->values, n));
+    SD_CU(d, cudaMalloc((void **)&g->mask, n / 8));
+    SD_CU(d, cudaMalloc((void **)&g->x, xr * (size_t)cols * 2));
+    SD_CU(d, cudaMalloc((void **)&g->y, (size_t)T * (size_t)rows * 4));
+    SD_CU(d, cudaMalloc(&g->flush, GB_FLUSH_BYTES));
+    /* random data throughout: a GEMM on zeros runs cooler, so faster, than on weights */
+    SD_TRY(sd__cu_fill_uniform_bf16(g->w, n, 0.02f, 1, g->st, d));
+    SD_TRY(sd__cu_fill_uniform_bf16(g->values, n / 2, 0.02f, 2, g->st, d));
+    SD_TRY(sd__cu_fill_nm_mask(g->mask, n / 32, 2, 4, 3, g->st, d));
+    SD_TRY(sd__cu_fill_uniform_bf16(g->x, xr * (size_t)cols, 1.f, 4, g->st, d));
+    SD_CU(d, cudaStreamSynchronize(g->st));
+    return 0;
+}
+
+static void gb_free(gb *g)
+{
+    sd_cslt_free(g->cslt);
+    if (g->blas)
+        cublasDestroy(g->blas);
+    void *bufs[] = {g->blas_ws, g->w, g->scratch, g->values, g->mask, g->x, g->y, g->flush};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        cudaFree(bufs[i]);
+    for (int i = 0; i < 2; i++)
+        if (g->ev[i])
+            cudaEventDestroy(g->ev[i]);
+    if (g->st)
+        cudaStreamDestroy(g->st);
+}
+
+/* cuSPARSELt with (search) or without the library's config search, its copy made from the
+ * expanded bitmask; a failure is reported in t->cslt_err, not returned. */
+static void time_cslt(gb *g, int search, double *us, sd_gemm_times *t)
+{
+    sd_diag d = {};
+    sd_cslt_free(g->cslt);
+    g->cslt = NULL;
+    int rc = sd_cslt_open(&g->cslt, search, &d);
+    if (!rc)
+        rc = sd__cu_expand_bitmask(g->values, g->mask, g->scratch, g->rows, g->cols, g->st, &d);
+    if (!rc)
+        rc = sd_cslt_add(g->cslt, g->values, g->scratch, g->rows, g->cols, g->st, &d);
+    if (!rc)
+        rc = time_path(g, GB_CSLT, us, &d);
+    if (rc)
+        snprintf(t->cslt_err, sizeof t->cslt_err, "%s", sd_diag_str(&d, rc));
+}
+
+int sd_cuda_gemm_bench(int device, int64_t rows, int64_t cols, int T, int reps, sd_gemm_times *t, sd_diag *d)
+{
+    memset(t, 0, sizeof *t);
+    if (rows <= 0 || cols <= 0 || rows % 64 || cols % 64 || T < 1 || reps < 1)
+        return sd_diag_set(d, SD_EINVAL, "bench gemm: [%lld, %lld] x %d rows, %d reps", (long long)rows,
+                           (long long)cols, T, reps);
+    gb g;
+    int rc = gb_init(&g, device, rows, cols, T, reps, d);
+    if (!rc)
+        rc = time_path(&g, GB_DENSE, &t->dense_us, d);
+    if (!rc)
+        rc = time_path(&g, GB_EXPAND, &t->expand_us, d);
+    if (!rc)
+        rc = time_path(&g, GB_EXPAND_BLAS, &t->expand_blas_us, d);
+    if (!rc) {
+        time_cslt(&g, 0, &t->cslt_us, t);
+        if (!t->cslt_err[0])
+            time_cslt(&g, 1, &t->cslt_search_us, t);
+    }
+    gb_free(&g);
+    return rc;
+}

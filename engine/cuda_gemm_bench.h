@@ -1,0 +1,34 @@
+/* cuda_gemm_bench: one linear's GEMM of T rows timed every way the CUDA backend can run it above
+ * the bitmask kernels' rows (the prompt-chunk path), for `sparsed bench gemm` (engine/bench_gemm.c).
+ * Built only with CUDA. */
+#ifndef SD_CUDA_GEMM_BENCH_H
+#define SD_CUDA_GEMM_BENCH_H
+
+#include <stdint.h>
+
+#include "engine/diag.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Median microseconds of each path (0 where it did not run; cslt_err says why for cuSPARSELt). */
+typedef struct sd_gemm_times {
+    double dense_us;       /* cuBLAS bf16 GEMM on a dense weight, fp32 out (the dense model's path) */
+    double expand_us;      /* the bitmask expanded into a dense scratch alone */
+    double expand_blas_us; /* expansion, then the same GEMM on the scratch (2:4's path by default) */
+    double cslt_us;        /* cuSPARSELt on its copy (SD_CUSPARSELT=1), with the pass into fp32 */
+    double cslt_search_us; /* the same with the config cusparseLtMatmulSearch picked (=2) */
+    char cslt_err[200];
+} sd_gemm_times;
+
+/* y [T, rows] fp32 = x [T, cols] bf16 W^T for random W (dense, and 2:4 bitmask for the rest) on
+ * `device`: `reps` timed runs of each path after two warm-ups, each run after a 128 MB write that
+ * evicts the weights from L2 (as the layers before evict them in a prefill step). rows, cols:
+ * multiples of 64. Returns 0 or an error (a cuSPARSELt failure only fills cslt_err). */
+int sd_cuda_gemm_bench(int device, int64_t rows, int64_t cols, int T, int reps, sd_gemm_times *t, sd_diag *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
