@@ -27,6 +27,43 @@ int sd_bench_parse_ints(const char *list, int *out, int max_n, int max_value)
     return n > 0 ? n : -1;
 }
 
+static const sd_bench_opt *find_opt(const sd_bench_opt *opts, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(opts[i].name, name))
+            return &opts[i];
+    return NULL;
+}
+
+int sd_bench_parse_opts(int argc, char **argv, const sd_bench_opt *opts, int n)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return 1;
+        const sd_bench_opt *o = find_opt(opts, n, a);
+        if (!o)
+            return -1;
+        if (o->kind == SD_BENCH_FLAG) {
+            *(int *)o->dst = 1;
+            continue;
+        }
+        if (!v)
+            return -1;
+        if (o->kind == SD_BENCH_STR) {
+            *(const char **)o->dst = v;
+        } else {
+            char *end;
+            const long x = strtol(v, &end, 10);
+            if (!*v || *end || x < -(1L << 30) || x > (1L << 30))
+                return -1;
+            *(int *)o->dst = (int)x;
+        }
+        i++;
+    }
+    return 0;
+}
+
 uint32_t sd_bench_random_tokens(int32_t *toks, int n, int32_t vocab, uint32_t state)
 {
     for (int k = 0; k < n; k++) {

@@ -13,6 +13,20 @@ extern "C" {
  * bad list. */
 int sd_bench_parse_ints(const char *list, int *out, int max_n, int max_value);
 
+/* One command-line option of a benchmark: "--name VALUE" into a string (const char **) or an int
+ * (int *, a whole decimal number), or "--name" alone setting an int flag to 1. */
+typedef enum { SD_BENCH_STR, SD_BENCH_INT, SD_BENCH_FLAG } sd_bench_opt_kind;
+typedef struct sd_bench_opt {
+    const char *name; /* with its dashes: "--preset" */
+    sd_bench_opt_kind kind;
+    void *dst;
+} sd_bench_opt;
+
+/* Parses argv[1..argc) against opts[0..n): 1 on --help or -h, -1 on an unknown option, a missing
+ * value or a value that is not a number where one is wanted, else 0. Values not given keep what
+ * the caller put in their destinations. */
+int sd_bench_parse_opts(int argc, char **argv, const sd_bench_opt *opts, int n);
+
 /* Parses a pattern list ("all" = dense and every N:M pattern) into pats, pointing into buf (len
  * bytes); the count, or -1 on an unknown pattern or an empty list. */
 int sd_bench_parse_patterns(const char *list, char *buf, int len, const char **pats, int max);

@@ -62,44 +62,21 @@ static int parse_args(int argc, char **argv, bd_opts *o)
     static char pat_buf[256]; /* the patterns point into it */
     *o = (bd_opts){.ctx = 512, .warmup = 50, .steps = 50};
     const char *pat = "all", *batch = "1,4,16,64";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return 1;
-        if (!strcmp(a, "--copy-logits")) {
-            o->copy_logits = 1;
-            continue;
-        }
-        if (!strcmp(a, "--deterministic")) {
-            o->deterministic = 1;
-            continue;
-        }
-        if (!v)
-            return -1;
-        if (!strcmp(a, "--preset"))
-            o->preset = v;
-        else if (!strcmp(a, "--pattern"))
-            pat = v;
-        else if (!strcmp(a, "--batch"))
-            batch = v;
-        else if (!strcmp(a, "--ctx"))
-            o->ctx = atoi(v);
-        else if (!strcmp(a, "--warmup"))
-            o->warmup = atoi(v);
-        else if (!strcmp(a, "--steps"))
-            o->steps = atoi(v);
-        else if (!strcmp(a, "--device"))
-            o->device = atoi(v);
-        else if (!strcmp(a, "--tensor-parallel"))
-            o->tp = atoi(v);
-        else if (!strcmp(a, "--out"))
-            o->out = v;
-        else if (!strcmp(a, "--tune-cache"))
-            o->tune_cache = v;
-        else
-            return -1;
-        i++;
-    }
+    const sd_bench_opt opts[] = {{"--preset", SD_BENCH_STR, &o->preset},
+                                 {"--pattern", SD_BENCH_STR, &pat},
+                                 {"--batch", SD_BENCH_STR, &batch},
+                                 {"--ctx", SD_BENCH_INT, &o->ctx},
+                                 {"--warmup", SD_BENCH_INT, &o->warmup},
+                                 {"--steps", SD_BENCH_INT, &o->steps},
+                                 {"--device", SD_BENCH_INT, &o->device},
+                                 {"--tensor-parallel", SD_BENCH_INT, &o->tp},
+                                 {"--out", SD_BENCH_STR, &o->out},
+                                 {"--tune-cache", SD_BENCH_STR, &o->tune_cache},
+                                 {"--copy-logits", SD_BENCH_FLAG, &o->copy_logits},
+                                 {"--deterministic", SD_BENCH_FLAG, &o->deterministic}};
+    const int p = sd_bench_parse_opts(argc, argv, opts, sizeof opts / sizeof opts[0]);
+    if (p)
+        return p;
     if (!o->preset || o->ctx < 1 || o->warmup < 0 || o->steps < 1 || o->tp < 0)
         return -1;
     o->n_patterns = sd_bench_parse_patterns(pat, pat_buf, sizeof pat_buf, o->patterns, BD_MAX_PATTERNS);

@@ -36,26 +36,14 @@ static int parse_args(int argc, char **argv, bg_opts *o)
 {
     *o = (bg_opts){.reps = 20};
     const char *rows = "128,256,512,1024,2048";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return 1;
-        if (!v)
-            return -1;
-        if (!strcmp(a, "--preset"))
-            o->preset = v;
-        else if (!strcmp(a, "--rows"))
-            rows = v;
-        else if (!strcmp(a, "--reps"))
-            o->reps = atoi(v);
-        else if (!strcmp(a, "--device"))
-            o->device = atoi(v);
-        else if (!strcmp(a, "--out"))
-            o->out = v;
-        else
-            return -1;
-        i++;
-    }
+    const sd_bench_opt opts[] = {{"--preset", SD_BENCH_STR, &o->preset},
+                                 {"--rows", SD_BENCH_STR, &rows},
+                                 {"--reps", SD_BENCH_INT, &o->reps},
+                                 {"--device", SD_BENCH_INT, &o->device},
+                                 {"--out", SD_BENCH_STR, &o->out}};
+    const int p = sd_bench_parse_opts(argc, argv, opts, sizeof opts / sizeof opts[0]);
+    if (p)
+        return p;
     if (!o->preset || o->reps < 1 || o->reps > 1000 || o->device < 0)
         return -1;
     o->n_rows = sd_bench_parse_ints(rows, o->rows, BG_MAX_ROWS, 65536);

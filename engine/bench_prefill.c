@@ -59,30 +59,14 @@ static int parse_args(int argc, char **argv, bp_opts *o)
     static char pat_buf[256]; /* the patterns point into it */
     *o = (bp_opts){.warmup = 3, .reps = 10};
     const char *pat = "all", *chunk = "64,128,256,512,2048";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return 1;
-        if (!v)
-            return -1;
-        if (!strcmp(a, "--preset"))
-            o->preset = v;
-        else if (!strcmp(a, "--pattern"))
-            pat = v;
-        else if (!strcmp(a, "--chunk"))
-            chunk = v;
-        else if (!strcmp(a, "--warmup"))
-            o->warmup = atoi(v);
-        else if (!strcmp(a, "--reps"))
-            o->reps = atoi(v);
-        else if (!strcmp(a, "--device"))
-            o->device = atoi(v);
-        else if (!strcmp(a, "--out"))
-            o->out = v;
-        else
-            return -1;
-        i++;
-    }
+    const sd_bench_opt opts[] = {
+        {"--preset", SD_BENCH_STR, &o->preset}, {"--pattern", SD_BENCH_STR, &pat},
+        {"--chunk", SD_BENCH_STR, &chunk},      {"--warmup", SD_BENCH_INT, &o->warmup},
+        {"--reps", SD_BENCH_INT, &o->reps},     {"--device", SD_BENCH_INT, &o->device},
+        {"--out", SD_BENCH_STR, &o->out}};
+    const int p = sd_bench_parse_opts(argc, argv, opts, sizeof opts / sizeof opts[0]);
+    if (p)
+        return p;
     if (!o->preset || o->warmup < 1 || o->warmup > 100 || o->reps < 1 || o->reps > 1000 || o->device < 0)
         return -1;
     o->n_patterns = sd_bench_parse_patterns(pat, pat_buf, sizeof pat_buf, o->patterns, BP_MAX_PATTERNS);

@@ -1,5 +1,5 @@
-"""`sparsed bench kernels` and `sparsed bench decode` refuse bad arguments with exit status 2 and
-a message that names the option, before they touch a GPU (so this runs on GPU-less machines)."""
+"""`sparsed bench kernels`, `decode`, `prefill` and `gemm` refuse bad arguments with exit status 2
+and a message that names the option, before they touch a GPU (so this runs on GPU-less machines)."""
 import subprocess
 
 import pytest
@@ -64,6 +64,15 @@ def test_decode_bad_arguments(args):
     assert "usage: sparsed bench decode" in r.stderr
 
 
+def test_decode_flags_take_no_value():
+    preset = str(ROOT / "config/presets/llama-3.1-8b.json")
+    r = run("decode", "--copy-logits", "--preset", preset, "--deterministic", "--batch", "1", "--pattern", "dense")
+    if "no CUDA backend" in r.stderr or "no CUDA device" in r.stderr:  # parsed, then refused
+        assert r.returncode in (1, 2) and "usage:" not in r.stderr, r
+    else:
+        pytest.skip("a GPU is present: the run itself is the GPU scripts'")
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -107,6 +116,7 @@ def test_prefill_help_and_no_gpu():
         ["--preset", "config/presets/llama-3.1-8b.json", "--rows", "128,x"],
         ["--preset", "config/presets/llama-3.1-8b.json", "--rows", "70000"],
         ["--preset", "config/presets/llama-3.1-8b.json", "--reps", "0"],
+        ["--preset", "config/presets/llama-3.1-8b.json", "--reps", "5x"],  # a whole number only
         ["--preset", "config/presets/llama-3.1-8b.json", "--device", "-1"],
         ["--preset", "config/presets/llama-3.1-8b.json", "--rows"],
         ["--preset", "config/presets/llama-3.1-8b.json", "--pattern", "2:4"],  # no such option here
