@@ -135,7 +135,23 @@ static double ref_err(const float *y, const float *y0, const uint16_t *x, const 
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-/* y (+)= x W^T for T rows, y poisoned (or holding y0 to add to) first. */
+/* Rows [r0, r1) of the device x: NaN (the padding sd_cslt_matmul reads past T may hold anything,
+ * and must not reach the rows it returns), or host x's again. */
+static int x_rows(const dev_bufs *b, const uint16_t *x, int cols, int r0, int r1, int nan)
+{
+    const size_t n = (size_t)(r1 - r0) * cols;
+    uint16_t *h = nan ? malloc(n * 2 + 2) : NULL;
+    if (nan && !h)
+        return -1;
+    for (size_t i = 0; nan && i < n; i++)
+        h[i] = 0x7fc0;
+    const int rc = cudaMemcpy(b->x + (size_t)r0 * cols, nan ? h : x + (size_t)r0 * cols, n * 2,
+                              cudaMemcpyHostToDevice) != cudaSuccess;
+    free(h);
+    return rc;
+}
+
+/* y (+)= x W^T for T rows, y poisoned (or holding y0 to add to) first, x's padding rows NaN. */
 static void one_matmul(sd_cslt *c, const dev_bufs *b, const uint16_t *x, const uint16_t *w, int T, int rows,
                        int cols, int acc, uint32_t seed)
 {
@@ -146,9 +162,12 @@ static void one_matmul(sd_cslt *c, const dev_bufs *b, const uint16_t *x, const u
     for (size_t i = 0; i < ny; i++)
         y0[i] = acc ? urand(&s) : NAN;
     sd_diag d = {0};
-    int rc = cudaMemcpy(b->y, y0, ny * 4, cudaMemcpyHostToDevice) != cudaSuccess;
+    int rc = cudaMemcpy(b->y, y0, ny * 4, cudaMemcpyHostToDevice) != cudaSuccess ||
+             x_rows(b, x, cols, T, sd_cslt_pad_rows(T), 1);
     if (!rc)
         rc = sd_cslt_matmul(c, b->w, b->x, b->y, T, acc, NULL, &d);
+    if (x_rows(b, x, cols, T, sd_cslt_pad_rows(T), 0))
+        rc = rc ? rc : -1;
     CHECK_MSG(rc == 0, "T=%d acc=%d: %s", T, acc, sd_diag_str(&d, rc));
     if (!rc)
         rc = cudaMemcpy(y, b->y, ny * 4, cudaMemcpyDeviceToHost) != cudaSuccess;
