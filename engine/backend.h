@@ -96,6 +96,10 @@ struct sd_backend {
     int32_t block_size;
     int32_t kv_blocks; /* blocks in the pool */
     int32_t max_batch_tokens;
+    /* Above the bitmask kernels' rows, the step between row counts whose GEMMs this backend plans
+     * apart at first use (CUDA with cuSPARSELt: 64, engine/cuda_cslt.h); 0: none. The warm-up runs
+     * a chunk of each (engine/warmup.h). */
+    int32_t gemm_row_step;
 };
 
 static inline int sd_backend_forward(sd_backend *b, const sd_batch_seq *seqs, int n_seqs, float *logits,

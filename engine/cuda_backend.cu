@@ -278,6 +278,8 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         rc = sd__cu_mm_init(&b->mm, &b->w, wide_rows(), b->st, d);
     if (!rc && cslt_wanted())
         rc = sd__cu_mm_cslt(&b->mm, &b->w, cslt_wanted() == 2, b->st, d);
+    if (!rc && b->mm.cslt) /* a plan per padded row count: the warm-up runs each */
+        b->base.gemm_row_step = SD_CSLT_ROW_STEP;
     if (!rc && b->tp.comm)
         b->mm.tp = &b->tp; /* first-use timing drains the stream under the group's deadline */
     if (!rc) {

@@ -5,8 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/cuda_cslt.h" /* SD_CSLT_ROW_STEP */
-#include "kernels/nm_spmv.h"  /* sd_nm_tune_bucket, SD_NM_MAX_B, SD_NM_MAX_B_WIDE, SD_NM_MAX_B_TILED */
+#include "kernels/nm_spmv.h" /* sd_nm_tune_bucket, SD_NM_MAX_B, SD_NM_MAX_B_WIDE, SD_NM_MAX_B_TILED */
 
 static int imin(int a, int b)
 {
@@ -41,7 +40,8 @@ static int planned(const sd_warmup_step *steps, int n, sd_warmup_step s)
     return 0;
 }
 
-int sd_warmup_plan(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, sd_warmup_step *steps)
+int sd_warmup_plan(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, int row_step,
+                   sd_warmup_step *steps)
 {
     int n = 0;
 #define ADD(ns, ft)                                                                                          \
@@ -65,9 +65,9 @@ int sd_warmup_plan(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, s
     int big = imin(o->max_batch_tokens, o->max_len);
     big = imin(big, kv_blocks * block_size);
     ADD(1, big);
-    /* room allowing, the chunks between: cuSPARSELt (SD_CUSPARSELT) has a plan per row count padded
-     * to SD_CSLT_ROW_STEP (engine/cuda_cslt.h); for the other paths a step more of the same GEMMs */
-    for (int t = SD_NM_MAX_B_TILED + SD_CSLT_ROW_STEP; t < big; t += SD_CSLT_ROW_STEP)
+    /* room allowing, the chunks between, where the backend plans its GEMMs per row_step rows
+     * (cuSPARSELt: engine/cuda_cslt.h) */
+    for (int t = SD_NM_MAX_B_TILED + row_step; row_step > 0 && t < big; t += row_step)
         ADD(1, t);
 #undef ADD
     return n;
@@ -123,7 +123,7 @@ static int run_step(sd_backend *b, sd_warmup_step s, const int32_t *tokens, cons
 int sd_backend_warmup(sd_backend *b, const sd_warmup_opts *o, sd_warmup_stats *st, sd_diag *d)
 {
     sd_warmup_step steps[SD_WARMUP_MAX_STEPS];
-    const int n = sd_warmup_plan(o, b->kv_blocks, b->block_size, steps);
+    const int n = sd_warmup_plan(o, b->kv_blocks, b->block_size, b->gemm_row_step, steps);
     int max_tokens = 1, max_seqs = 1;
     for (int i = 0; i < n; i++)
         max_tokens = steps[i].first_tokens > max_tokens ? steps[i].first_tokens : max_tokens,

@@ -42,10 +42,11 @@ typedef struct sd_warmup_step {
  * sequences up to max_seqs (and max_seqs itself), one sequence of each tuned row count 2..256
  * (sd_nm_tune_bucket's buckets: prefill chunks), steps of each tuned bucket up to 64 of sequences
  * with one of them prefilling (logits rows of mixed steps), one step of max_batch_tokens
- * tokens (the largest prefill chunk, through cuBLAS), then, while the plan has room, one sequence
- * of each multiple of 64 between 256 and that (cuSPARSELt's plans: engine/cuda_cslt.h). No step
- * twice. */
-int sd_warmup_plan(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, sd_warmup_step *steps);
+ * tokens (the largest prefill chunk, through cuBLAS), then, with row_step > 0 and while the plan has
+ * room, one sequence of each multiple of row_step between 256 and that (the backend's
+ * gemm_row_step: cuSPARSELt's plans, engine/cuda_cslt.h). No step twice. */
+int sd_warmup_plan(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, int row_step,
+                   sd_warmup_step *steps);
 
 typedef struct sd_warmup_stats {
     int steps;      /* forward passes run */

@@ -38,7 +38,7 @@ static void test_plan_covers_every_bucket(void)
 {
     const sd_warmup_opts o = {64, 512, 2048, NULL, NULL};
     sd_warmup_step s[SD_WARMUP_MAX_STEPS];
-    const int n = sd_warmup_plan(&o, 10000, 16, s);
+    const int n = sd_warmup_plan(&o, 10000, 16, 64, s);
     check_fits(&o, 10000, 16, s, n);
     for (int b = 1; b <= 64; b *= 2) /* every decode graph bucket */
         CHECK_MSG(count_steps(s, n, b, 1) == 1, "decode of %d sequences", b);
@@ -63,9 +63,14 @@ static void test_plan_covers_every_bucket(void)
     for (int i = 0; i < n; i++) /* no step twice */
         CHECK_MSG(count_steps(s, n, s[i].n_seqs, s[i].first_tokens) == 1, "step %d (%d seqs, first %d) twice",
                   i, s[i].n_seqs, s[i].first_tokens);
+    /* a backend that plans no GEMMs per row count (gemm_row_step 0) gets none of those chunks */
+    sd_warmup_step s0[SD_WARMUP_MAX_STEPS];
+    const int n0 = sd_warmup_plan(&o, 10000, 16, 0, s0);
+    CHECK_MSG(n0 == n - 3 && count_steps(s0, n0, 1, 320) == 0 && count_steps(s0, n0, 1, 512) == 1, "%d steps",
+              n0);
     /* a largest chunk that is itself a bucket is planned once */
     const sd_warmup_opts o2 = {8, 256, 2048, NULL, NULL};
-    const int n2 = sd_warmup_plan(&o2, 10000, 16, s);
+    const int n2 = sd_warmup_plan(&o2, 10000, 16, 0, s);
     CHECK(count_steps(s, n2, 1, 256) == 1 && count_steps(s, n2, 1, 192) == 1);
 }
 
@@ -99,7 +104,7 @@ static void test_plan_respects_limits(void)
     sd_warmup_step s[SD_WARMUP_MAX_STEPS];
     /* 3 sequences, 20 tokens a step, 4 blocks of 16 */
     sd_warmup_opts o = {3, 20, 30, NULL, NULL};
-    int n = sd_warmup_plan(&o, 4, 16, s);
+    int n = sd_warmup_plan(&o, 4, 16, 0, s);
     check_fits(&o, 4, 16, s, n);
     CHECK(count_steps(s, n, 1, 1) == 1 && count_steps(s, n, 2, 1) == 1 && count_steps(s, n, 3, 1) == 1);
     CHECK(count_steps(s, n, 1, 16) == 1 && count_steps(s, n, 1, 24) == 0); /* 24 > 20 tokens */
@@ -108,21 +113,21 @@ static void test_plan_respects_limits(void)
     CHECK_MSG(n == 3 + 15 + 2 + 1, "%d steps", n);
     /* one sequence of one token at a time: decode only */
     o = (sd_warmup_opts){1, 1, 1, NULL, NULL};
-    n = sd_warmup_plan(&o, 1, 16, s);
+    n = sd_warmup_plan(&o, 1, 16, 0, s);
     CHECK(n == 1 && s[0].n_seqs == 1 && s[0].first_tokens == 1);
     /* a pool of 10 one-token blocks bounds the sequences and the largest chunk */
     o = (sd_warmup_opts){100, 4096, 4096, NULL, NULL};
-    n = sd_warmup_plan(&o, 10, 1, s);
+    n = sd_warmup_plan(&o, 10, 1, 0, s);
     check_fits(&o, 10, 1, s, n);
     CHECK(count_steps(s, n, 8, 1) == 1 && count_steps(s, n, 16, 1) == 0 && count_steps(s, n, 1, 10) == 1);
     /* max_len below the chunk size: the largest chunk is max_len long */
     o = (sd_warmup_opts){16, 2048, 300, NULL, NULL};
-    n = sd_warmup_plan(&o, 100000, 16, s);
+    n = sd_warmup_plan(&o, 100000, 16, 0, s);
     check_fits(&o, 100000, 16, s, n);
     CHECK(count_steps(s, n, 1, 300) == 1 && count_steps(s, n, 16, 1) == 1 && count_steps(s, n, 24, 2) == 0);
     /* a budget of 8192 tokens: the largest chunk still planned, the padded chunks up to the plan's room */
     o = (sd_warmup_opts){64, 8192, 8192, NULL, NULL};
-    n = sd_warmup_plan(&o, 100000, 16, s);
+    n = sd_warmup_plan(&o, 100000, 16, 64, s);
     check_fits(&o, 100000, 16, s, n);
     CHECK_MSG(n == SD_WARMUP_MAX_STEPS && count_steps(s, n, 1, 8192) == 1 && count_steps(s, n, 1, 320) == 1,
               "%d steps", n);
@@ -192,7 +197,7 @@ static rec_backend rec_new(const sd_backend_vtbl *vt)
 {
     rec_backend r;
     memset(&r, 0, sizeof r);
-    r.base = (sd_backend){vt, 100, 16, 2000, 512};
+    r.base = (sd_backend){vt, 100, 16, 2000, 512, 0};
     return r;
 }
 
@@ -201,7 +206,7 @@ static void test_driver_runs_the_plan(void)
     rec_backend r = rec_new(&rec_vtbl);
     const sd_warmup_opts o = {32, 256, 1024, NULL, NULL};
     sd_warmup_step plan[SD_WARMUP_MAX_STEPS];
-    const int n = sd_warmup_plan(&o, r.base.kv_blocks, r.base.block_size, plan);
+    const int n = sd_warmup_plan(&o, r.base.kv_blocks, r.base.block_size, r.base.gemm_row_step, plan);
     sd_warmup_stats st;
     sd_diag d = {0};
     CHECK(sd_backend_wants_warmup(&r.base));
