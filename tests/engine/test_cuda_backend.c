@@ -246,6 +246,18 @@ static void long_prefills_vs_cpu(const char *dir, const char *var, const char *v
     sd_model_free(m);
 }
 
+/* long_prefills_vs_cpu on the tiny model pruned 2:4, once per (variable, value) of env. */
+static void pruned_long_prefills(const char *const (*env)[2], int n)
+{
+    char dir[] = "/tmp/sd_cuda_t2of4_XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    const int rc = make_pruned(TINY, dir);
+    CHECK_MSG(rc == 0, "writing the pruned checkpoint");
+    for (int i = 0; !rc && i < n; i++)
+        long_prefills_vs_cpu(dir, env[i][0], env[i][1]);
+    rm_model_dir(dir);
+}
+
 /* Prefill chunks above 64 rows of a 2:4 checkpoint: with SD_NM_TILES=1 they may take the wide
  * kernels in tiles (or cuBLAS, whichever first use timed faster; the tiles themselves are checked
  * kernel by kernel in test_spmv_gpu / test_sp24_gpu); with SD_EXPAND_SLICE_KB=32 cuBLAS runs on
@@ -256,15 +268,8 @@ static void test_long_prefill_2of4(void)
 {
     if (!have_gpu())
         SKIP("no CUDA device");
-    char dir[] = "/tmp/sd_cuda_t2of4_XXXXXX";
-    REQUIRE(mkdtemp(dir) != NULL);
-    int rc = make_pruned(TINY, dir);
-    CHECK_MSG(rc == 0, "writing the pruned checkpoint");
-    if (!rc) {
-        long_prefills_vs_cpu(dir, "SD_NM_TILES", "1");
-        long_prefills_vs_cpu(dir, "SD_EXPAND_SLICE_KB", "32");
-    }
-    rm_model_dir(dir);
+    const char *const env[][2] = {{"SD_NM_TILES", "1"}, {"SD_EXPAND_SLICE_KB", "32"}};
+    pruned_long_prefills(env, 2);
 }
 
 /* The same prefills with the 2:4 GEMMs on cuSPARSELt (engine/cuda_cslt.h), with its default
@@ -278,15 +283,8 @@ static void test_long_prefill_cslt(void)
     const int rc0 = sd_cslt_probe(v, sizeof v, &d);
     if (rc0)
         SKIP("cuSPARSELt: %s", sd_diag_str(&d, rc0));
-    char dir[] = "/tmp/sd_cuda_tcslt_XXXXXX";
-    REQUIRE(mkdtemp(dir) != NULL);
-    int rc = make_pruned(TINY, dir);
-    CHECK_MSG(rc == 0, "writing the pruned checkpoint");
-    if (!rc) {
-        long_prefills_vs_cpu(dir, "SD_CUSPARSELT", "1");
-        long_prefills_vs_cpu(dir, "SD_CUSPARSELT", "2");
-    }
-    rm_model_dir(dir);
+    const char *const env[][2] = {{"SD_CUSPARSELT", "1"}, {"SD_CUSPARSELT", "2"}};
+    pruned_long_prefills(env, 2);
 }
 
 /* A bad SD_EXPAND_SLICE_KB (below 64 KB, or not a number) is refused at creation, naming the
