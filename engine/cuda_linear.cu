@@ -18,6 +18,14 @@ static size_t linear_elems(const sd_cu_linear *l)
     return l->bitmask ? (size_t)l->rows * (size_t)l->cols : 0;
 }
 
+/* Linear k (0 .. 4 n_layers) of w's layers: q/k/v, o, gate/up, down of layer k / 4. */
+static const sd_cu_linear *layer_linear(const sd_cu_weights *w, int k)
+{
+    const sd_cu_layer *L = &w->layers[k / 4];
+    const sd_cu_linear *ls[4] = {&L->qkv, &L->o, &L->gate_up, &L->down};
+    return ls[k % 4];
+}
+
 int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, int max_wide, cudaStream_t st, sd_diag *d)
 {
     memset(mm, 0, sizeof *mm);
@@ -27,17 +35,14 @@ int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, int max_wide, cudaStrea
     mm->max_wide = max_wide;
     size_t need = linear_elems(&w->lm_head);
     int64_t max_rows = w->lm_head.rows, max_wide_rows = 0;
-    for (int i = 0; i < w->n_layers; i++) {
-        const sd_cu_layer *l = &w->layers[i];
-        const sd_cu_linear *ls[4] = {&l->qkv, &l->o, &l->gate_up, &l->down};
-        for (int k = 0; k < 4; k++) {
-            if (linear_elems(ls[k]) > need)
-                need = linear_elems(ls[k]);
-            if (ls[k]->rows > max_rows)
-                max_rows = ls[k]->rows;
-            if (ls[k]->bitmask && sd_nm_tcx_pattern(ls[k]->nm_n, ls[k]->nm_m) && ls[k]->rows > max_wide_rows)
-                max_wide_rows = ls[k]->rows;
-        }
+    for (int k = 0; k < 4 * w->n_layers; k++) {
+        const sd_cu_linear *l = layer_linear(w, k);
+        if (linear_elems(l) > need)
+            need = linear_elems(l);
+        if (l->rows > max_rows)
+            max_rows = l->rows;
+        if (l->bitmask && sd_nm_tcx_pattern(l->nm_n, l->nm_m) && l->rows > max_wide_rows)
+            max_wide_rows = l->rows;
     }
     if (need) {
         SD_CU(d, cudaMalloc((void **)&mm->scratch, need * 2));
@@ -68,14 +73,12 @@ int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, int search, cudaStream_
 {
     size_t need = 0, fr = 0, tot = 0;
     int n = 0;
-    for (int i = 0; i < w->n_layers; i++) {
-        const sd_cu_layer *L = &w->layers[i];
-        const sd_cu_linear *ls[4] = {&L->qkv, &L->o, &L->gate_up, &L->down};
-        for (int k = 0; k < 4; k++)
-            if (cslt_linear(ls[k])) {
-                need += (size_t)ls[k]->rows * (size_t)ls[k]->cols * 9 / 8; /* bf16 values + metadata */
-                n++;
-            }
+    for (int k = 0; k < 4 * w->n_layers; k++) {
+        const sd_cu_linear *l = layer_linear(w, k);
+        if (cslt_linear(l)) {
+            need += (size_t)l->rows * (size_t)l->cols * 9 / 8; /* bf16 values + metadata */
+            n++;
+        }
     }
     if (!n) /* dense or another pattern: nothing for cuSPARSELt to take */
         return 0;
@@ -89,24 +92,18 @@ int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, int search, cudaStream_
     SD_TRY(sd_cslt_open(&mm->cslt, search, d));
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int i = 0; i < w->n_layers; i++) {
-        const sd_cu_layer *L = &w->layers[i];
-        const sd_cu_linear *ls[4] = {&L->qkv, &L->o, &L->gate_up, &L->down};
-        for (int k = 0; k < 4; k++) {
-            const sd_cu_linear *l = ls[k];
-            if (!cslt_linear(l))
-                continue;
-            SD_TRY(sd__cu_expand_bitmask(l->values, l->mask, mm->scratch, l->rows, l->cols, st, d));
-            int rc = sd_cslt_add(mm->cslt, l, mm->scratch, l->rows, l->cols, st, d);
-            if (rc)
-                return sd_diag_wrap(d, rc, "layer %d linear %d", i, k);
-        }
+    for (int k = 0; k < 4 * w->n_layers; k++) {
+        const sd_cu_linear *l = layer_linear(w, k);
+        if (!cslt_linear(l))
+            continue;
+        SD_TRY(sd__cu_expand_bitmask(l->values, l->mask, mm->scratch, l->rows, l->cols, st, d));
+        const int rc = sd_cslt_add(mm->cslt, l, mm->scratch, l->rows, l->cols, st, d);
+        if (rc)
+            return sd_diag_wrap(d, rc, "layer %d linear %d", k / 4, k % 4);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    int count = 0;
-    const size_t bytes = sd_cslt_bytes(mm->cslt, &count);
     fprintf(stderr, "sparsed: cuSPARSELt %s: %d 2:4 linears copied into its layout, %.2f GB, in %.1f s%s\n",
-            sd_cslt_version(mm->cslt), count, bytes / 1e9,
+            sd_cslt_version(mm->cslt), n, sd_cslt_bytes(mm->cslt, NULL) / 1e9,
             (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9,
             search ? " (configs searched at first use)" : "");
     return 0;
