@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cuda_impl.cuh" /* SD_CU, SD_TRY */
+
 int sd_cslt_pad_rows(int T)
 {
     return (T + SD_CSLT_ROW_STEP - 1) / SD_CSLT_ROW_STEP * SD_CSLT_ROW_STEP;
@@ -161,13 +163,6 @@ struct sd_cslt {
         if (s_ != CUSPARSE_STATUS_SUCCESS)                                                                   \
             return sd_diag_set((d), SD_ECUDA, "cuSPARSELt: %s: %s", #call,                                   \
                                (c)->f.cusparseLtGetErrorString(s_));                                         \
-    } while (0)
-
-#define SD_CSLT_CU(d, call)                                                                                  \
-    do {                                                                                                     \
-        cudaError_t e_ = (call);                                                                             \
-        if (e_ != cudaSuccess)                                                                               \
-            return sd_diag_set((d), SD_ECUDA, "cuSPARSELt: %s: %s", #call, cudaGetErrorString(e_));          \
     } while (0)
 
 int sd_cslt_built(void)
@@ -369,7 +364,7 @@ size_t sd_cslt_bytes(const sd_cslt *c, int *count)
 static int prune_check(sd_cslt *c, const cslt_shape *s, const void *w, cudaStream_t st, sd_diag *d)
 {
     int *d_valid = NULL, valid = -1;
-    SD_CSLT_CU(d, cudaMalloc((void **)&d_valid, sizeof(int)));
+    SD_CU(d, cudaMalloc((void **)&d_valid, sizeof(int)));
     cusparseStatus_t cs =
         c->f.cusparseLtSpMMAPruneCheck2(&c->h, &s->a, 1, CUSPARSE_OPERATION_NON_TRANSPOSE, w, d_valid, st);
     cudaError_t e = cs == CUSPARSE_STATUS_SUCCESS
@@ -381,7 +376,7 @@ static int prune_check(sd_cslt *c, const cslt_shape *s, const void *w, cudaStrea
     if (cs != CUSPARSE_STATUS_SUCCESS)
         return sd_diag_set(d, SD_ECUDA, "cuSPARSELt: cusparseLtSpMMAPruneCheck2: %s",
                            c->f.cusparseLtGetErrorString(cs));
-    SD_CSLT_CU(d, e);
+    SD_CU(d, e);
     if (valid != 0)
         return sd_diag_set(d, SD_EINVAL, "cuSPARSELt: the weight [%lld, %lld] is not 2:4 along its rows",
                            (long long)s->rows, (long long)s->cols);
@@ -569,7 +564,7 @@ int sd_cslt_matmul(sd_cslt *c, const void *key, const void *x, float *y, int T, 
     const size_t threads = 256, blocks = (elems / 8 + threads - 1) / threads;
     add_out_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), (unsigned)threads, 0, st>>>(y, c->out, elems,
                                                                                             acc);
-    SD_CSLT_CU(d, cudaGetLastError());
+    SD_CU(d, cudaGetLastError());
     return 0;
 }
 
