@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/bench_common.h"
 #include "engine/cuda_cslt.h"
 #include "engine/cuda_impl.cuh"
 
@@ -28,13 +29,10 @@ typedef struct gb {
 
 typedef enum { GB_DENSE, GB_EXPAND, GB_EXPAND_BLAS, GB_CSLT } gb_path;
 
+/* The backend's own GEMM call (cuda_linear.cu). */
 static int gemm(gb *g, const __nv_bfloat16 *w, sd_diag *d)
 {
-    const float one = 1.f, zero = 0.f;
-    SD_CUBLAS(d, cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)g->rows, g->T, (int)g->cols, &one, w,
-                              CUDA_R_16BF, (int)g->cols, g->x, CUDA_R_16BF, (int)g->cols, &zero, g->y,
-                              CUDA_R_32F, (int)g->rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return 0;
+    return sd__cu_gemm_bf16(g->blas, w, g->rows, g->cols, g->x, g->y, g->rows, g->T, 0, d);
 }
 
 static int run_path(gb *g, gb_path p, sd_diag *d)
@@ -45,12 +43,6 @@ static int run_path(gb *g, gb_path p, sd_diag *d)
         return sd_cslt_matmul(g->cslt, g->values, g->x, g->y, g->T, 0, g->st, d);
     SD_TRY(sd__cu_expand_bitmask(g->values, g->mask, g->scratch, g->rows, g->cols, g->st, d));
     return p == GB_EXPAND_BLAS ? gemm(g, g->scratch, d) : 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* Median microseconds of g->reps runs of path p after two warm-ups, L2 flushed before each. */
@@ -77,10 +69,8 @@ static int time_path(gb *g, gb_path p, double *ret_us, sd_diag *d)
         if (r >= 2)
             t[r - 2] = ms * 1e3;
     }
-    if (!rc) {
-        qsort(t, (size_t)g->reps, sizeof *t, cmp_double);
-        *ret_us = t[g->reps / 2];
-    }
+    if (!rc)
+        *ret_us = sd_bench_median(t, g->reps, NULL, NULL);
     free(t);
     return rc;
 }

@@ -165,17 +165,23 @@ static int run_kernel(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *
     return launch(l, &a, st, d);
 }
 
-/* out[:, r0 .. r0 + n) = in x W[r0 .. r0 + n)^T with W's rows dense at w (cuBLAS). Row-major
- * Y[T, rows] = X[T, cols] W[rows, cols]^T is column-major Y^T = W^T' X^T'; a slice of W's rows is
- * a slice of Y^T's rows (ldc stays rows). */
+/* Row-major Y[T, rows] = X[T, cols] W[rows, cols]^T is column-major Y^T = W^T' X^T'; n rows of W
+ * are n rows of Y^T, so a slice of W writes columns of Y with its ldy unchanged. */
+int sd__cu_gemm_bf16(cublasHandle_t blas, const __nv_bfloat16 *w, int64_t n, int64_t cols,
+                     const __nv_bfloat16 *in, float *out, int64_t ldy, int T, int acc, sd_diag *d)
+{
+    const float one = 1.f, beta = acc ? 1.f : 0.f;
+    SD_CUBLAS(d, cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, T, (int)cols, &one, w, CUDA_R_16BF,
+                              (int)cols, in, CUDA_R_16BF, (int)cols, &beta, out, CUDA_R_32F, (int)ldy,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return 0;
+}
+
+/* out[:, r0 .. r0 + n) = in x W[r0 .. r0 + n)^T with W's rows dense at w (cuBLAS). */
 static int gemm_rows(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *w, int64_t r0, int64_t n,
                      const __nv_bfloat16 *in, float *out, int T, int acc, sd_diag *d)
 {
-    const float one = 1.f, beta = acc ? 1.f : 0.f;
-    SD_CUBLAS(d, cublasGemmEx(mm->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, T, (int)l->cols, &one, w,
-                              CUDA_R_16BF, (int)l->cols, in, CUDA_R_16BF, (int)l->cols, &beta, out + r0,
-                              CUDA_R_32F, (int)l->rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return 0;
+    return sd__cu_gemm_bf16(mm->blas, w, n, l->cols, in, out + r0, l->rows, T, acc, d);
 }
 
 /* Rows of a bitmask linear expanded at a time: all of them, or with mm->expand_slice_bytes a
