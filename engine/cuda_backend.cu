@@ -201,10 +201,15 @@ static int wide_rows(void)
  * sparse tensor cores through cuSPARSELt, from a second copy of each in its layout (cuda_cslt.h);
  * =2: and each (shape, row count) times the library's algorithm configs at first use. Off until a
  * GPU run has measured it against expansion + cuBLAS (kernels/NOTES.md v30); when on, a library
- * that does not load, or copies that do not fit, fail the backend's creation. */
-static int cslt_wanted(void)
+ * that does not load, or copies that do not fit, fail the backend's creation, and so does any
+ * other value than 0, 1 or 2 (a switch that costs a copy of the weights is not guessed). */
+static int cslt_mode(int *ret, sd_diag *d)
 {
-    return env_mode("SD_CUSPARSELT", 0, 2);
+    const char *e = getenv("SD_CUSPARSELT");
+    *ret = e && *e ? e[0] - '0' : 0;
+    if (e && *e && (e[1] || *ret < 0 || *ret > 2))
+        return sd_diag_set(d, SD_EINVAL, "SD_CUSPARSELT: '%s' (0, 1 or 2)", e);
+    return 0;
 }
 
 static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_backend_opts *opts,
@@ -226,6 +231,8 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     size_t slice = 0; /* checked before anything is loaded, as SD_BENCH_SKIP */
     SD_TRY(parse_skip(getenv("SD_BENCH_SKIP"), &skip, d));
     SD_TRY(expand_slice(&slice, d));
+    int cslt = 0;
+    SD_TRY(cslt_mode(&cslt, d));
     int ndev = sd_cuda_device_count();
     if (o.device < 0 || o.device >= ndev)
         return sd_diag_set(d, SD_ENODEV, "cuda backend: device %d requested, %d present", o.device, ndev);
@@ -276,8 +283,8 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         rc = load(b, arg, d);
     if (!rc)
         rc = sd__cu_mm_init(&b->mm, &b->w, wide_rows(), b->st, d);
-    if (!rc && cslt_wanted())
-        rc = sd__cu_mm_cslt(&b->mm, &b->w, cslt_wanted() == 2, b->st, d);
+    if (!rc && cslt)
+        rc = sd__cu_mm_cslt(&b->mm, &b->w, cslt == 2, b->st, d);
     if (!rc && b->mm.cslt) /* a plan per padded row count: the warm-up runs each */
         b->base.gemm_row_step = SD_CSLT_ROW_STEP;
     if (!rc && b->tp.comm)

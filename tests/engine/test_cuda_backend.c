@@ -287,8 +287,9 @@ static void test_long_prefill_cslt(void)
     pruned_long_prefills(env, 2);
 }
 
-/* A bad SD_EXPAND_SLICE_KB (below 64 KB, or not a number) is refused at creation, naming the
- * variable, before the device is looked for or anything is loaded: so this runs without a GPU. */
+/* A bad SD_EXPAND_SLICE_KB (below 64 KB, or not a number) or SD_CUSPARSELT (not 0, 1 or 2) is
+ * refused at creation, naming the variable, before the device is looked for or anything is
+ * loaded: so this runs without a GPU. */
 static void test_expand_slice_refused(void)
 {
     sd_model *m = NULL;
@@ -296,14 +297,17 @@ static void test_expand_slice_refused(void)
     sd_backend_opts o;
     backend_opts(&o);
     REQUIRE(sd_model_open(&m, TINY, &d) == 0);
-    const char *bad[] = {"10", "64k"};
-    for (int i = 0; i < 2; i++) {
+    const char *const bad[][2] = {{"SD_EXPAND_SLICE_KB", "10"},
+                                  {"SD_EXPAND_SLICE_KB", "64k"},
+                                  {"SD_CUSPARSELT", "3"},
+                                  {"SD_CUSPARSELT", "yes"}};
+    for (int i = 0; i < 4; i++) {
         sd_backend *b = NULL;
-        setenv("SD_EXPAND_SLICE_KB", bad[i], 1);
+        setenv(bad[i][0], bad[i][1], 1);
         const int rc = sd_backend_cuda_init(&b, m, &o, &d);
-        unsetenv("SD_EXPAND_SLICE_KB");
-        CHECK_MSG(rc == SD_EINVAL && strstr(sd_diag_str(&d, rc), "SD_EXPAND_SLICE_KB"), "'%s': %s", bad[i],
-                  sd_diag_str(&d, rc));
+        unsetenv(bad[i][0]);
+        CHECK_MSG(rc == SD_EINVAL && strstr(sd_diag_str(&d, rc), bad[i][0]), "%s='%s': %s", bad[i][0],
+                  bad[i][1], sd_diag_str(&d, rc));
         sd_backend_free(b); /* NULL unless the refusal failed */
     }
     sd_model_free(m);
