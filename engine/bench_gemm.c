@@ -1,9 +1,9 @@
 /* bench_gemm: 'sparsed bench gemm' — each linear of a preset as a prompt chunk's GEMM of T rows,
  * every path the CUDA backend has above the bitmask kernels' rows side by side in one run: dense
  * cuBLAS (the dense model), the 2:4 bitmask expanded into a dense scratch then cuBLAS (2:4's path
- * by default), and cuSPARSELt on its own copy of the 2:4 weight with its default and its searched
- * config (SD_CUSPARSELT=1 / 2). `bench prefill` times whole chunks; this says which linear gains or
- * loses, and by how much of the dense GEMM's time. */
+ * without cuSPARSELt), and cuSPARSELt on its own copy of the 2:4 weight with its default and its
+ * searched config (SD_CUSPARSELT=1 / 2; searched is the default). `bench prefill` times whole
+ * chunks; this says which linear gains or loses, and by how much of the dense GEMM's time. */
 #include "engine/bench_gemm.h"
 
 #include <stdio.h>

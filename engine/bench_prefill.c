@@ -3,10 +3,10 @@
  * read the weights once and do 2 T flops a weight, so a chunk is bound by bytes at small T and by
  * the tensor cores at large T: each row prints the time the weights' bytes take at the read
  * bandwidth measured in the same run (the floor at small T) and the dense-equivalent TFLOPS the
- * linears reached (what bounds large T). Bitmask linears of more than the bitmask kernels' rows run
- * cuBLAS on weights expanded into a dense scratch, or the wide kernels in tiles with SD_NM_TILES=1,
- * or (2:4) cuSPARSELt with SD_CUSPARSELT=1 (engine/cuda_linear.cu); the table's command line names
- * the switches in force. */
+ * linears reached (what bounds large T). Bitmask linears of more than 64 rows run (2:4) cuSPARSELt
+ * where its copies fit, else the wide kernels in tiles up to 256 rows or cuBLAS on weights expanded
+ * into a dense scratch (engine/cuda_linear.cu; SD_CUSPARSELT, SD_NM_TILES); the table's command line
+ * names the switches in force. */
 #include "engine/bench_prefill.h"
 
 #include <stdio.h>
@@ -185,7 +185,7 @@ static void print_table(FILE *f, const bp_result *r, int n)
 
 /* The switches of the path a chunk's bitmask linears take (engine/cuda_backend.cu), which the
  * tables name. */
-static const char *const gemm_switches[] = {"SD_NM_TILES", "SD_EXPAND_SLICE_KB", "SD_CUSPARSELT", NULL};
+static const char *const gemm_switches[] = {"SD_NM_TILES", "SD_CUSPARSELT", NULL};
 
 static int write_md(const bp_opts *o, int argc, char **argv, const sd_bench_env *e, const bp_result *r, int n)
 {

@@ -171,43 +171,33 @@ static int env_mode(const char *name, int def, int max)
     return e && e[0] >= '0' && e[0] <= '0' + max && !e[1] ? e[0] - '0' : def;
 }
 
-/* SD_EXPAND_SLICE_KB=N (64..4194304): cuBLAS on bitmask weights expands about N KB of dense rows at a
- * time, for the GEMM to read back from L2 (cuda_linear.cu slice_rows); unset or 0: the whole linear at
- * once. A measurement switch until a GPU run has compared them (kernels/NOTES.md v29). */
-static int expand_slice(size_t *ret, sd_diag *d)
-{
-    const char *e = getenv("SD_EXPAND_SLICE_KB");
-    *ret = 0;
-    if (!e || !*e)
-        return 0;
-    char *end;
-    const long kb = strtol(e, &end, 10);
-    if (*end || kb < 0 || (kb > 0 && kb < 64) || kb > 4194304)
-        return sd_diag_set(d, SD_EINVAL, "SD_EXPAND_SLICE_KB: '%s' (0, or 64..4194304 KB)", e);
-    *ret = (size_t)kb << 10;
-    return 0;
-}
-
 /* The most rows a 2:4 .. 16:32 linear sends to the wide kernels, more going to cuBLAS on the expanded
- * weights. SD_NM_TILES=1: up to SD_NM_MAX_B_TILED, above SD_NM_MAX_B_WIDE in tiles (each one launch
- * with the weights read again; first use times them against cuBLAS). Off until the tiled launches
- * have run on a GPU (kernels/NOTES.md v29). */
+ * weights: up to SD_NM_MAX_B_TILED, above SD_NM_MAX_B_WIDE in tiles (each one launch with the weights
+ * read again; first use times them against cuBLAS per shape). On the 8B shapes the tiles won 1.2-2.2x
+ * at 128-192 rows, and the steady load at 128 req/s ran 20% lower TPOT (kernels/NOTES.md v31).
+ * SD_NM_TILES=0: the plain wide kernels only (up to SD_NM_MAX_B_WIDE), to measure what tiles bring. */
 static int wide_rows(void)
 {
-    return env_mode("SD_NM_TILES", 0, 1) ? SD_NM_MAX_B_TILED : SD_NM_MAX_B_WIDE;
+    return env_mode("SD_NM_TILES", 1, 1) ? SD_NM_MAX_B_TILED : SD_NM_MAX_B_WIDE;
 }
 
-/* SD_CUSPARSELT=1: the 2:4 linears' GEMMs (prompt chunks: more rows than the kernels take) on the
- * sparse tensor cores through cuSPARSELt, from a second copy of each in its layout (cuda_cslt.h);
- * =2: and each (shape, row count) times the library's algorithm configs at first use. Off until a
- * GPU run has measured it against expansion + cuBLAS (kernels/NOTES.md v30); when on, a library
- * that does not load, or copies that do not fit, fail the backend's creation, and so does any
- * other value than 0, 1 or 2 (a switch that costs a copy of the weights is not guessed). */
+/* The 2:4 linears' GEMMs of more than SD_NM_MAX_B_WIDE rows (prompt chunks) on the sparse tensor
+ * cores through cuSPARSELt, from a second copy of each in its layout (cuda_cslt.h). Unset: on, with
+ * the library's search for each plan's algorithm config at first use, where the library loads and the
+ * copies take at most half the free device memory (they cost KV cache: 1.125 bytes a weight), else
+ * off with a line saying why; on the 8B it ran 2:4 chunks of 128-2048 tokens 1.4-2.1x faster than
+ * expansion + cuBLAS, 1.0-1.13x dense from 256 (kernels/NOTES.md v31). SD_CUSPARSELT=0: off; =1: on
+ * with the default configs; =2: on, searched; with 1 or 2 a library that does not load, or copies
+ * that do not fit, fail the backend's creation, and so does any other value. */
 static int cslt_mode(int *ret, sd_diag *d)
 {
     const char *e = getenv("SD_CUSPARSELT");
-    *ret = e && *e ? e[0] - '0' : 0;
-    if (e && *e && (e[1] || *ret < 0 || *ret > 2))
+    if (!e || !*e) {
+        *ret = SD_CU_CSLT_AUTO;
+        return 0;
+    }
+    *ret = e[0] - '0';
+    if (e[1] || *ret < 0 || *ret > 2)
         return sd_diag_set(d, SD_EINVAL, "SD_CUSPARSELT: '%s' (0, 1 or 2)", e);
     return 0;
 }
@@ -227,11 +217,8 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     if (cfg->n_kv_heads <= 0 || cfg->n_heads % cfg->n_kv_heads)
         return sd_diag_set(d, SD_EINVAL, "cuda backend: %d heads over %d KV heads", cfg->n_heads,
                            cfg->n_kv_heads);
-    int skip = 0;
-    size_t slice = 0; /* checked before anything is loaded, as SD_BENCH_SKIP */
+    int skip = 0, cslt = 0; /* checked before anything is loaded */
     SD_TRY(parse_skip(getenv("SD_BENCH_SKIP"), &skip, d));
-    SD_TRY(expand_slice(&slice, d));
-    int cslt = 0;
     SD_TRY(cslt_mode(&cslt, d));
     int ndev = sd_cuda_device_count();
     if (o.device < 0 || o.device >= ndev)
@@ -284,7 +271,7 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     if (!rc)
         rc = sd__cu_mm_init(&b->mm, &b->w, wide_rows(), b->st, d);
     if (!rc && cslt)
-        rc = sd__cu_mm_cslt(&b->mm, &b->w, cslt == 2, b->st, d);
+        rc = sd__cu_mm_cslt(&b->mm, &b->w, cslt, b->st, d);
     if (!rc && b->mm.cslt) /* a plan per padded row count: the warm-up runs each */
         b->base.gemm_row_step = SD_CSLT_ROW_STEP;
     if (!rc && b->tp.comm)
@@ -312,7 +299,6 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
          * measured slower (kernels/NOTES.md v16); to measure what the fusion brings */
         b->mm.swiglu = env_mode("SD_SWIGLU_FUSE", 1, 2);
         b->mm.tune_log = env_mode("SD_TUNE_LOG", 0, 1);
-        b->mm.expand_slice_bytes = slice;
         /* The refine pass: after a bucket's first capture, each linear's runner-up config tried
          * inside the step and kept where the step runs faster (cuda_step.cu refine_graph); on by
          * default (kernels/NOTES.md v26: it narrows the tunings' spread), SD_TUNE_REFINE=0 off;

@@ -30,7 +30,8 @@ int sd_cuda_device_count(void);
 int sd_backend_cuda_init_synthetic(sd_backend **ret, const sd_model_config *cfg, const char *pattern,
                                    uint64_t seed, const sd_backend_opts *o, sd_diag *d);
 
-/* How many 2:4 linears have a cuSPARSELt copy (SD_CUSPARSELT=1; cuda_cslt.h), and their device bytes. */
+/* How many 2:4 linears have a cuSPARSELt copy (on where they fit, SD_CUSPARSELT; cuda_cslt.h), and their
+ * device bytes. */
 int sd_backend_cuda_cslt(const sd_backend *b, size_t *bytes);
 
 /* CUDA graphs for all-decode steps (on by default); off runs every step eagerly. */

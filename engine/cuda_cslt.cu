@@ -365,11 +365,14 @@ static int prune_check(sd_cslt *c, const cslt_shape *s, const void *w, cudaStrea
 {
     int *d_valid = NULL, valid = -1;
     SD_CU(d, cudaMalloc((void **)&d_valid, sizeof(int)));
+    /* zeroed first: the check may only raise the flag (without this one bench gemm row read a failure) */
+    cudaError_t e = cudaMemsetAsync(d_valid, 0, sizeof(int), st);
     cusparseStatus_t cs =
-        c->f.cusparseLtSpMMAPruneCheck2(&c->h, &s->a, 1, CUSPARSE_OPERATION_NON_TRANSPOSE, w, d_valid, st);
-    cudaError_t e = cs == CUSPARSE_STATUS_SUCCESS
-                        ? cudaMemcpyAsync(&valid, d_valid, sizeof(int), cudaMemcpyDeviceToHost, st)
-                        : cudaSuccess;
+        e == cudaSuccess ? c->f.cusparseLtSpMMAPruneCheck2(&c->h, &s->a, 1, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                                           w, d_valid, st)
+                         : CUSPARSE_STATUS_SUCCESS;
+    if (e == cudaSuccess && cs == CUSPARSE_STATUS_SUCCESS)
+        e = cudaMemcpyAsync(&valid, d_valid, sizeof(int), cudaMemcpyDeviceToHost, st);
     if (e == cudaSuccess && cs == CUSPARSE_STATUS_SUCCESS)
         e = cudaStreamSynchronize(st);
     cudaFree(d_valid);

@@ -215,14 +215,12 @@ typedef struct sd_cu_mm {
     size_t blas_ws_bytes;
     __nv_bfloat16 *scratch; /* dense expansion of one bitmask linear: [max rows*cols] */
     size_t scratch_elems;
-    float *tune_y;             /* first-use timing writes here, not to the caller's output: [16, max rows], or
-                                  [max_wide, max 2:4 .. 16:32 rows] where that is larger */
-    int max_wide;              /* the most rows the wide kernels take: SD_NM_MAX_B_WIDE, or up to
-                                  SD_NM_MAX_B_TILED in tiles (SD_NM_TILES) */
-    size_t expand_slice_bytes; /* cuBLAS on bitmask weights expands this many dense bytes of rows at a
-                                  time (0: the whole linear; SD_EXPAND_SLICE_KB) */
-    void *spmv;                /* sd_kernels_ctx: the SpMV/GEMV autotune cache */
-    int tune_log;              /* SD_TUNE_LOG=1: one stderr line per first-use decision */
+    float *tune_y;           /* first-use timing writes here, not to the caller's output: [16, max rows], or
+                                [max_wide, max 2:4 .. 16:32 rows] where that is larger */
+    int max_wide;            /* the most rows the wide kernels take: SD_NM_MAX_B_WIDE, or up to
+                                SD_NM_MAX_B_TILED in tiles (SD_NM_TILES) */
+    void *spmv;              /* sd_kernels_ctx: the SpMV/GEMV autotune cache */
+    int tune_log;            /* SD_TUNE_LOG=1: one stderr line per first-use decision */
     int swiglu;              /* sd__cu_linear_swiglu fuses: 0 never, 1 where it pays (the default), 2 wherever
                                 the kernel takes it (SD_SWIGLU_FUSE) */
     int64_t swiglu_launches; /* fused gate_up launches enqueued (for tests) */
@@ -235,8 +233,8 @@ typedef struct sd_cu_mm {
     /* tensor parallel: the rank (engine/tp_impl.cuh) whose deadline bounds the wait before
      * first-use timing (the stream may hold collectives); NULL on a single GPU */
     struct sd_tp_rank *tp;
-    /* SD_CUSPARSELT=1: the 2:4 linears' copies in cuSPARSELt's layout (engine/cuda_cslt.h), which
-     * take their GEMMs instead of expansion + cuBLAS; NULL otherwise */
+    /* the 2:4 linears' copies in cuSPARSELt's layout (engine/cuda_cslt.h; sd__cu_mm_cslt), which
+     * take their GEMMs of more than SD_NM_MAX_B_WIDE rows; NULL without them */
     struct sd_cslt *cslt;
     int row_cap; /* rows the backend's linear inputs hold: sd_cslt_pad_rows(T) for any T it sends */
 } sd_cu_mm;
@@ -247,9 +245,13 @@ typedef struct sd_cu_mm {
 int sd__cu_mm_init(sd_cu_mm *mm, const sd_cu_weights *w, int max_wide, cudaStream_t st, sd_diag *d);
 void sd__cu_mm_free(sd_cu_mm *mm);
 /* Loads cuSPARSELt and compresses every 2:4 linear of w (expanded into mm->scratch first) into
- * mm->cslt (search: sd_cslt_open's); fails, naming the bytes, when the copies would not fit in the
- * free device memory. A model without a 2:4 linear leaves mm->cslt NULL. */
-int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, int search, cudaStream_t st, sd_diag *d);
+ * mm->cslt. mode 1: the library's default configs, 2: searched (sd_cslt_open's search); both fail,
+ * naming the bytes, when the copies would not fit in the free device memory, or naming the library
+ * when it does not load. SD_CU_CSLT_AUTO: searched where the library loads and the copies take at
+ * most half the free memory, else mm->cslt stays NULL and one stderr line says why. A model
+ * without a 2:4 linear leaves mm->cslt NULL. */
+#define SD_CU_CSLT_AUTO 3
+int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, int mode, cudaStream_t st, sd_diag *d);
 /* out [T, n] fp32 (row stride ldy) = in [T, cols] bf16 x W^T for dense bf16 W [n, cols], through
  * cuBLAS (with acc, +=): the GEMM every path above the kernels' rows ends in but cuSPARSELt's. */
 int sd__cu_gemm_bf16(cublasHandle_t blas, const __nv_bfloat16 *w, int64_t n, int64_t cols,

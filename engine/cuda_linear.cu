@@ -2,7 +2,8 @@
  * up to SD_NM_MAX_B_WIDE, or in tiles up to mm->max_wide): the kernels' bitmask SpMV / dense GEMV,
  * reading the weights once for all rows (once a tile). Prefill and larger batches: cuBLAS bf16 GEMM
  * (bitmask weights expanded into a dense scratch first). Each (shape, rows bucket) takes whichever
- * of the two timed faster at its first use. */
+ * of the two timed faster at its first use. 2:4 linears with a cuSPARSELt copy take its sparse
+ * GEMM above SD_NM_MAX_B_WIDE rows outside graph capture (cslt_takes). */
 #include "engine/cuda_impl.cuh"
 
 #include <stdio.h>
@@ -69,10 +70,11 @@ static int cslt_linear(const sd_cu_linear *l)
     return l->bitmask && l->nm_n == 2 && l->nm_m == 4 && l->rows % 64 == 0 && l->cols % 64 == 0;
 }
 
-int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, int search, cudaStream_t st, sd_diag *d)
+int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, int mode, cudaStream_t st, sd_diag *d)
 {
     size_t need = 0, fr = 0, tot = 0;
     int n = 0;
+    const int search = mode != 1, autom = mode == SD_CU_CSLT_AUTO;
     for (int k = 0; k < 4 * w->n_layers; k++) {
         const sd_cu_linear *l = layer_linear(w, k);
         if (cslt_linear(l)) {
@@ -84,12 +86,29 @@ int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, int search, cudaStream_
         return 0;
     SD_CU(d, cudaMemGetInfo(&fr, &tot));
     const size_t reserve = (size_t)1 << 30; /* activations, workspaces and some KV cache */
+    if (autom && need > fr / 2) {
+        fprintf(stderr,
+                "sparsed: cuSPARSELt left out: a second copy of the %d 2:4 linears (%.2f GB) would take more "
+                "than half the %.2f GB of free device memory (SD_CUSPARSELT=2 insists)\n",
+                n, need / 1e9, fr / 1e9);
+        return 0;
+    }
     if (need + reserve > fr)
         return sd_diag_set(d, SD_ENOMEM,
                            "SD_CUSPARSELT: a second copy of the %d 2:4 linears needs ~%.2f GB, %.2f GB of "
                            "device memory are free (1 GB kept for the rest)",
                            n, need / 1e9, fr / 1e9);
-    SD_TRY(sd_cslt_open(&mm->cslt, search, d));
+    if (autom) {
+        sd_diag od = {};
+        const int orc = sd_cslt_open(&mm->cslt, search, &od);
+        if (orc) {
+            fprintf(stderr, "sparsed: cuSPARSELt left out (2:4 prompt chunks on expansion + cuBLAS): %s\n",
+                    sd_diag_str(&od, orc));
+            return 0;
+        }
+    } else {
+        SD_TRY(sd_cslt_open(&mm->cslt, search, d));
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int k = 0; k < 4 * w->n_layers; k++) {
@@ -177,53 +196,28 @@ int sd__cu_gemm_bf16(cublasHandle_t blas, const __nv_bfloat16 *w, int64_t n, int
     return 0;
 }
 
-/* out[:, r0 .. r0 + n) = in x W[r0 .. r0 + n)^T with W's rows dense at w (cuBLAS). */
-static int gemm_rows(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *w, int64_t r0, int64_t n,
-                     const __nv_bfloat16 *in, float *out, int T, int acc, sd_diag *d)
-{
-    return sd__cu_gemm_bf16(mm->blas, w, n, l->cols, in, out + r0, l->rows, T, acc, d);
-}
-
-/* Rows of a bitmask linear expanded at a time: all of them, or with mm->expand_slice_bytes a
- * slice of about that many dense bytes (a multiple of 64 rows), so that each slice's GEMM reads
- * it back from L2 and the next slice's expansion overwrites it there (SD_EXPAND_SLICE_KB). */
-static int64_t slice_rows(const sd_cu_mm *mm, const sd_cu_linear *l)
-{
-    if (!mm->expand_slice_bytes)
-        return l->rows;
-    int64_t n = (int64_t)(mm->expand_slice_bytes / ((size_t)l->cols * 2)) / 64 * 64;
-    return n < 64 ? 64 : n > l->rows ? l->rows : n;
-}
-
 /* cuSPARSELt takes a 2:4 linear it holds a copy of, where the operands have room for the padded
- * rows, for more rows than the wide kernels take: those row counts are never tuned, so the
- * kernel-or-cuBLAS choices the tuner made (and a tune cache keeps) mean what they meant without
- * it. Not while a graph is being captured (the decode graphs: plans are made at first use, and
- * the library's kernels are not known to be capturable), where expansion + cuBLAS runs instead. */
+ * rows, for more rows than the plain wide kernels take (SD_NM_MAX_B_WIDE): at 128-2048 rows its
+ * searched configs ran 1.3-3x the tiled kernels or expansion + cuBLAS on the 8B shapes
+ * (kernels/NOTES.md v31). Those row counts are then never tuned for such a linear. Not while a graph
+ * is being captured (the decode graphs: plans are made at first use, and the library's kernels are
+ * not known to be capturable), where the tiled kernels or expansion + cuBLAS run instead. */
 static int cslt_takes(const sd_cu_mm *mm, const sd_cu_linear *l, int T, cudaStream_t st)
 {
     cudaStreamCaptureStatus cs;
-    return mm->cslt && T > mm->max_wide && sd_cslt_pad_rows(T) <= mm->row_cap && sd_cslt_has(mm->cslt, l) &&
-           cudaStreamIsCapturing(st, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusNone;
+    return mm->cslt && T > SD_NM_MAX_B_WIDE && sd_cslt_pad_rows(T) <= mm->row_cap &&
+           sd_cslt_has(mm->cslt, l) && cudaStreamIsCapturing(st, &cs) == cudaSuccess &&
+           cs == cudaStreamCaptureStatusNone;
 }
 
-/* The GEMM path: cuSPARSELt on its copy of a 2:4 linear (SD_CUSPARSELT), else cuBLAS, bitmask
- * weights expanded into the dense scratch first (slice by slice, above). */
+/* The GEMM path: cuBLAS, bitmask weights expanded into the dense scratch first. */
 static int run_blas(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,
                     cudaStream_t st, sd_diag *d)
 {
-    if (!l->bitmask)
-        return gemm_rows(mm, l, l->w, 0, l->rows, in, out, T, acc, d);
-    if (cslt_takes(mm, l, T, st))
-        return sd_cslt_matmul(mm->cslt, l, in, out, T, acc, st, d);
-    const int64_t step = slice_rows(mm, l);
-    for (int64_t r0 = 0; r0 < l->rows; r0 += step) {
-        const int64_t n = l->rows - r0 < step ? l->rows - r0 : step;
-        SD_TRY(sd__cu_expand_bitmask(l->values + r0 * (l->cols / 2), l->mask + r0 * (l->cols / 32),
-                                     mm->scratch, n, l->cols, st, d));
-        SD_TRY(gemm_rows(mm, l, mm->scratch, r0, n, in, out, T, acc, d));
-    }
-    return 0;
+    if (l->bitmask)
+        SD_TRY(sd__cu_expand_bitmask(l->values, l->mask, mm->scratch, l->rows, l->cols, st, d));
+    return sd__cu_gemm_bf16(mm->blas, l->bitmask ? mm->scratch : l->w, l->rows, l->cols, in, out, l->rows, T,
+                            acc, d);
 }
 
 const sd_cu_tuned *sd__cu_find_tuned(const sd_cu_mm *mm, const sd_cu_tuned *p)
@@ -345,6 +339,8 @@ int sd__cu_linear_swiglu(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat1
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,
                   cudaStream_t st, sd_diag *d)
 {
+    if (cslt_takes(mm, l, T, st))
+        return sd_cslt_matmul(mm->cslt, l, in, out, T, acc, st, d);
     if (T > SD_NM_MAX_B && !wide_ok(mm, l, in, T))
         return run_blas(mm, l, in, out, T, acc, st, d);
     const sd_cu_tuned *t = find_tuned(mm, l, T, acc);

@@ -220,7 +220,8 @@ static void long_prefills_vs_cpu(const char *dir, const char *var, const char *v
     unsetenv(var);
     unsetenv("SD_TUNE_LOG");
     CHECK_MSG(rc == 0, "%s=%s: %s", var, val, sd_diag_str(&d, rc));
-    if (!rc && !strcmp(var, "SD_CUSPARSELT")) /* every linear of the tiny model has a copy */
+    if (!rc &&
+        !strcmp(var, "SD_CUSPARSELT")) /* on (1, 2, unset): every linear of the tiny model has a copy */
         CHECK_MSG(sd_backend_cuda_cslt(gpu, NULL) == 4 * sd_model_cfg(m)->n_layers, "%d cuSPARSELt copies",
                   sd_backend_cuda_cslt(gpu, NULL));
     const int lens[] = {65, 130, 200};
@@ -258,23 +259,23 @@ static void pruned_long_prefills(const char *const (*env)[2], int n)
     rm_model_dir(dir);
 }
 
-/* Prefill chunks above 64 rows of a 2:4 checkpoint: with SD_NM_TILES=1 they may take the wide
- * kernels in tiles (or cuBLAS, whichever first use timed faster; the tiles themselves are checked
- * kernel by kernel in test_spmv_gpu / test_sp24_gpu); with SD_EXPAND_SLICE_KB=64 (the least it takes)
- * cuBLAS runs on weights expanded 128 rows at a time (64 for the 768-column down projection: the tiny
- * model's rows are 512 and 1536 bytes), on the vectorised
- * expansion (kernels/nm_expand.h), as every chunk above 64 rows does by default in one slice
- * (test_long_prefill_cslt below takes cuSPARSELt). */
+/* Prefill chunks above 64 rows of a 2:4 checkpoint without cuSPARSELt: by default (SD_NM_TILES=1) up
+ * to 256 rows may take the wide kernels in tiles (or cuBLAS, whichever first use timed faster; the
+ * tiles themselves are checked kernel by kernel in test_spmv_gpu / test_sp24_gpu); with
+ * SD_NM_TILES=0 every chunk above 64 rows runs cuBLAS on the vectorised expansion
+ * (kernels/nm_expand.h). */
 static void test_long_prefill_2of4(void)
 {
     if (!have_gpu())
         SKIP("no CUDA device");
-    const char *const env[][2] = {{"SD_NM_TILES", "1"}, {"SD_EXPAND_SLICE_KB", "64"}};
+    const char *const env[][2] = {{"SD_NM_TILES", "1"}, {"SD_NM_TILES", "0"}};
+    setenv("SD_CUSPARSELT", "0", 1);
     pruned_long_prefills(env, 2);
+    unsetenv("SD_CUSPARSELT");
 }
 
-/* The same prefills with the 2:4 GEMMs on cuSPARSELt (engine/cuda_cslt.h), with its default
- * algorithm config and with the one its search picks. */
+/* The same prefills with the 2:4 GEMMs on cuSPARSELt (engine/cuda_cslt.h): as by default (unset:
+ * searched configs, where the copies fit), with its default algorithm config, and searched. */
 static void test_long_prefill_cslt(void)
 {
     if (!have_gpu())
@@ -284,24 +285,22 @@ static void test_long_prefill_cslt(void)
     const int rc0 = sd_cslt_probe(v, sizeof v, &d);
     if (rc0)
         SKIP("cuSPARSELt: %s", sd_diag_str(&d, rc0));
-    const char *const env[][2] = {{"SD_CUSPARSELT", "1"}, {"SD_CUSPARSELT", "2"}};
-    pruned_long_prefills(env, 2);
+    const char *const env[][2] = {{"SD_CUSPARSELT", ""}, {"SD_CUSPARSELT", "1"}, {"SD_CUSPARSELT", "2"}};
+    pruned_long_prefills(env, 3);
 }
 
-/* A bad SD_EXPAND_SLICE_KB (below 64 KB, or not a number) or SD_CUSPARSELT (not 0, 1 or 2) is
+/* A bad SD_CUSPARSELT (not empty, 0, 1 or 2: a switch that costs a copy of the weights) is
  * refused at creation, naming the variable, before the device is looked for or anything is
  * loaded: so this runs without a GPU. */
-static void test_expand_slice_refused(void)
+static void test_cslt_switch_refused(void)
 {
     sd_model *m = NULL;
     sd_diag d = {0};
     sd_backend_opts o;
     backend_opts(&o);
     REQUIRE(sd_model_open(&m, TINY, &d) == 0);
-    const char *const bad[][2] = {{"SD_EXPAND_SLICE_KB", "10"},
-                                  {"SD_EXPAND_SLICE_KB", "64k"},
-                                  {"SD_CUSPARSELT", "3"},
-                                  {"SD_CUSPARSELT", "yes"}};
+    const char *const bad[][2] = {
+        {"SD_CUSPARSELT", "12"}, {"SD_CUSPARSELT", "-1"}, {"SD_CUSPARSELT", "3"}, {"SD_CUSPARSELT", "yes"}};
     for (int i = 0; i < 4; i++) {
         sd_backend *b = NULL;
         setenv(bad[i][0], bad[i][1], 1);
@@ -711,7 +710,7 @@ int main(void)
     RUN(test_pruned_2of4_tiny);
     RUN(test_long_prefill_2of4);
     RUN(test_long_prefill_cslt);
-    RUN(test_expand_slice_refused);
+    RUN(test_cslt_switch_refused);
     RUN(test_batch_vs_single);
     RUN(test_batch_vs_single_2of4);
     RUN(test_deterministic);

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Ran in results/2026-12-05-s25 r0-r2, on a0e22a6 / 673869b; the slices have been removed since, so
+# its slice16 step now runs what tiles0 does. tools/gpu/defaults_check.sh checks the defaults chosen.)
 # tools/gpu/tiles_ab.sh: the first GPU run of the tiled wide kernels (65-256 rows of a 2:4 .. 16:32
 # linear, SD_NM_TILES=1), of the vectorised bitmask expansion before cuBLAS (engine/cuda_ops.cu) and
 # of that expansion in L2-sized slices (SD_EXPAND_SLICE_KB), and of 2:4 GEMMs on cuSPARSELt
