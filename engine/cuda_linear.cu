@@ -339,8 +339,15 @@ int sd__cu_linear_swiglu(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat1
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,
                   cudaStream_t st, sd_diag *d)
 {
-    if (cslt_takes(mm, l, T, st))
+    if (cslt_takes(mm, l, T, st)) {
+        /* the wide kernels' choice for these rows is made here too: a decode graph of as many rows,
+         * captured later, cannot time it and keeps cuSPARSELt out (kernels/NOTES.md v31) */
+        if (wide_ok(mm, l, in, T) && !find_tuned(mm, l, T, acc)) {
+            const sd_cu_tuned *t = NULL;
+            SD_TRY(tune(mm, l, in, T, acc, st, &t, d));
+        }
         return sd_cslt_matmul(mm->cslt, l, in, out, T, acc, st, d);
+    }
     if (T > SD_NM_MAX_B && !wide_ok(mm, l, in, T))
         return run_blas(mm, l, in, out, T, acc, st, d);
     const sd_cu_tuned *t = find_tuned(mm, l, T, acc);
