@@ -242,6 +242,12 @@ static void long_prefills_vs_cpu(const char *dir, const char *var, const char *v
         free(lg);
         free(toks);
     }
+    /* With the tiles (the default) each of the tiny model's four linear shapes has its wide-kernel
+     * choice timed for the buckets of 65, 130 and 200 rows (128, 192, 256), also where cuSPARSELt
+     * ran them: a decode graph of that many rows cannot time it later (kernels/NOTES.md v31). */
+    if (!rc && !(!strcmp(var, "SD_NM_TILES") && !strcmp(val, "0")))
+        CHECK_MSG(sd_backend_cuda_tuned_here(gpu) >= 12, "%s=%s: %d problems tuned", var, val,
+                  sd_backend_cuda_tuned_here(gpu));
     sd_backend_free(gpu);
     sd_backend_free(cpu);
     sd_model_free(m);
