@@ -173,8 +173,8 @@ static int env_mode(const char *name, int def, int max)
 
 /* The most rows a 2:4 .. 16:32 linear sends to the wide kernels, more going to cuBLAS on the expanded
  * weights: up to SD_NM_MAX_B_TILED, above SD_NM_MAX_B_WIDE in tiles (each one launch with the weights
- * read again; first use times them against cuBLAS per shape). On the 8B shapes the tiles won 1.2-2.2x
- * at 128-192 rows, and the steady load at 128 req/s ran 20% lower TPOT (kernels/NOTES.md v31).
+ * read again; first use times them against cuBLAS per shape). On the 8B shapes the tiles ran 1.0-2.2x
+ * cuBLAS at 128-192 rows, and the steady load at 128 req/s ran 20% lower TPOT (kernels/NOTES.md v31).
  * SD_NM_TILES=0: the plain wide kernels only (up to SD_NM_MAX_B_WIDE), to measure what tiles bring. */
 static int wide_rows(void)
 {
@@ -185,7 +185,7 @@ static int wide_rows(void)
  * cores through cuSPARSELt, from a second copy of each in its layout (cuda_cslt.h). Unset: on, with
  * the library's search for each plan's algorithm config at first use, where the library loads and the
  * copies take at most half the free device memory (they cost KV cache: 1.125 bytes a weight), else
- * off with a line saying why; on the 8B it ran 2:4 chunks of 128-2048 tokens 1.4-2.1x faster than
+ * off with a line saying why; on the 8B it ran 2:4 chunks of 128-2048 tokens 1.3-2.2x faster than
  * expansion + cuBLAS, 1.0-1.13x dense from 256 (kernels/NOTES.md v31). SD_CUSPARSELT=0: off; =1: on
  * with the default configs; =2: on, searched; with 1 or 2 a library that does not load, or copies
  * that do not fit, fail the backend's creation, and so does any other value. */

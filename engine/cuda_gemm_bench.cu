@@ -32,7 +32,7 @@ typedef enum { GB_DENSE, GB_EXPAND, GB_EXPAND_BLAS, GB_CSLT } gb_path;
 /* The backend's own GEMM call (cuda_linear.cu). */
 static int gemm(gb *g, const __nv_bfloat16 *w, sd_diag *d)
 {
-    return sd__cu_gemm_bf16(g->blas, w, g->rows, g->cols, g->x, g->y, g->rows, g->T, 0, d);
+    return sd__cu_gemm_bf16(g->blas, w, g->rows, g->cols, g->x, g->y, g->T, 0, d);
 }
 
 static int run_path(gb *g, gb_path p, sd_diag *d)

@@ -16,9 +16,9 @@ extern "C" {
 typedef struct sd_gemm_times {
     double dense_us;       /* cuBLAS bf16 GEMM on a dense weight, fp32 out (the dense model's path) */
     double expand_us;      /* the bitmask expanded into a dense scratch alone */
-    double expand_blas_us; /* expansion, then the same GEMM on the scratch (2:4's path by default) */
-    double cslt_us;        /* cuSPARSELt on its copy (SD_CUSPARSELT=1), with the pass into fp32 */
-    double cslt_search_us; /* the same with the config cusparseLtMatmulSearch picked (=2) */
+    double expand_blas_us; /* expansion, then the same GEMM on the scratch (2:4 without cuSPARSELt) */
+    double cslt_us;        /* cuSPARSELt on its copy, default config (SD_CUSPARSELT=1), fp32 out */
+    double cslt_search_us; /* the same with the config cusparseLtMatmulSearch picked (the default) */
     char cslt_err[200];
 } sd_gemm_times;
 

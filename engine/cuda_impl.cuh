@@ -252,10 +252,10 @@ void sd__cu_mm_free(sd_cu_mm *mm);
  * without a 2:4 linear leaves mm->cslt NULL. */
 #define SD_CU_CSLT_AUTO 3
 int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, int mode, cudaStream_t st, sd_diag *d);
-/* out [T, n] fp32 (row stride ldy) = in [T, cols] bf16 x W^T for dense bf16 W [n, cols], through
- * cuBLAS (with acc, +=): the GEMM every path above the kernels' rows ends in but cuSPARSELt's. */
-int sd__cu_gemm_bf16(cublasHandle_t blas, const __nv_bfloat16 *w, int64_t n, int64_t cols,
-                     const __nv_bfloat16 *in, float *out, int64_t ldy, int T, int acc, sd_diag *d);
+/* out [T, rows] fp32 = in [T, cols] bf16 x W^T for dense bf16 W [rows, cols], through cuBLAS (with
+ * acc, +=): the GEMM every path above the kernels' rows ends in but cuSPARSELt's. */
+int sd__cu_gemm_bf16(cublasHandle_t blas, const __nv_bfloat16 *w, int64_t rows, int64_t cols,
+                     const __nv_bfloat16 *in, float *out, int T, int acc, sd_diag *d);
 /* out [T, l->rows] fp32 = in [T, l->cols] bf16 x W^T (bias not applied); with `acc`,
  * out += in x W^T (the residual add of the o and down projections: no zeroing before split-K). */
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,

@@ -184,24 +184,23 @@ static int run_kernel(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *
     return launch(l, &a, st, d);
 }
 
-/* Row-major Y[T, rows] = X[T, cols] W[rows, cols]^T is column-major Y^T = W^T' X^T'; n rows of W
- * are n rows of Y^T, so a slice of W writes columns of Y with its ldy unchanged. */
-int sd__cu_gemm_bf16(cublasHandle_t blas, const __nv_bfloat16 *w, int64_t n, int64_t cols,
-                     const __nv_bfloat16 *in, float *out, int64_t ldy, int T, int acc, sd_diag *d)
+/* Row-major Y[T, rows] = X[T, cols] W[rows, cols]^T is column-major Y^T = W^T' X^T'. */
+int sd__cu_gemm_bf16(cublasHandle_t blas, const __nv_bfloat16 *w, int64_t rows, int64_t cols,
+                     const __nv_bfloat16 *in, float *out, int T, int acc, sd_diag *d)
 {
     const float one = 1.f, beta = acc ? 1.f : 0.f;
-    SD_CUBLAS(d, cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, T, (int)cols, &one, w, CUDA_R_16BF,
-                              (int)cols, in, CUDA_R_16BF, (int)cols, &beta, out, CUDA_R_32F, (int)ldy,
+    SD_CUBLAS(d, cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, T, (int)cols, &one, w, CUDA_R_16BF,
+                              (int)cols, in, CUDA_R_16BF, (int)cols, &beta, out, CUDA_R_32F, (int)rows,
                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return 0;
 }
 
 /* cuSPARSELt takes a 2:4 linear it holds a copy of, where the operands have room for the padded
- * rows, for more rows than the plain wide kernels take (SD_NM_MAX_B_WIDE): at 128-2048 rows its
- * searched configs ran 1.3-3x the tiled kernels or expansion + cuBLAS on the 8B shapes
- * (kernels/NOTES.md v31). Those row counts are then never tuned for such a linear. Not while a graph
- * is being captured (the decode graphs: plans are made at first use, and the library's kernels are
- * not known to be capturable), where the tiled kernels or expansion + cuBLAS run instead. */
+ * rows, for more rows than the plain wide kernels take (SD_NM_MAX_B_WIDE): on the 8B linears at
+ * 128-2048 rows its searched configs ran 1.0-2.9x faster than the tiled kernels or expansion +
+ * cuBLAS (kernels/NOTES.md v31). Not while a graph is being captured (the decode graphs: plans are
+ * made at first use, and the library's kernels are not known to be capturable), where the tiled
+ * kernels (tuned beside it in sd__cu_linear) or expansion + cuBLAS run instead. */
 static int cslt_takes(const sd_cu_mm *mm, const sd_cu_linear *l, int T, cudaStream_t st)
 {
     cudaStreamCaptureStatus cs;
@@ -216,8 +215,7 @@ static int run_blas(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in
 {
     if (l->bitmask)
         SD_TRY(sd__cu_expand_bitmask(l->values, l->mask, mm->scratch, l->rows, l->cols, st, d));
-    return sd__cu_gemm_bf16(mm->blas, l->bitmask ? mm->scratch : l->w, l->rows, l->cols, in, out, l->rows, T,
-                            acc, d);
+    return sd__cu_gemm_bf16(mm->blas, l->bitmask ? mm->scratch : l->w, l->rows, l->cols, in, out, T, acc, d);
 }
 
 const sd_cu_tuned *sd__cu_find_tuned(const sd_cu_mm *mm, const sd_cu_tuned *p)
