@@ -274,6 +274,10 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         rc = sd__cu_mm_cslt(&b->mm, &b->w, cslt, b->st, d);
     if (!rc && b->mm.cslt) /* a plan per padded row count: the warm-up runs each */
         b->base.gemm_row_step = SD_CSLT_ROW_STEP;
+    /* 65-256 rows (a decode batch, a short prompt chunk) take cuSPARSELt where first use timed it
+     * faster than the tiles and cuBLAS, also inside the decode graphs; SD_CUSPARSELT_TIMED=0: wherever
+     * it can, untimed (as before it was timed), to measure what the timing brings */
+    b->mm.cslt_timed = env_mode("SD_CUSPARSELT_TIMED", 1, 1);
     if (!rc && b->tp.comm)
         b->mm.tp = &b->tp; /* first-use timing drains the stream under the group's deadline */
     if (!rc) {
@@ -491,6 +495,11 @@ int sd_backend_cuda_cslt(const sd_backend *b, size_t *bytes)
     if (bytes)
         *bytes = by;
     return n;
+}
+
+int64_t sd_backend_cuda_cslt_captured(const sd_backend *b)
+{
+    return ((const sd_cuda_backend *)b)->mm.cslt_captured;
 }
 
 int sd_backend_cuda_device(const sd_backend *b)

@@ -33,6 +33,8 @@ int sd_backend_cuda_init_synthetic(sd_backend **ret, const sd_model_config *cfg,
 /* How many 2:4 linears have a cuSPARSELt copy (on where they fit, SD_CUSPARSELT; cuda_cslt.h), and their
  * device bytes. */
 int sd_backend_cuda_cslt(const sd_backend *b, size_t *bytes);
+/* How many cuSPARSELt GEMMs have been captured into decode graphs (for tests). */
+int64_t sd_backend_cuda_cslt_captured(const sd_backend *b);
 
 /* CUDA graphs for all-decode steps (on by default); off runs every step eagerly. */
 void sd_backend_cuda_set_graphs(sd_backend *b, int enable);

@@ -71,6 +71,11 @@ size_t sd_cslt_bytes(const sd_cslt *c, int *count)
     return 0;
 }
 
+int sd_cslt_ready(const sd_cslt *c, const void *key, int T)
+{
+    return 0;
+}
+
 int sd_cslt_matmul(sd_cslt *c, const void *key, const void *x, float *y, int T, int acc, void *stream,
                    sd_diag *d)
 {
@@ -155,6 +160,11 @@ struct sd_cslt {
     __nv_bfloat16 *out; /* D: the product in bf16, [padded rows, rows] of the largest problem yet */
     size_t out_elems;
     size_t bytes;
+    /* A graph captured with a matmul holds ws and out: once one was, a larger buffer replaces them
+     * without freeing them (until sd_cslt_free), as the graph may be replayed later. */
+    int captured;
+    void **retired;
+    int n_retired;
 };
 
 #define SD_CSLT_CALL(c, d, call)                                                                             \
@@ -289,6 +299,9 @@ void sd_cslt_free(sd_cslt *c)
     free(c->shapes);
     cudaFree(c->ws);
     cudaFree(c->out);
+    for (int i = 0; i < c->n_retired; i++)
+        cudaFree(c->retired[i]);
+    free(c->retired);
     if (c->have_h)
         c->f.cusparseLtDestroy(&c->h);
     if (c->lib)
@@ -458,6 +471,22 @@ static int plan_init(sd_cslt *c, cslt_plan *p, sd_diag *d)
     return 0;
 }
 
+/* Drops the buffer p that a larger one replaces: freed, or kept until sd_cslt_free where a captured
+ * graph may still use it. */
+static int retire(sd_cslt *c, void *p, sd_diag *d)
+{
+    if (!p || !c->captured) {
+        cudaFree(p);
+        return 0;
+    }
+    void **a = (void **)realloc(c->retired, (size_t)(c->n_retired + 1) * sizeof *a);
+    if (!a) /* kept anyway (lost): freeing it under a graph would be worse */
+        return sd_diag_set(d, SD_ENOMEM, "cuSPARSELt: out of memory");
+    a[c->n_retired++] = p;
+    c->retired = a;
+    return 0;
+}
+
 /* c->ws of at least `bytes` (first use of a plan only: cudaFree synchronises the device). */
 static int ws_room(sd_cslt *c, size_t bytes, sd_diag *d)
 {
@@ -468,19 +497,25 @@ static int ws_room(sd_cslt *c, size_t bytes, sd_diag *d)
     if (e != cudaSuccess)
         return sd_diag_set(d, SD_ENOMEM, "cuSPARSELt: workspace of %zu bytes: %s", bytes,
                            cudaGetErrorString(e));
-    cudaFree(c->ws);
+    void *old = c->ws;
     c->ws = ws;
     c->ws_bytes = bytes;
-    return 0;
+    return retire(c, old, d);
+}
+
+/* The plan of (shape s, n padded rows) if it exists, else NULL. */
+static cslt_plan *find_plan(const sd_cslt *c, const cslt_shape *s, int n)
+{
+    for (int i = 0; i < c->n_plans; i++)
+        if (c->plans[i]->shape == s && c->plans[i]->n == n)
+            return c->plans[i];
+    return NULL;
 }
 
 static int get_plan(sd_cslt *c, cslt_shape *s, int n, cslt_plan **ret, sd_diag *d)
 {
-    for (int i = 0; i < c->n_plans; i++)
-        if (c->plans[i]->shape == s && c->plans[i]->n == n) {
-            *ret = c->plans[i];
-            return 0;
-        }
+    if ((*ret = find_plan(c, s, n)))
+        return 0;
     cslt_plan *p = (cslt_plan *)calloc(1, sizeof *p);
     if (!p)
         return sd_diag_set(d, SD_ENOMEM, "cuSPARSELt");
@@ -518,20 +553,34 @@ __global__ void add_out_kernel(float *y, const __nv_bfloat16 *out, size_t n, int
     }
 }
 
-/* c->out with room for n bf16 (first use of a larger problem: eager, synchronises the device). */
+/* c->out with room for n bf16 (first use of a larger problem: eager, synchronises the device). Once
+ * a graph holds the buffer it grows at least twofold, so the retired ones take at most as much. */
 static int out_room(sd_cslt *c, size_t n, sd_diag *d)
 {
     if (n <= c->out_elems)
         return 0;
+    if (c->captured && n < 2 * c->out_elems)
+        n = 2 * c->out_elems;
     __nv_bfloat16 *p = NULL;
     cudaError_t e = cudaMalloc((void **)&p, n * sizeof *p);
     if (e != cudaSuccess)
         return sd_diag_set(d, SD_ENOMEM, "cuSPARSELt: output buffer of %zu bytes: %s", n * sizeof *p,
                            cudaGetErrorString(e));
-    cudaFree(c->out);
+    void *old = c->out;
     c->out = p;
     c->out_elems = n;
-    return 0;
+    return retire(c, old, d);
+}
+
+int sd_cslt_ready(const sd_cslt *c, const void *key, int T)
+{
+    const cslt_mat *m = c ? find_mat(c, key) : NULL;
+    if (!m || T <= 0)
+        return 0;
+    const int n = sd_cslt_pad_rows(T);
+    const cslt_plan *p = find_plan(c, m->shape, n);
+    return p && (p->searched || !c->search) && p->ws_bytes <= c->ws_bytes &&
+           (size_t)n * (size_t)m->shape->rows <= c->out_elems;
 }
 
 int sd_cslt_matmul(sd_cslt *c, const void *key, const void *x, float *y, int T, int acc, void *stream,
@@ -545,11 +594,20 @@ int sd_cslt_matmul(sd_cslt *c, const void *key, const void *x, float *y, int T, 
                            "cuSPARSELt: %d rows, operands at %p and %p (16-byte aligned needed)", T, x,
                            (void *)y);
     const int n = sd_cslt_pad_rows(T);
+    cudaStream_t st = (cudaStream_t)stream;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    SD_CU(d, cudaStreamIsCapturing(st, &cs));
+    if (cs != cudaStreamCaptureStatusNone) { /* a graph: no plan, search or allocation may happen now */
+        if (!sd_cslt_ready(c, key, T))
+            return sd_diag_set(d, SD_EINVAL,
+                               "cuSPARSELt: [%lld, %lld] x %d rows in a graph capture before any eager use",
+                               (long long)m->shape->rows, (long long)m->shape->cols, n);
+        c->captured = 1;
+    }
     cslt_plan *p = NULL;
     SD_TRY(get_plan(c, m->shape, n, &p, d));
     SD_TRY(out_room(c, (size_t)n * (size_t)m->shape->rows, d));
     const float one = 1.f, zero = 0.f;
-    cudaStream_t st = (cudaStream_t)stream;
     if (c->search && !p->searched) {
         /* runs every algorithm config into the module's own product buffer (beta 0) and keeps the
          * fastest in the plan, whose workspace may then differ */

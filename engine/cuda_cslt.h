@@ -59,13 +59,18 @@ const char *sd_cslt_version(const sd_cslt *c);
 /* Device bytes the compressed copies take, and how many there are. */
 size_t sd_cslt_bytes(const sd_cslt *c, int *count);
 
+/* 1 if sd_cslt_matmul of T rows for key can run inside a graph capture: an eager call of as many
+ * padded rows has made (and, with search, searched) its plan and sized the buffers it uses. */
+int sd_cslt_ready(const sd_cslt *c, const void *key, int T);
+
 /* y [T, rows] fp32 = x [T, cols] bf16 (row-major, ld cols) times W^T for the weight filed under key;
  * with acc, y += x W^T. cuSPARSELt gives bf16 inputs a bf16 product only, so the product is rounded
  * to bf16 (as a bf16 model's linear outputs are) and a pass of ours writes or adds it into y. x must
  * hold sd_cslt_pad_rows(T) rows (the rows past T are multiplied too, into a buffer of the module's,
  * and dropped); x and y 16-byte aligned. The first use of a (shape, padded rows) creates its plan
- * (host work and, where the workspace or the product buffer grows, a device allocation): not while
- * a graph is being captured. */
+ * (host work and, where the workspace or the product buffer grows, a device allocation): inside a
+ * graph capture only what sd_cslt_ready allows runs (else SD_EINVAL). Buffers a captured graph uses
+ * stay allocated until sd_cslt_free. */
 int sd_cslt_matmul(sd_cslt *c, const void *key, const void *x, float *y, int T, int acc, void *stream,
                    sd_diag *d);
 

@@ -236,7 +236,11 @@ typedef struct sd_cu_mm {
     /* the 2:4 linears' copies in cuSPARSELt's layout (engine/cuda_cslt.h; sd__cu_mm_cslt), which
      * take their GEMMs of more than SD_NM_MAX_B_WIDE rows; NULL without them */
     struct sd_cslt *cslt;
-    int row_cap; /* rows the backend's linear inputs hold: sd_cslt_pad_rows(T) for any T it sends */
+    int row_cap;           /* rows the backend's linear inputs hold: sd_cslt_pad_rows(T) for any T it sends */
+    int cslt_timed;        /* 1: cuSPARSELt takes 65..max_wide rows where first use timed it fastest; 0:
+                              wherever it can (SD_CUSPARSELT_TIMED) */
+    int64_t cslt_captured; /* cuSPARSELt GEMMs captured into graphs (for tests) */
+    int cslt_graph_off;    /* a capture with cuSPARSELt failed: graphs run without it (cuda_step.cu) */
 } sd_cu_mm;
 
 /* Sizes the scratch for the largest bitmask linear in w and creates cuBLAS on stream st. max_wide:

@@ -2,8 +2,9 @@
  * up to SD_NM_MAX_B_WIDE, or in tiles up to mm->max_wide): the kernels' bitmask SpMV / dense GEMV,
  * reading the weights once for all rows (once a tile). Prefill and larger batches: cuBLAS bf16 GEMM
  * (bitmask weights expanded into a dense scratch first). Each (shape, rows bucket) takes whichever
- * of the two timed faster at its first use. 2:4 linears with a cuSPARSELt copy take its sparse
- * GEMM above SD_NM_MAX_B_WIDE rows outside graph capture (cslt_takes). */
+ * of the two timed faster at its first use. A 2:4 linear with a cuSPARSELt copy adds its sparse
+ * GEMM to that choice above SD_NM_MAX_B_WIDE rows, and takes it always above the tiles' rows; a
+ * graph capture runs it where an eager use has made its plan (cslt_can). */
 #include "engine/cuda_impl.cuh"
 
 #include <stdio.h>
@@ -195,18 +196,23 @@ int sd__cu_gemm_bf16(cublasHandle_t blas, const __nv_bfloat16 *w, int64_t rows, 
     return 0;
 }
 
-/* cuSPARSELt takes a 2:4 linear it holds a copy of, where the operands have room for the padded
- * rows, for more rows than the plain wide kernels take (SD_NM_MAX_B_WIDE): on the 8B linears at
- * 128-2048 rows its searched configs ran 1.0-2.9x faster than the tiled kernels or expansion +
- * cuBLAS (kernels/NOTES.md v31). Not while a graph is being captured (the decode graphs: plans are
- * made at first use, and the library's kernels are not known to be capturable), where the tiled
- * kernels (tuned beside it in sd__cu_linear) or expansion + cuBLAS run instead. */
-static int cslt_takes(const sd_cu_mm *mm, const sd_cu_linear *l, int T, cudaStream_t st)
+static int capturing(cudaStream_t st)
 {
     cudaStreamCaptureStatus cs;
+    return cudaStreamIsCapturing(st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone;
+}
+
+/* cuSPARSELt may take T rows of a 2:4 linear it holds a copy of: more rows than the plain wide
+ * kernels take (SD_NM_MAX_B_WIDE), the operands with room for the padded rows, and inside a graph
+ * capture (the decode graphs of 65-256 sequences) only where an eager use of as many padded rows
+ * has made and searched its plan. On the 8B linears its searched configs ran 0.6-1.35x dense cuBLAS
+ * at 128-512 rows and 1.1-1.35x from 1024 (kernels/NOTES.md v31): against the tiled kernels it
+ * is timed (tune), against expansion + cuBLAS it always wins. */
+static int cslt_can(const sd_cu_mm *mm, const sd_cu_linear *l, int T, cudaStream_t st)
+{
     return mm->cslt && T > SD_NM_MAX_B_WIDE && sd_cslt_pad_rows(T) <= mm->row_cap &&
-           sd_cslt_has(mm->cslt, l) && cudaStreamIsCapturing(st, &cs) == cudaSuccess &&
-           cs == cudaStreamCaptureStatusNone;
+           sd_cslt_has(mm->cslt, l) &&
+           (!capturing(st) || (!mm->cslt_graph_off && sd_cslt_ready(mm->cslt, l, T)));
 }
 
 /* The GEMM path: cuBLAS, bitmask weights expanded into the dense scratch first. */
@@ -231,18 +237,31 @@ const sd_cu_tuned *sd__cu_find_tuned(const sd_cu_mm *mm, const sd_cu_tuned *p)
 
 static const sd_cu_tuned *find_tuned(const sd_cu_mm *mm, const sd_cu_linear *l, int T, int acc)
 {
-    const sd_cu_tuned p = {l->rows, l->cols, sd_nm_tune_bucket(T), !l->bitmask, l->nm_m, acc, 0, 0.f, 0.f};
+    const sd_cu_tuned p = {l->rows, l->cols, sd_nm_tune_bucket(T), !l->bitmask, l->nm_m, acc, 0, 0.f, 0.f,
+                           0,       0.f};
     return sd__cu_find_tuned(mm, &p);
 }
 
-/* The best of 3 timed runs of one path after a warm-up run, in ms. */
-static int time_path(sd_cu_mm *mm, int blas, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out,
+enum { PATH_KERNEL, PATH_BLAS, PATH_CSLT };
+
+static int run_path(sd_cu_mm *mm, int path, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
+                    int acc, cudaStream_t st, sd_diag *d)
+{
+    if (path == PATH_CSLT)
+        return sd_cslt_matmul(mm->cslt, l, in, out, T, acc, st, d);
+    return path == PATH_BLAS ? run_blas(mm, l, in, out, T, acc, st, d)
+                             : run_kernel(mm, l, in, out, T, acc, st, d);
+}
+
+/* The best of 3 timed runs of one path after a warm-up run (which makes and searches a cuSPARSELt
+ * plan), in ms. */
+static int time_path(sd_cu_mm *mm, int path, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out,
                      int T, int acc, cudaStream_t st, float *ret_ms, sd_diag *d)
 {
     float best = 1e30f;
     for (int r = 0; r < 4; r++) {
         SD_CU(d, cudaEventRecord(mm->ev[0], st));
-        SD_TRY(blas ? run_blas(mm, l, in, out, T, acc, st, d) : run_kernel(mm, l, in, out, T, acc, st, d));
+        SD_TRY(run_path(mm, path, l, in, out, T, acc, st, d));
         SD_CU(d, cudaEventRecord(mm->ev[1], st));
         SD_CU(d, cudaEventSynchronize(mm->ev[1]));
         float ms = 0;
@@ -254,18 +273,31 @@ static int time_path(sd_cu_mm *mm, int blas, const sd_cu_linear *l, const __nv_b
     return 0;
 }
 
+/* Times cuSPARSELt for t's problem (T rows of l) and makes it t's path where it beats the other two.
+ * Eager only; the first run makes and searches the plan that a graph capture of as many rows then
+ * finds ready. */
+static int tune_cslt(sd_cu_mm *mm, sd_cu_tuned *t, const sd_cu_linear *l, const __nv_bfloat16 *in, int T,
+                     int acc, cudaStream_t st, sd_diag *d)
+{
+    float tc = 0;
+    if (mm->tp) /* as in tune: the synchronizations below must wait on this GPU's kernels only */
+        SD_TRY(sd__tp_sync(mm->tp, st, d));
+    SD_TRY(time_path(mm, PATH_CSLT, l, in, mm->tune_y, T, acc, st, &tc, d));
+    t->ms_cslt = tc;
+    t->use_cslt = tc < t->ms_kernel && tc < t->ms_blas;
+    return 0;
+}
+
 /* First eager use of a (shape, pattern, rows bucket, accumulate) problem: autotune the kernels' config,
- * then time it against cuBLAS and keep the faster path (the SpMV wins at small T, GEMM as T
- * grows). The timed runs write mm->tune_y, never the caller's output (which an accumulating
- * linear must find intact). NULL while a graph is being captured (no timing there) or when the
- * table is full. */
+ * then time it against cuBLAS (and cuSPARSELt where it may take the rows) and keep the fastest path
+ * (the SpMV wins at small T, GEMM as T grows). The timed runs write mm->tune_y, never the caller's
+ * output (which an accumulating linear must find intact). NULL while a graph is being captured (no
+ * timing there) or when the table is full. */
 static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, int T, int acc, cudaStream_t st,
                 const sd_cu_tuned **ret, sd_diag *d)
 {
-    cudaStreamCaptureStatus cs;
     *ret = NULL;
-    if (cudaStreamIsCapturing(st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone ||
-        mm->n_tuned == SD_CU_MAX_TUNED)
+    if (capturing(st) || mm->n_tuned == SD_CU_MAX_TUNED)
         return 0;
     /* Tensor parallel: the stream may still hold this step's collectives, which wait on the
      * peers. Drain it under the group's deadline (and peer watch) first, so that the
@@ -277,22 +309,31 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, in
     spmv_args(&a, mm, l, in, y, T, acc);
     SD_TRY(sd_nm_autotune((sd_kernels_ctx *)mm->spmv, &a, 1, !l->bitmask, st, d));
     float tk = 0, tb = 0;
-    SD_TRY(time_path(mm, 0, l, in, y, T, acc, st, &tk, d));
-    SD_TRY(time_path(mm, 1, l, in, y, T, acc, st, &tb, d));
-    sd_cu_tuned *t = &mm->tuned[mm->n_tuned++];
-    *t = (sd_cu_tuned){l->rows, l->cols, sd_nm_tune_bucket(T), !l->bitmask, l->nm_m, acc, tb < tk, tk, tb};
+    SD_TRY(time_path(mm, PATH_KERNEL, l, in, y, T, acc, st, &tk, d));
+    SD_TRY(time_path(mm, PATH_BLAS, l, in, y, T, acc, st, &tb, d));
+    sd_cu_tuned t = {l->rows, l->cols, sd_nm_tune_bucket(T), !l->bitmask, l->nm_m, acc, tb < tk, tk, tb,
+                     0,       0.f};
+    if (cslt_can(mm, l, T, st))
+        SD_TRY(tune_cslt(mm, &t, l, in, T, acc, st, d));
+    mm->tuned[mm->n_tuned] = t;
+    *ret = &mm->tuned[mm->n_tuned++];
     if (mm->on_tune)
         mm->on_tune(mm->on_tune_ud);
     if (mm->tune_log) {
         int rw = 0, split = 0;
+        char cs[48] = "";
         sd_nm_config(&a, !l->bitmask, &rw, &split);
+        if (t.ms_cslt > 0)
+            snprintf(cs, sizeof cs, ", cuSPARSELt %.1f us", t.ms_cslt * 1e3);
         fprintf(
             stderr,
-            "tune: [%lld, %lld] %s%d:%d, %d rows%s: kernel rw=%d split=%d %.1f us, cuBLAS %.1f us -> %s\n",
+            "tune: [%lld, %lld] %s%d:%d, %d rows%s: kernel rw=%d split=%d %.1f us, cuBLAS %.1f us%s -> %s\n",
             (long long)l->rows, (long long)l->cols, l->bitmask ? "" : "dense ", l->nm_n, l->nm_m, T,
-            acc ? " (accumulate)" : "", rw, split, tk * 1e3, tb * 1e3, t->use_blas ? "cuBLAS" : "kernel");
+            acc ? " (accumulate)" : "", rw, split, tk * 1e3, tb * 1e3, cs,
+            t.use_cslt   ? "cuSPARSELt"
+            : t.use_blas ? "cuBLAS"
+                         : "kernel");
     }
-    *ret = t;
     return 0;
 }
 
@@ -334,23 +375,29 @@ int sd__cu_linear_swiglu(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat1
     return 0;
 }
 
+static int run_cslt(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,
+                    cudaStream_t st, sd_diag *d)
+{
+    mm->cslt_captured += capturing(st);
+    return sd_cslt_matmul(mm->cslt, l, in, out, T, acc, st, d);
+}
+
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,
                   cudaStream_t st, sd_diag *d)
 {
-    if (cslt_takes(mm, l, T, st)) {
-        /* the wide kernels' choice for these rows is made here too: a decode graph of as many rows,
-         * captured later, cannot time it and keeps cuSPARSELt out (kernels/NOTES.md v31) */
-        if (wide_ok(mm, l, in, T) && !find_tuned(mm, l, T, acc)) {
-            const sd_cu_tuned *t = NULL;
-            SD_TRY(tune(mm, l, in, T, acc, st, &t, d));
-        }
-        return sd_cslt_matmul(mm->cslt, l, in, out, T, acc, st, d);
-    }
+    const int cs = cslt_can(mm, l, T, st);
     if (T > SD_NM_MAX_B && !wide_ok(mm, l, in, T))
-        return run_blas(mm, l, in, out, T, acc, st, d);
+        return cs ? run_cslt(mm, l, in, out, T, acc, st, d) : run_blas(mm, l, in, out, T, acc, st, d);
     const sd_cu_tuned *t = find_tuned(mm, l, T, acc);
     if (!t)
         SD_TRY(tune(mm, l, in, T, acc, st, &t, d));
+    else if (cs && t->ms_cslt <= 0.f && !capturing(st)) { /* tuned without the copies (a cache) */
+        SD_TRY(tune_cslt(mm, (sd_cu_tuned *)t, l, in, T, acc, st, d)); /* an entry of mm->tuned */
+        if (mm->on_tune)
+            mm->on_tune(mm->on_tune_ud);
+    }
+    if (cs && (!mm->cslt_timed || (t && t->use_cslt)))
+        return run_cslt(mm, l, in, out, T, acc, st, d);
     return t && t->use_blas ? run_blas(mm, l, in, out, T, acc, st, d)
                             : run_kernel(mm, l, in, out, T, acc, st, d);
 }

@@ -288,7 +288,9 @@ static void log_graph_nodes(cudaGraph_t g, int k)
             1 << k, n, kernel, memset_, memcpy_, n - kernel - memset_ - memcpy_);
 }
 
-/* Captures the step of shape s into b->graphs[k], replacing the graph there. */
+/* Captures the step of shape s into b->graphs[k], replacing the graph there. A capture that held
+ * cuSPARSELt's GEMMs and failed is made again without them (a library version whose kernels do
+ * not capture must not stop decoding), and the graphs keep them out from then on. */
 static int capture_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag *d)
 {
     if (b->graphs[k]) {
@@ -296,6 +298,7 @@ static int capture_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag
         b->graphs[k] = NULL;
     }
     cudaGraph_t g = NULL;
+    const int64_t cslt0 = b->mm.cslt_captured;
     SD_CU(d, cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
     int rc = enqueue_step(b, s, d);
     cudaError_t e = cudaStreamEndCapture(b->st, &g);
@@ -305,6 +308,16 @@ static int capture_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag
         e = cudaGraphInstantiate(&b->graphs[k], g, 0);
     if (g)
         cudaGraphDestroy(g);
+    if ((rc || e != cudaSuccess) && b->mm.cslt_captured > cslt0 && !b->mm.cslt_graph_off) {
+        fprintf(stderr,
+                "sparsed: a decode graph with cuSPARSELt's GEMMs did not capture (%s); the graphs go on "
+                "without them\n",
+                rc ? sd_diag_str(d, rc) : cudaGetErrorString(e));
+        cudaGetLastError(); /* a capture error is not sticky */
+        b->mm.cslt_captured = cslt0;
+        b->mm.cslt_graph_off = 1;
+        return capture_graph(b, s, k, d);
+    }
     if (rc)
         return rc;
     SD_CU(d, e);
