@@ -275,9 +275,12 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     if (!rc && b->mm.cslt) /* a plan per padded row count: the warm-up runs each */
         b->base.gemm_row_step = SD_CSLT_ROW_STEP;
     /* 65-256 rows (a decode batch, a short prompt chunk) take cuSPARSELt where first use timed it
-     * faster than the tiles and cuBLAS, also inside the decode graphs; SD_CUSPARSELT_TIMED=0: wherever
-     * it can, untimed (as before it was timed), to measure what the timing brings */
+     * faster than the tiles and cuBLAS; SD_CUSPARSELT_TIMED=0: wherever it can, untimed (as before it
+     * was timed), to measure what the timing brings. SD_CUSPARSELT_GRAPHS=1: inside the decode
+     * graphs too (batches of 65-256 sequences); off until a GPU run has checked it
+     * (tools/gpu/cslt_graph_ab.sh, kernels/NOTES.md v32) */
     b->mm.cslt_timed = env_mode("SD_CUSPARSELT_TIMED", 1, 1);
+    b->mm.cslt_graph_off = !env_mode("SD_CUSPARSELT_GRAPHS", 0, 1);
     if (!rc && b->tp.comm)
         b->mm.tp = &b->tp; /* first-use timing drains the stream under the group's deadline */
     if (!rc) {

@@ -240,7 +240,8 @@ typedef struct sd_cu_mm {
     int cslt_timed;        /* 1: cuSPARSELt takes 65..max_wide rows where first use timed it fastest; 0:
                               wherever it can (SD_CUSPARSELT_TIMED) */
     int64_t cslt_captured; /* cuSPARSELt GEMMs captured into graphs (for tests) */
-    int cslt_graph_off;    /* a capture with cuSPARSELt failed: graphs run without it (cuda_step.cu) */
+    int cslt_graph_off;    /* graphs run without cuSPARSELt: SD_CUSPARSELT_GRAPHS unset, or a capture
+                              with it failed (cuda_step.cu) */
 } sd_cu_mm;
 
 /* Sizes the scratch for the largest bitmask linear in w and creates cuBLAS on stream st. max_wide:

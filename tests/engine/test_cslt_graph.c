@@ -1,9 +1,10 @@
 /* test_cslt_graph: 2:4 decode batches of 65-256 sequences with cuSPARSELt inside the decode graphs
- * (engine/cuda_linear.cu cslt_can). The tiny model pruned 2:4, NSEQ sequences prefilled one by one,
- * then DSTEPS decode steps of all of them at once: eagerly, and from the graph of their bucket
- * (128 rows), against the CPU backend. With SD_CUSPARSELT_TIMED=0 cuSPARSELt takes every linear
- * of those rows, so the graph must hold its GEMMs; with the default (timed against the tiles and
- * cuBLAS) whichever path first use picked runs. Needs a GPU and cuSPARSELt (PyTorch's wheels). */
+ * (SD_CUSPARSELT_GRAPHS=1; engine/cuda_linear.cu cslt_can). The tiny model pruned 2:4, NSEQ
+ * sequences prefilled one by one, then DSTEPS decode steps of all of them at once: eagerly, and
+ * from the graph of their bucket (128 rows), against the CPU backend. With SD_CUSPARSELT_TIMED=0
+ * cuSPARSELt takes every linear of those rows, so the graph must hold its GEMMs; timed (the
+ * default) whichever path first use picked runs; without SD_CUSPARSELT_GRAPHS (the default) the
+ * graph must hold none. Needs a GPU and cuSPARSELt (PyTorch's wheels). */
 #include "tests/harness.h"
 
 #include <math.h>
@@ -102,17 +103,24 @@ static void compare(const char *what, const float *got, const float *ref, int32_
     CHECK_MSG(ties <= 2, "%s: %d picks differ", what, ties);
 }
 
-/* The CUDA backend with SD_CUSPARSELT_TIMED=timed: eager and graph runs against the CPU's logits. */
-static void graph_vs_cpu(const sd_model *m, const char *timed, const float *cpu, int32_t V)
+/* The CUDA backend with SD_CUSPARSELT_GRAPHS=graphs (NULL: unset) and SD_CUSPARSELT_TIMED=timed:
+ * eager and graph runs against the CPU's logits. */
+static void graph_vs_cpu(const sd_model *m, const char *graphs, const char *timed, const float *cpu,
+                         int32_t V)
 {
     sd_backend_opts o;
     opts(&o);
     sd_backend *gpu = NULL;
     sd_diag d = {0};
+    if (graphs)
+        setenv("SD_CUSPARSELT_GRAPHS", graphs, 1);
     setenv("SD_CUSPARSELT_TIMED", timed, 1);
     int rc = sd_backend_cuda_init(&gpu, m, &o, &d);
+    unsetenv("SD_CUSPARSELT_GRAPHS");
     unsetenv("SD_CUSPARSELT_TIMED");
-    CHECK_MSG(rc == 0, "SD_CUSPARSELT_TIMED=%s: %s", timed, sd_diag_str(&d, rc));
+    char what[96];
+    snprintf(what, sizeof what, "graphs=%s timed=%s", graphs ? graphs : "unset", timed);
+    CHECK_MSG(rc == 0, "%s: %s", what, sd_diag_str(&d, rc));
     if (rc)
         return;
     CHECK_MSG(sd_backend_cuda_cslt(gpu, NULL) == 4 * sd_model_cfg(m)->n_layers, "%d cuSPARSELt copies",
@@ -131,22 +139,25 @@ static void graph_vs_cpu(const sd_model *m, const char *timed, const float *cpu,
     CHECK_MSG(rc == 0, "graph run failed");
     if (!rc) {
         const int64_t replays = sd_backend_cuda_graph_replays(gpu), cap = sd_backend_cuda_cslt_captured(gpu);
-        fprintf(stderr, "  SD_CUSPARSELT_TIMED=%s: %lld replays, %lld cuSPARSELt GEMMs captured\n", timed,
-                (long long)replays, (long long)cap);
-        CHECK_MSG(replays == DSTEPS - 1, "%lld replays", (long long)replays);
+        fprintf(stderr, "  %s: %lld replays, %lld cuSPARSELt GEMMs captured\n", what, (long long)replays,
+                (long long)cap);
+        CHECK_MSG(replays == DSTEPS - 1, "%s: %lld replays", what, (long long)replays);
         /* untimed, every linear of the 128-row bucket runs cuSPARSELt: the graph (and the refine
-         * pass's captures) hold at least one GEMM a linear */
-        if (!strcmp(timed, "0"))
-            CHECK_MSG(cap >= 4 * sd_model_cfg(m)->n_layers, "%lld cuSPARSELt GEMMs captured", (long long)cap);
-        char what[64];
-        snprintf(what, sizeof what, "timed=%s eager vs CPU", timed);
-        compare(what, e, cpu, V, 1e-2);
-        snprintf(what, sizeof what, "timed=%s graph vs CPU", timed);
-        compare(what, g, cpu, V, 1e-2);
+         * pass's captures) hold at least one GEMM a linear; without the switch, none */
+        if (!graphs)
+            CHECK_MSG(cap == 0, "%s: %lld cuSPARSELt GEMMs captured", what, (long long)cap);
+        else if (!strcmp(timed, "0"))
+            CHECK_MSG(cap >= 4 * sd_model_cfg(m)->n_layers, "%s: %lld cuSPARSELt GEMMs captured", what,
+                      (long long)cap);
+        char cmp[160];
+        snprintf(cmp, sizeof cmp, "%s, eager vs CPU", what);
+        compare(cmp, e, cpu, V, 1e-2);
+        snprintf(cmp, sizeof cmp, "%s, graph vs CPU", what);
+        compare(cmp, g, cpu, V, 1e-2);
         /* the graph runs 128 rows where eager ran 72: other lm_head and kernel configs may round
          * differently, the 2:4 linears' GEMMs not (the same plan) */
-        snprintf(what, sizeof what, "timed=%s graph vs eager", timed);
-        compare(what, g, e, V, 5e-3);
+        snprintf(cmp, sizeof cmp, "%s, graph vs eager", what);
+        compare(cmp, g, e, V, 5e-3);
     }
     free(e);
     free(g);
@@ -178,8 +189,9 @@ static void test_decode_graph_cslt(void)
     const int32_t V = rc ? 0 : sd_model_cfg(m)->vocab;
     float *ref = rc ? NULL : malloc((size_t)DSTEPS * NSEQ * V * 4);
     if (!rc && ref && !(rc = run(cpu, 0, V, ref))) {
-        graph_vs_cpu(m, "0", ref, V);
-        graph_vs_cpu(m, "1", ref, V);
+        graph_vs_cpu(m, "1", "0", ref, V);
+        graph_vs_cpu(m, "1", "1", ref, V);
+        graph_vs_cpu(m, NULL, "0", ref, V);
     }
     CHECK(rc == 0);
     free(ref);

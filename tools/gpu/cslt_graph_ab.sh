@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# tools/gpu/cslt_graph_ab.sh: cuSPARSELt inside the decode graphs and timed against the tiles
-# (kernels/NOTES.md v32), in one device call of ~8 minutes. Steps, each packed into $OUT/r.tgz as
-# it ends:
+# tools/gpu/cslt_graph_ab.sh: cuSPARSELt timed against the tiles at 65-256 rows, and inside the
+# decode graphs (SD_CUSPARSELT_GRAPHS=1; kernels/NOTES.md v32), in one device call of ~9 minutes.
+# Steps, each packed into $OUT/r.tgz as it ends:
 #   1. every GPU test binary, test_cslt_graph (new: cuSPARSELt captured into a 128-row decode graph)
 #      and test_warmup;
 #   2. `sparsed bench decode` at Llama-3.1-8B shapes, batch 64 / 128 / 256: dense and 2:4 with the
-#      defaults (cuSPARSELt where first use timed it fastest, graphs included), 2:4 with
-#      SD_CUSPARSELT_TIMED=0 (cuSPARSELt wherever it can) and with SD_CUSPARSELT=0 (the tiles only);
+#      defaults (cuSPARSELt timed, out of the graphs: the decode graphs run the tiles), 2:4 with
+#      SD_CUSPARSELT_GRAPHS=1 (timed, in the graphs), with SD_CUSPARSELT_TIMED=0 too (cuSPARSELt
+#      wherever it can) and with SD_CUSPARSELT=0 (the tiles only);
 #   3. `sparsed bench prefill`, chunks of 128-512 tokens: dense, 2:4 with the defaults and with
 #      SD_CUSPARSELT_TIMED=0 (v31's rule: cuSPARSELt above 64 rows, untimed);
-#   4. the steady load at 128 req/s with up to 128 sequences a step, dense and 2:4.
+#   4. the steady load at 128 req/s with up to 128 sequences a step: dense, 2:4, and 2:4 with
+#      SD_CUSPARSELT_GRAPHS=1;
+#   5. in the time left, the batch-1 records (every pattern's decode, the 8B kernel table).
 # Run from the repo root with the binaries prebuilt here (tools/gpu/prebuild.sh with the list of
 # AB_GPU_TESTS plus test_cslt_graph and test_warmup) and the tokenizer packed:
 #   tar xJf results/tmp/bins.tar.xz && AB_PREBUILT=1 bash tools/gpu/cslt_graph_ab.sh
@@ -42,7 +45,8 @@ bench_decode() {
     grep -E '^\| (dense|2:4)' "$R/decode-$name.md" | sed "s/^/$name /" >>"$R/summary.txt"
 }
 bench_decode default -- --pattern dense,2:4 --batch 64,128,256
-bench_decode untimed SD_CUSPARSELT_TIMED=0 -- --pattern 2:4 --batch 128,256
+bench_decode graphs SD_CUSPARSELT_GRAPHS=1 -- --pattern 2:4 --batch 128,256
+bench_decode graphs-untimed SD_CUSPARSELT_GRAPHS=1 SD_CUSPARSELT_TIMED=0 -- --pattern 2:4 --batch 128,256
 bench_decode tiles SD_CUSPARSELT=0 -- --pattern 2:4 --batch 128,256
 ab_pack
 
@@ -62,16 +66,21 @@ bench_prefill untimed SD_CUSPARSELT_TIMED=0 -- --pattern 2:4
 ab_pack
 
 B=build/gpu RATES=128 N=256 PORT=18284 OUTLEN=128 SERVE_EXTRA="--max-seqs 128"
+steady() { # NAME CKPT: steady_load with its table in summary.txt (the caller's env reaches the daemon)
+    local name=$1 ck=$2
+    steady_load "$R/steady-$name" "$ck" 150 --timeout 120
+    ab_note "steady $name rc=$? $(ab_el) s: $(grep -o 'ready at .* after [0-9]* s' "$R/steady-$name.log")"
+    steady_table "$R/steady-$name" >>"$R/summary.txt"
+    ab_pack
+}
 for p in dense 2:4; do
     name=${p/:/of}
     python3 tools/synth_ckpt.py --config $P8 --tokenizer results/tmp/llama3 --out /tmp/ck-$name \
         $([ $p = dense ] || echo --pattern $p) >"$R/synth-$name.log" 2>&1
     ab_note "synth $p rc=$? $(ab_el) s"
-    steady_load "$R/steady-$name" /tmp/ck-$name 150 --timeout 120
-    ab_note "steady $p rc=$? $(ab_el) s: $(grep -o 'ready at .* after [0-9]* s' "$R/steady-$name.log")"
-    steady_table "$R/steady-$name" >>"$R/summary.txt"
+    steady "$name" /tmp/ck-$name
+    [ $p = dense ] || SD_CUSPARSELT_GRAPHS=1 steady "$name-graphs" /tmp/ck-$name
     rm -rf /tmp/ck-$name
-    ab_pack
 done
 
 # 5. the batch-1 records on this machine, in what time the call has left (a 600 s device call):
