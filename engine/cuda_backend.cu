@@ -278,9 +278,12 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
      * faster than the tiles and cuBLAS; SD_CUSPARSELT_TIMED=0: wherever it can, untimed (as before it
      * was timed), to measure what the timing brings. SD_CUSPARSELT_GRAPHS=1: inside the decode
      * graphs too (batches of 65-256 sequences); off until a GPU run has checked it
-     * (tools/gpu/cslt_graph_ab.sh, kernels/NOTES.md v32) */
+     * (tools/gpu/cslt_graph_ab.sh, kernels/NOTES.md v32); =2 (tests): on, and the first capture
+     * with it fails, so the graphs go on without it (cuda_step.cu capture_graph) */
     b->mm.cslt_timed = env_mode("SD_CUSPARSELT_TIMED", 1, 1);
-    b->mm.cslt_graph_off = !env_mode("SD_CUSPARSELT_GRAPHS", 0, 1);
+    const int cg = env_mode("SD_CUSPARSELT_GRAPHS", 0, 2);
+    b->mm.cslt_graph_off = cg == 0;
+    b->mm.cslt_graph_fail = cg == 2;
     if (!rc && b->tp.comm)
         b->mm.tp = &b->tp; /* first-use timing drains the stream under the group's deadline */
     if (!rc) {

@@ -242,6 +242,7 @@ typedef struct sd_cu_mm {
     int64_t cslt_captured; /* cuSPARSELt GEMMs captured into graphs (for tests) */
     int cslt_graph_off;    /* graphs run without cuSPARSELt: SD_CUSPARSELT_GRAPHS unset, or a capture
                               with it failed (cuda_step.cu) */
+    int cslt_graph_fail;   /* SD_CUSPARSELT_GRAPHS=2 (tests): the first capture of a GEMM fails */
 } sd_cu_mm;
 
 /* Sizes the scratch for the largest bitmask linear in w and creates cuBLAS on stream st. max_wide:

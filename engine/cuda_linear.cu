@@ -378,7 +378,14 @@ int sd__cu_linear_swiglu(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat1
 static int run_cslt(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,
                     cudaStream_t st, sd_diag *d)
 {
-    mm->cslt_captured += capturing(st);
+    if (capturing(st)) {
+        mm->cslt_captured++;
+        if (mm->cslt_graph_fail) { /* SD_CUSPARSELT_GRAPHS=2: the tests' capture failure, once */
+            mm->cslt_graph_fail = 0;
+            return sd_diag_set(d, SD_ECUDA,
+                               "cuSPARSELt in a graph: a failure injected by SD_CUSPARSELT_GRAPHS=2");
+        }
+    }
     return sd_cslt_matmul(mm->cslt, l, in, out, T, acc, st, d);
 }
 
