@@ -8,6 +8,7 @@
 #include "engine/bench_common.h"
 #include "engine/cuda_cslt.h"
 #include "engine/cuda_impl.cuh"
+#include "kernels/nm_format.h"
 
 /* What one run holds: the operands, cuBLAS, the timing events, the L2 flush buffer. */
 typedef struct gb {
@@ -27,7 +28,7 @@ typedef struct gb {
 #define GB_FLUSH_BYTES ((size_t)128 << 20) /* twice the H200's L2 */
 #define GB_WS_BYTES ((size_t)32 << 20)     /* as the backend's cuBLAS workspace */
 
-typedef enum { GB_DENSE, GB_EXPAND, GB_EXPAND_BLAS, GB_CSLT } gb_path;
+typedef enum { GB_DENSE, GB_EXPAND, GB_EXPAND_WARP, GB_EXPAND_BLAS, GB_CSLT } gb_path;
 
 /* The backend's own GEMM call (cuda_linear.cu). */
 static int gemm(gb *g, const __nv_bfloat16 *w, sd_diag *d)
@@ -41,7 +42,8 @@ static int run_path(gb *g, gb_path p, sd_diag *d)
         return gemm(g, g->w, d);
     if (p == GB_CSLT)
         return sd_cslt_matmul(g->cslt, g->values, g->x, g->y, g->T, 0, g->st, d);
-    SD_TRY(sd__cu_expand_bitmask(g->values, g->mask, g->scratch, g->rows, g->cols, g->st, d));
+    SD_TRY(sd__cu_expand_bitmask(g->values, g->mask, g->scratch, g->rows, g->cols, p == GB_EXPAND_WARP, g->st,
+                                 d));
     return p == GB_EXPAND_BLAS ? gemm(g, g->scratch, d) : 0;
 }
 
@@ -119,6 +121,28 @@ static void gb_free(gb *g)
         cudaStreamDestroy(g->st);
 }
 
+/* Both expansion kernels into the scratch, each copied back: *same = 1 if their bits agree. */
+static int same_expansions(gb *g, int *same, sd_diag *d)
+{
+    const size_t bytes = (size_t)g->rows * (size_t)g->cols * 2;
+    void *h[2] = {malloc(bytes), malloc(bytes)};
+    int rc = h[0] && h[1] ? 0 : sd_diag_set(d, SD_ENOMEM, "bench gemm: %zu bytes", bytes);
+    for (int k = 0; k < 2 && !rc; k++) {
+        rc = sd__cu_expand_bitmask(g->values, g->mask, g->scratch, g->rows, g->cols, k, g->st, d);
+        cudaError_t e =
+            rc ? cudaSuccess : cudaMemcpyAsync(h[k], g->scratch, bytes, cudaMemcpyDeviceToHost, g->st);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(g->st);
+        if (!rc && e != cudaSuccess)
+            rc = sd_diag_set(d, SD_ECUDA, "bench gemm: %s", cudaGetErrorString(e));
+    }
+    if (!rc)
+        *same = !memcmp(h[0], h[1], bytes);
+    free(h[0]);
+    free(h[1]);
+    return rc;
+}
+
 /* cuSPARSELt with (search) or without the library's config search, its copy made from the
  * expanded bitmask; a failure is reported in t->cslt_err, not returned. */
 static void time_cslt(gb *g, int search, double *us, sd_gemm_times *t)
@@ -128,7 +152,7 @@ static void time_cslt(gb *g, int search, double *us, sd_gemm_times *t)
     g->cslt = NULL;
     int rc = sd_cslt_open(&g->cslt, search, &d);
     if (!rc)
-        rc = sd__cu_expand_bitmask(g->values, g->mask, g->scratch, g->rows, g->cols, g->st, &d);
+        rc = sd__cu_expand_bitmask(g->values, g->mask, g->scratch, g->rows, g->cols, 0, g->st, &d);
     if (!rc)
         rc = sd_cslt_add(g->cslt, g->values, g->scratch, g->rows, g->cols, g->st, &d);
     if (!rc)
@@ -150,6 +174,10 @@ int sd_cuda_gemm_bench(int device, int64_t rows, int64_t cols, int T, int reps, 
     if (!rc)
         rc = time_path(&g, GB_EXPAND, &t->expand_us, d);
     if (!rc)
+        rc = time_path(&g, GB_EXPAND_WARP, &t->expand_warp_us, d);
+    if (!rc)
+        rc = same_expansions(&g, &t->expand_same, d);
+    if (!rc)
         rc = time_path(&g, GB_EXPAND_BLAS, &t->expand_blas_us, d);
     if (!rc) {
         time_cslt(&g, 0, &t->cslt_us, t);
@@ -157,5 +185,76 @@ int sd_cuda_gemm_bench(int device, int64_t rows, int64_t cols, int T, int reps, 
             time_cslt(&g, 1, &t->cslt_search_us, t);
     }
     gb_free(&g);
+    return rc;
+}
+
+/* Device buffers of sd_cuda_expand_check. */
+typedef struct xc {
+    __nv_bfloat16 *values, *out;
+    uint32_t *mask;
+    uint16_t *h_values, *h_out, *h_ref;
+    uint32_t *h_mask;
+} xc;
+
+static void xc_free(xc *x)
+{
+    cudaFree(x->values);
+    cudaFree(x->out);
+    cudaFree(x->mask);
+    free(x->h_values);
+    free(x->h_out);
+    free(x->h_ref);
+    free(x->h_mask);
+}
+
+/* Kernel `warp`'s expansion of x's weights copied back and compared with the CPU's: *diff. */
+static int xc_run(xc *x, int64_t rows, int64_t cols, int warp, size_t *diff, sd_diag *d)
+{
+    const size_t n = (size_t)rows * (size_t)cols;
+    SD_CU(d, cudaMemset(x->out, 0xff, n * 2)); /* poisoned: every column must be written */
+    SD_TRY(sd__cu_expand_bitmask(x->values, x->mask, x->out, rows, cols, warp, 0, d));
+    SD_CU(d, cudaMemcpy(x->h_out, x->out, n * 2, cudaMemcpyDeviceToHost));
+    *diff = 0;
+    for (size_t i = 0; i < n; i++)
+        *diff += x->h_out[i] != x->h_ref[i];
+    return 0;
+}
+
+int sd_cuda_expand_check(int device, int64_t rows, int64_t cols, int n, int m, uint64_t seed, size_t diff[2],
+                         sd_diag *d)
+{
+    if (rows <= 0 || cols <= 0 || cols % 32)
+        return sd_diag_set(d, SD_EINVAL, "expand check: [%lld, %lld]", (long long)rows, (long long)cols);
+    const size_t nw = (size_t)rows * (size_t)cols;
+    xc x = {};
+    int rc = 0;
+#define XC_CU(call)                                                                                          \
+    do {                                                                                                     \
+        cudaError_t e_ = (call);                                                                             \
+        if (!rc && e_ != cudaSuccess)                                                                        \
+            rc = sd_diag_set(d, SD_ECUDA, "expand check: %s: %s", #call, cudaGetErrorString(e_));            \
+    } while (0)
+    XC_CU(cudaSetDevice(device));
+    XC_CU(cudaMalloc((void **)&x.values, nw));
+    XC_CU(cudaMalloc((void **)&x.out, nw * 2));
+    XC_CU(cudaMalloc((void **)&x.mask, nw / 8));
+    x.h_values = (uint16_t *)malloc(nw);
+    x.h_out = (uint16_t *)malloc(nw * 2);
+    x.h_ref = (uint16_t *)malloc(nw * 2);
+    x.h_mask = (uint32_t *)malloc(nw / 8);
+    if (!rc && (!x.h_values || !x.h_out || !x.h_ref || !x.h_mask))
+        rc = sd_diag_set(d, SD_ENOMEM, "expand check: %zu weights", nw);
+    if (!rc)
+        rc = sd__cu_fill_uniform_bf16(x.values, nw / 2, 1.f, seed, 0, d);
+    if (!rc)
+        rc = sd__cu_fill_nm_mask(x.mask, nw / 32, n, m, seed + 1, 0, d);
+    XC_CU(cudaMemcpy(x.h_values, x.values, nw, cudaMemcpyDeviceToHost));
+    XC_CU(cudaMemcpy(x.h_mask, x.mask, nw / 8, cudaMemcpyDeviceToHost));
+    if (!rc && sd_nm_expand(x.h_values, x.h_mask, rows, cols, x.h_ref))
+        rc = sd_diag_set(d, SD_EFORMAT, "expand check: the CPU refused the %d:%d mask", n, m);
+    for (int k = 0; k < 2 && !rc; k++)
+        rc = xc_run(&x, rows, cols, k, &diff[k], d);
+#undef XC_CU
+    xc_free(&x);
     return rc;
 }

@@ -192,9 +192,10 @@ int sd__cu_swiglu(const float *gu, __nv_bfloat16 *out, int T, int inter, int pdl
 /* out[i, :] = in[rows[i], :] for i < R; in, out: bf16 rows of `cols`. */
 int sd__cu_gather_rows(const __nv_bfloat16 *in, const int32_t *rows, __nv_bfloat16 *out, int R, int cols,
                        int pdl, cudaStream_t st, sd_diag *d);
-/* Bitmask (16 kept per word) -> dense bf16 [rows, cols]. */
+/* Bitmask (16 kept per word) -> dense bf16 [rows, cols]; warp: the kernel whose warps write their
+ * 32 words' columns in whole-sector stores (SD_EXPAND_WARP; the same bits either way). */
 int sd__cu_expand_bitmask(const __nv_bfloat16 *values, const uint32_t *mask, __nv_bfloat16 *out, int64_t rows,
-                          int64_t cols, cudaStream_t st, sd_diag *d);
+                          int64_t cols, int warp, cudaStream_t st, sd_diag *d);
 /* Fills n bf16 with uniform(-scale, scale) from a hash of (seed, index). */
 int sd__cu_fill_uniform_bf16(__nv_bfloat16 *p, size_t n, float scale, uint64_t seed, cudaStream_t st,
                              sd_diag *d);
@@ -243,6 +244,7 @@ typedef struct sd_cu_mm {
     int cslt_graph_off;    /* graphs run without cuSPARSELt: SD_CUSPARSELT_GRAPHS unset, or a capture
                               with it failed (cuda_step.cu) */
     int cslt_graph_fail;   /* SD_CUSPARSELT_GRAPHS=2 (tests): the first capture of a GEMM fails */
+    int expand_warp;       /* sd__cu_expand_bitmask's warp kernel (SD_EXPAND_WARP=1) */
 } sd_cu_mm;
 
 /* Sizes the scratch for the largest bitmask linear in w and creates cuBLAS on stream st. max_wide:

@@ -116,7 +116,8 @@ int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, int mode, cudaStream_t 
         const sd_cu_linear *l = layer_linear(w, k);
         if (!cslt_linear(l))
             continue;
-        SD_TRY(sd__cu_expand_bitmask(l->values, l->mask, mm->scratch, l->rows, l->cols, st, d));
+        SD_TRY(
+            sd__cu_expand_bitmask(l->values, l->mask, mm->scratch, l->rows, l->cols, mm->expand_warp, st, d));
         const int rc = sd_cslt_add(mm->cslt, l, mm->scratch, l->rows, l->cols, st, d);
         if (rc)
             return sd_diag_wrap(d, rc, "layer %d linear %d", k / 4, k % 4);
@@ -220,7 +221,8 @@ static int run_blas(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in
                     cudaStream_t st, sd_diag *d)
 {
     if (l->bitmask)
-        SD_TRY(sd__cu_expand_bitmask(l->values, l->mask, mm->scratch, l->rows, l->cols, st, d));
+        SD_TRY(
+            sd__cu_expand_bitmask(l->values, l->mask, mm->scratch, l->rows, l->cols, mm->expand_warp, st, d));
     return sd__cu_gemm_bf16(mm->blas, l->bitmask ? mm->scratch : l->w, l->rows, l->cols, in, out, T, acc, d);
 }
 

@@ -315,13 +315,58 @@ static __global__ void expand_kernel(const uint4 *__restrict__ values, const uin
     }
 }
 
+/* One warp a run of 32 mask words: each lane expands its word in registers as expand_kernel does,
+ * then the warp passes the run's 2 KB through shared memory and writes it 512 contiguous bytes a
+ * store. expand_kernel's lanes store 16 bytes every 64 (a store instruction fills half of each
+ * 32-byte sector it touches); the expansion of the 8B linears ran at about half the device's copy
+ * rate (kernels/NOTES.md v31), which these stores may explain (v32: measured by `bench gemm`).
+ * Lane i's quarter q sits at slot 4 i + (q ^ ((i >> 1) & 3)): conflict-free both ways. */
+#define EXPAND_WARPS 8
+static __global__ void __launch_bounds__(32 * EXPAND_WARPS)
+    expand_warp_kernel(const uint4 *__restrict__ values, const uint32_t *__restrict__ mask,
+                       uint4 *__restrict__ out, size_t n_words)
+{
+    __shared__ uint4 buf[EXPAND_WARPS][128];
+    const int lane = threadIdx.x & 31;
+    uint4 *b = buf[threadIdx.x >> 5];
+    const size_t n_runs = (n_words + 31) / 32;
+    for (size_t run = (size_t)blockIdx.x * EXPAND_WARPS + (threadIdx.x >> 5); run < n_runs;
+         run += (size_t)gridDim.x * EXPAND_WARPS) {
+        const size_t k = run * 32 + (size_t)lane;
+        if (k < n_words) {
+            const uint4 a = __ldg(values + 2 * k), c = __ldg(values + 2 * k + 1);
+            const uint32_t v[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
+            uint32_t o[16];
+            sd_nm_expand_word(__ldg(mask + k), v, o);
+            const int f = (lane >> 1) & 3;
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                b[4 * lane + (q ^ f)] = make_uint4(o[4 * q], o[4 * q + 1], o[4 * q + 2], o[4 * q + 3]);
+        }
+        __syncwarp();
+        const size_t left = n_words - run * 32, chunks = 4 * (left < 32 ? left : 32);
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int c = 32 * r + lane, i = c >> 2;
+            if ((size_t)c < chunks)
+                out[run * 128 + (size_t)c] = b[4 * i + ((c & 3) ^ ((i >> 1) & 3))];
+        }
+        __syncwarp(); /* the buffer is read before the next run writes it */
+    }
+}
+
 int sd__cu_expand_bitmask(const __nv_bfloat16 *values, const uint32_t *mask, __nv_bfloat16 *out, int64_t rows,
-                          int64_t cols, cudaStream_t st, sd_diag *d)
+                          int64_t cols, int warp, cudaStream_t st, sd_diag *d)
 {
     size_t n_words = (size_t)rows * (size_t)(cols / 32);
     if (((uintptr_t)values & 15) || ((uintptr_t)out & 15))
         return sd_diag_set(d, SD_EINVAL, "cuda: bitmask expansion of unaligned values or scratch");
-    expand_kernel<<<grid_for(n_words, 256), 256, 0, st>>>((const uint4 *)values, mask, (uint4 *)out, n_words);
+    if (warp)
+        expand_warp_kernel<<<grid_for((n_words + 31) / 32, EXPAND_WARPS), 32 * EXPAND_WARPS, 0, st>>>(
+            (const uint4 *)values, mask, (uint4 *)out, n_words);
+    else
+        expand_kernel<<<grid_for(n_words, 256), 256, 0, st>>>((const uint4 *)values, mask, (uint4 *)out,
+                                                              n_words);
     SD_CU_LAUNCH(d);
     return 0;
 }

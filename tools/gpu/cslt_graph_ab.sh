@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # tools/gpu/cslt_graph_ab.sh: cuSPARSELt timed against the tiles at 65-256 rows, and inside the
-# decode graphs (SD_CUSPARSELT_GRAPHS=1; kernels/NOTES.md v32), in one device call of ~9 minutes.
-# Steps, each packed into $OUT/r.tgz as it ends:
-#   1. every GPU test binary, test_cslt_graph (new: cuSPARSELt captured into a 128-row decode graph)
-#      and test_warmup;
+# decode graphs (SD_CUSPARSELT_GRAPHS=1), and the warp expansion kernel (SD_EXPAND_WARP=1;
+# kernels/NOTES.md v32), in one device call of ~9 minutes. Steps, each packed into $OUT/r.tgz as
+# it ends:
+#   1. every GPU test binary (AB_GPU_TESTS: new, test_cslt_graph, cuSPARSELt captured into a
+#      128-row decode graph, and test_expand_gpu, both expansion kernels against the CPU) and
+#      test_warmup;
+#   1b. `sparsed bench gemm` at 128 rows: the two expansion kernels side by side, same bits;
 #   2. `sparsed bench decode` at Llama-3.1-8B shapes, batch 64 / 128 / 256: dense and 2:4 with the
 #      defaults (cuSPARSELt timed, out of the graphs: the decode graphs run the tiles), 2:4 with
 #      SD_CUSPARSELT_GRAPHS=1 (timed, in the graphs), with SD_CUSPARSELT_TIMED=0 too (cuSPARSELt
 #      wherever it can) and with SD_CUSPARSELT=0 (the tiles only);
 #   3. `sparsed bench prefill`, chunks of 128-512 tokens: dense, 2:4 with the defaults and with
-#      SD_CUSPARSELT_TIMED=0 (v31's rule: cuSPARSELt above 64 rows, untimed);
+#      SD_CUSPARSELT_TIMED=0 (v31's rule: cuSPARSELt above 64 rows, untimed), 8:16 with and without
+#      SD_EXPAND_WARP=1;
 #   4. the steady load at 128 req/s with up to 128 sequences a step: dense, 2:4, and 2:4 with
 #      SD_CUSPARSELT_GRAPHS=1;
 #   5. in the time left, the batch-1 records (every pattern's decode, the 8B kernel table).
 # Run from the repo root with the binaries prebuilt here (tools/gpu/prebuild.sh with the list of
-# AB_GPU_TESTS plus test_cslt_graph and test_warmup) and the tokenizer packed:
+# AB_GPU_TESTS plus test_warmup) and the tokenizer packed:
 #   tar xJf results/tmp/bins.tar.xz && AB_PREBUILT=1 bash tools/gpu/cslt_graph_ab.sh
 # carry: .debs, results/tmp.
 source tools/gpu_ab.sh
@@ -27,9 +31,15 @@ export SD_CUSPARSELT_LIB
 ab_build
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv >"$R/gpu.txt" 2>&1
 
-for t in engine/test_cslt_graph $AB_GPU_TESTS engine/test_warmup; do
+for t in $AB_GPU_TESTS engine/test_warmup; do
     ab_test "${t#*/}" "build/gpu/tests/$t" 300
 done
+ab_pack
+
+timeout 90 build/gpu/sparsed bench gemm --preset $P8 --rows 128 --reps 10 --out "$R/gemm.md" \
+    >/dev/null 2>"$R/gemm.err"
+ab_note "bench gemm rc=$? $(ab_el) s"
+grep -E '^\| (qkv|o|gate_up|down) ' "$R/gemm.md" >>"$R/summary.txt"
 ab_pack
 
 # bench_decode NAME ENV... -- ARGS: one `sparsed bench decode` with ENV set, its table in summary.txt
@@ -57,12 +67,14 @@ bench_prefill() {
     while [ "$1" != -- ]; do envs+=("$1"); shift; done
     shift
     env "${envs[@]}" SD_TUNE_LOG=1 timeout 150 build/gpu/sparsed bench prefill --preset $P8 "$@" \
-        --chunk 128,192,256,512 --out "$R/prefill-$name.md" >/dev/null 2>"$R/prefill-$name.err"
+        --chunk "${CH:-128,192,256,512}" --out "$R/prefill-$name.md" >/dev/null 2>"$R/prefill-$name.err"
     ab_note "bench prefill $name rc=$? $(ab_el) s"
-    grep -E '^\| (dense|2:4)' "$R/prefill-$name.md" | sed "s/^/$name /" >>"$R/summary.txt"
+    grep -E '^\| (dense|[0-9]+:[0-9]+)' "$R/prefill-$name.md" | sed "s/^/$name /" >>"$R/summary.txt"
 }
 bench_prefill default -- --pattern dense,2:4
 bench_prefill untimed SD_CUSPARSELT_TIMED=0 -- --pattern 2:4
+CH=128,512,2048 bench_prefill 8of16 -- --pattern 8:16
+CH=128,512,2048 bench_prefill 8of16-warp SD_EXPAND_WARP=1 -- --pattern 8:16
 ab_pack
 
 B=build/gpu RATES=128 N=256 PORT=18284 OUTLEN=128 SERVE_EXTRA="--max-seqs 128"
