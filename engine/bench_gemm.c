@@ -1,9 +1,11 @@
 /* bench_gemm: 'sparsed bench gemm' — each linear of a preset as a prompt chunk's GEMM of T rows,
  * every path the CUDA backend has above the bitmask kernels' rows side by side in one run: dense
- * cuBLAS (the dense model), the 2:4 bitmask expanded into a dense scratch then cuBLAS (2:4's path
- * without cuSPARSELt), and cuSPARSELt on its own copy of the 2:4 weight with its default and its
- * searched config (SD_CUSPARSELT=1 / 2; searched is the default). `bench prefill` times whole
- * chunks; this says which linear gains or loses, and by how much of the dense GEMM's time. */
+ * cuBLAS (the dense model), the 2:4 bitmask expanded into a dense scratch (by either expansion
+ * kernel, whose bits must agree) then cuBLAS (2:4's path without cuSPARSELt, and 4:8-16:32's), the
+ * N:M GEMM of kernels/nm_gemm.h (not yet used by the engine), and cuSPARSELt on its own copy of the
+ * 2:4 weight with its default and its searched config (SD_CUSPARSELT=1 / 2; searched is the
+ * default). `bench prefill` times whole chunks; this says which linear gains or loses, and by how
+ * much of the dense GEMM's time. */
 #include "engine/bench_gemm.h"
 
 #include <stdio.h>
@@ -69,11 +71,12 @@ static void linear_shapes(const sd_model_config *c, const char **names, int64_t 
 
 static void row_head(FILE *f)
 {
-    fprintf(f,
-            "| linear | rows x cols | T | dense cuBLAS µs (TFLOPS) | expansion µs | warp expansion µs (same "
-            "bits) | 2:4 expand + cuBLAS µs (x dense) | 2:4 cuSPARSELt µs (x dense) | cuSPARSELt searched µs "
-            "(x dense) |\n"
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    fprintf(
+        f,
+        "| linear | rows x cols | T | dense cuBLAS µs (TFLOPS) | expansion µs | warp expansion µs (same "
+        "bits) | 2:4 expand + cuBLAS µs (x dense) | N:M GEMM 64 µs (x dense) | N:M GEMM 128 µs (x dense) | "
+        "2:4 cuSPARSELt µs (x dense) | cuSPARSELt searched µs (x dense) |\n"
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
 }
 
 /* "12.3 (1.45x)" of a path beside dense, or the reason it did not run. */
@@ -87,14 +90,16 @@ static void cell(char *buf, size_t n, double us, double dense_us, const char *er
 
 static void row(FILE *f, const char *name, const int64_t *s, int T, const sd_gemm_times *t)
 {
-    char eb[64], cs[256], cs2[256];
+    char eb[64], g64[64], g128[64], cs[256], cs2[256];
     const double tflops = 2.0 * (double)s[0] * (double)s[1] * T / (t->dense_us * 1e-6) / 1e12;
     cell(eb, sizeof eb, t->expand_blas_us, t->dense_us, NULL);
+    cell(g64, sizeof g64, t->nm_gemm_us[0], t->dense_us, NULL);
+    cell(g128, sizeof g128, t->nm_gemm_us[1], t->dense_us, NULL);
     cell(cs, sizeof cs, t->cslt_us, t->dense_us, t->cslt_err);
     cell(cs2, sizeof cs2, t->cslt_search_us, t->dense_us, t->cslt_us > 0 ? t->cslt_err : "-");
-    fprintf(f, "| %s | %lld x %lld | %d | %.1f (%.0f) | %.1f | %.1f (%s) | %s | %s | %s |\n", name,
+    fprintf(f, "| %s | %lld x %lld | %d | %.1f (%.0f) | %.1f | %.1f (%s) | %s | %s | %s | %s | %s |\n", name,
             (long long)s[0], (long long)s[1], T, t->dense_us, tflops, t->expand_us, t->expand_warp_us,
-            t->expand_same ? "same" : "DIFFERENT", eb, cs, cs2);
+            t->expand_same ? "same" : "DIFFERENT", eb, g64, g128, cs, cs2);
 }
 
 static int run(const bg_opts *o, int argc, char **argv)

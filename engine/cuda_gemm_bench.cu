@@ -9,6 +9,7 @@
 #include "engine/cuda_cslt.h"
 #include "engine/cuda_impl.cuh"
 #include "kernels/nm_format.h"
+#include "kernels/nm_gemm.h"
 
 /* What one run holds: the operands, cuBLAS, the timing events, the L2 flush buffer. */
 typedef struct gb {
@@ -28,7 +29,15 @@ typedef struct gb {
 #define GB_FLUSH_BYTES ((size_t)128 << 20) /* twice the H200's L2 */
 #define GB_WS_BYTES ((size_t)32 << 20)     /* as the backend's cuBLAS workspace */
 
-typedef enum { GB_DENSE, GB_EXPAND, GB_EXPAND_WARP, GB_EXPAND_BLAS, GB_CSLT } gb_path;
+typedef enum {
+    GB_DENSE,
+    GB_EXPAND,
+    GB_EXPAND_WARP,
+    GB_EXPAND_BLAS,
+    GB_CSLT,
+    GB_NM_GEMM64,
+    GB_NM_GEMM128
+} gb_path;
 
 /* The backend's own GEMM call (cuda_linear.cu). */
 static int gemm(gb *g, const __nv_bfloat16 *w, sd_diag *d)
@@ -42,6 +51,15 @@ static int run_path(gb *g, gb_path p, sd_diag *d)
         return gemm(g, g->w, d);
     if (p == GB_CSLT)
         return sd_cslt_matmul(g->cslt, g->values, g->x, g->y, g->T, 0, g->st, d);
+    if (p == GB_NM_GEMM64 || p == GB_NM_GEMM128) {
+        sd_nm_spmv_args a = {};
+        a.n = 2, a.m = 4, a.rows = g->rows, a.cols = g->cols, a.B = g->T;
+        a.values = (const uint16_t *)g->values, a.mask = g->mask, a.x = (const uint16_t *)g->x,
+        a.ldx = g->cols;
+        a.y = g->y, a.ldy = g->rows;
+        const int rc = sd_nm_gemm_launch(&a, p == GB_NM_GEMM64 ? 64 : 128, g->st);
+        return rc ? sd_diag_set(d, rc, "bench gemm: the N:M GEMM: %s", sd_strerror(rc)) : 0;
+    }
     SD_TRY(sd__cu_expand_bitmask(g->values, g->mask, g->scratch, g->rows, g->cols, p == GB_EXPAND_WARP, g->st,
                                  d));
     return p == GB_EXPAND_BLAS ? gemm(g, g->scratch, d) : 0;
@@ -179,6 +197,8 @@ int sd_cuda_gemm_bench(int device, int64_t rows, int64_t cols, int T, int reps, 
         rc = same_expansions(&g, &t->expand_same, d);
     if (!rc)
         rc = time_path(&g, GB_EXPAND_BLAS, &t->expand_blas_us, d);
+    for (int k = 0; k < 2 && !rc; k++)
+        rc = time_path(&g, k ? GB_NM_GEMM128 : GB_NM_GEMM64, &t->nm_gemm_us[k], d);
     if (!rc) {
         time_cslt(&g, 0, &t->cslt_us, t);
         if (!t->cslt_err[0])

@@ -19,6 +19,7 @@ typedef struct sd_gemm_times {
     double expand_warp_us; /* the same by the warp kernel (SD_EXPAND_WARP) */
     int expand_same;       /* 1: both kernels wrote the same bits */
     double expand_blas_us; /* expansion, then the same GEMM on the scratch (2:4 without cuSPARSELt) */
+    double nm_gemm_us[2];  /* kernels/nm_gemm.h on the bitmask, 64 / 128 vectors a block */
     double cslt_us;        /* cuSPARSELt on its copy, default config (SD_CUSPARSELT=1), fp32 out */
     double cslt_search_us; /* the same with the config cusparseLtMatmulSearch picked (the default) */
     char cslt_err[200];

@@ -84,11 +84,14 @@ static sd_nm_spmv_args prob_args(const prob *p, int y_bf16, int accumulate, int 
     return a;
 }
 
+/* A launcher with sd_nm_spmv_launch's signature (run_check_fn; NULL: the SpMV / GEMV). */
+typedef int (*prob_launch_fn)(const sd_nm_spmv_args *a, cudaStream_t s);
+
 /* Runs one launch and compares. fp32: y poisoned with NaN (or random y0 when accumulating);
  * bf16: compared with the reference rounded to bf16. Returns the rel L2 error (1e30 on NaN or a
  * written padding entry), or -1 on a CUDA / launch error. SD_TEST_DIAG set: also prints the first
  * outputs off by more than 1% (and check_cfgs every config's error): where a kernel goes wrong. */
-static double run_check(const prob *p, const sd_nm_spmv_args *a, uint64_t seed)
+static double run_check_fn(const prob *p, const sd_nm_spmv_args *a, uint64_t seed, prob_launch_fn fn)
 {
     int64_t ny = p->B * p->ldy;
     size_t esz = a->y_bf16 ? 2 : 4;
@@ -105,7 +108,7 @@ static double run_check(const prob *p, const sd_nm_spmv_args *a, uint64_t seed)
     if (!CU(cudaMemcpy(p->d_y, a->y_bf16 ? (void *)y0h : (void *)y0, (size_t)ny * esz,
                        cudaMemcpyHostToDevice)))
         goto out;
-    int rc = p->dense ? sd_gemv_bf16_launch(a, 0) : sd_nm_spmv_launch(a, 0);
+    int rc = fn ? fn(a, 0) : p->dense ? sd_gemv_bf16_launch(a, 0) : sd_nm_spmv_launch(a, 0);
     if (rc || !CU(cudaDeviceSynchronize()) ||
         !CU(cudaMemcpy(a->y_bf16 ? (void *)yh : (void *)yf, p->d_y, (size_t)ny * esz,
                        cudaMemcpyDeviceToHost)))
@@ -134,6 +137,11 @@ static double run_check(const prob *p, const sd_nm_spmv_args *a, uint64_t seed)
 out:
     free(y0), free(yf), free(y0h), free(yh);
     return err;
+}
+
+static double run_check(const prob *p, const sd_nm_spmv_args *a, uint64_t seed)
+{
+    return run_check_fn(p, a, seed, NULL);
 }
 
 typedef struct shp {

@@ -6,7 +6,8 @@
 #   1. every GPU test binary (AB_GPU_TESTS: new, test_cslt_graph, cuSPARSELt captured into a
 #      128-row decode graph, and test_expand_gpu, both expansion kernels against the CPU) and
 #      test_warmup;
-#   1b. `sparsed bench gemm` at 128 rows: the two expansion kernels side by side, same bits;
+#   1b. `sparsed bench gemm` at 128, 512 and 2048 rows: the two expansion kernels side by side (same
+#      bits), and the N:M GEMM of kernels/nm_gemm.h beside dense cuBLAS and the other paths;
 #   2. `sparsed bench decode` at Llama-3.1-8B shapes, batch 64 / 128 / 256: dense and 2:4 with the
 #      defaults (cuSPARSELt timed, out of the graphs: the decode graphs run the tiles), 2:4 with
 #      SD_CUSPARSELT_GRAPHS=1 (timed, in the graphs), with SD_CUSPARSELT_TIMED=0 too (cuSPARSELt
@@ -36,7 +37,7 @@ for t in $AB_GPU_TESTS engine/test_warmup; do
 done
 ab_pack
 
-timeout 90 build/gpu/sparsed bench gemm --preset $P8 --rows 128 --reps 10 --out "$R/gemm.md" \
+timeout 120 build/gpu/sparsed bench gemm --preset $P8 --rows 128,512,2048 --reps 10 --out "$R/gemm.md" \
     >/dev/null 2>"$R/gemm.err"
 ab_note "bench gemm rc=$? $(ab_el) s"
 grep -E '^\| (qkv|o|gate_up|down) ' "$R/gemm.md" >>"$R/summary.txt"

@@ -1,0 +1,227 @@
+// nm_gemm: the N:M bitmask GEMM of nm_gemm.h. A block: 8 warps over 128 weight rows (2 along M,
+// 64 rows each) and 64 or 128 vectors (4 along N, 16 or 32 each). Per stage of 64 columns:
+//   - each thread expands one mask word (a row's 32 columns) from registers into the dense tile
+//     (two tiles, alternating: one is expanded while the mma reads the other); the word's values
+//     and mask were loaded into registers one stage ahead;
+//   - x arrives through cp.async, three stages in flight;
+//   - ldmatrix gives both operands in the mma's own order: A rows are weight rows (row-major), B
+//     rows are vectors (x row-major is B column-major), as the wide kernels do (nm_spmv_spg.cu).
+// Unit u (16 bytes) of a tile row r sits at u ^ (r & 7): the 8 rows an ldmatrix reads, and the 8
+// units a phase of the expansion stores, hit 8 distinct bank groups.
+#include "kernels/nm_gemm.h"
+
+#include "kernels/nm_expand.h"
+#include "kernels/nm_spmv_impl.h"
+#include "kernels/nm_tc.cuh"
+#include "kernels/pdl.cuh"
+
+#include <stdint.h>
+
+namespace
+{
+using namespace sd_nm_tc;
+using namespace sd_pdl;
+
+constexpr int kCols = 64;   // columns a stage: two mask words a row
+constexpr int kRows = 128;  // weight rows a block
+constexpr int kXStages = 3; // x stages in flight
+
+struct GmParams {
+    const uint16_t *values; // bf16 [rows, cols/2]
+    const uint32_t *mask;   // u32 [rows, cols/32]
+    const uint16_t *x;      // bf16 [B, ldx]
+    float *y;               // fp32 [B, ldy]
+    int64_t rows, cols, ldx, ldy;
+    int B, accumulate;
+};
+
+// WN: n8 tiles a warp; a block's vectors are 4 warps x 8 WN.
+template <int WN> struct Gm {
+    static constexpr int kVec = 32 * WN;
+    static constexpr int kA = kRows * kCols * 2;         // a dense tile, bytes
+    static constexpr int kX = kVec * kCols * 2;          // an x stage, bytes
+    static constexpr int kSmem = 2 * kA + kXStages * kX; // 56 KB (WN 2) or 80 KB (WN 4)
+};
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4])
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+// One thread's mask word of a stage: its 16 values and the word.
+struct WRegs {
+    uint4 v0, v1;
+    uint32_t m;
+};
+
+// Thread t's word of stage s: row t / 2 of the block, word 2 s + t % 2 (zeros past the last row:
+// a zero word expands to zeros).
+__device__ __forceinline__ void load_w(const GmParams &p, int64_t row0, int s, WRegs &w)
+{
+    const int t = threadIdx.x;
+    const int64_t row = row0 + (t >> 1), word = 2 * (int64_t)s + (t & 1);
+    if (row < p.rows) {
+        const uint4 *v = reinterpret_cast<const uint4 *>(p.values + row * (p.cols >> 1) + 16 * word);
+        w.v0 = __ldg(v);
+        w.v1 = __ldg(v + 1);
+        w.m = __ldg(p.mask + row * (p.cols >> 5) + word);
+    } else {
+        w.v0 = w.v1 = make_uint4(0, 0, 0, 0);
+        w.m = 0;
+    }
+}
+
+// The word's 32 dense columns into units 4 (t % 2) .. + 3 of row t / 2 of the tile at a.
+__device__ __forceinline__ void store_w(const WRegs &w, uint8_t *a)
+{
+    const int t = threadIdx.x, r = t >> 1, j = t & 1;
+    const uint32_t v[8] = {w.v0.x, w.v0.y, w.v0.z, w.v0.w, w.v1.x, w.v1.y, w.v1.z, w.v1.w};
+    uint32_t o[16];
+    sd_nm_expand_word(w.m, v, o);
+    uint4 *row = reinterpret_cast<uint4 *>(a + r * (kCols * 2));
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+        row[(4 * j + q) ^ (r & 7)] = make_uint4(o[4 * q], o[4 * q + 1], o[4 * q + 2], o[4 * q + 3]);
+}
+
+// Starts the copies of x's stage s for the block's vectors from v0 (past B: zeros).
+template <int WN> __device__ __forceinline__ void issue_x(const GmParams &p, uint32_t xs, int64_t v0, int s)
+{
+    constexpr int kUnits = Gm<WN>::kVec * 8;
+    const int t = threadIdx.x, u = t & 7;
+#pragma unroll
+    for (int j = 0; j < kUnits / kThreads; j++) { // vector (t >> 3) + 32 j, unit u
+        const int v = (t >> 3) + 32 * j;
+        const int64_t vec = v0 + v;
+        const bool ok = vec < p.B;
+        cp_async16_zfill(xs + 16 * (v * 8 + (u ^ (v & 7))),
+                         ok ? p.x + vec * p.ldx + (int64_t)s * kCols + 8 * u : p.x, ok ? 16u : 0u);
+    }
+}
+
+// A stage's mma: warp (wm, wn) takes rows 64 wm .. + 63 of the tile at as against vectors
+// 8 WN wn .. + 8 WN - 1 of the x stage at xs, four k16 steps.
+template <int WN>
+__device__ __forceinline__ void mma_stage(float (&c)[4][WN][4], uint32_t as, uint32_t xs, int warp, int lane)
+{
+    const int wm = warp & 1, wn = warp >> 1, rl = lane & 7, mi = lane >> 3;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        uint32_t a[4][4];
+#pragma unroll
+        for (int m = 0; m < 4; m++) { // matrices: rows 0-7 / 8-15 x columns 0-7 / 8-15
+            const int r = 64 * wm + 16 * m + rl + 8 * (mi & 1), u = 2 * kk + (mi >> 1);
+            ldsm_x4(as + 16 * (r * 8 + (u ^ (r & 7))), a[m]);
+        }
+#pragma unroll
+        for (int np = 0; np < WN / 2; np++) {
+            uint32_t b[4]; // matrices: vectors 0-7 x columns 0-7 / 8-15, then vectors 8-15
+            const int v = 8 * WN * wn + 16 * np + rl + 8 * (mi >> 1), u = 2 * kk + (mi & 1);
+            ldsm_x4(xs + 16 * (v * 8 + (u ^ (v & 7))), b);
+#pragma unroll
+            for (int m = 0; m < 4; m++) {
+                mma_bf16(c[m][2 * np], a[m][0], a[m][1], a[m][2], a[m][3], b[0], b[1]);
+                mma_bf16(c[m][2 * np + 1], a[m][0], a[m][1], a[m][2], a[m][3], b[2], b[3]);
+            }
+        }
+    }
+}
+
+// Each warp stores its own C fragments: c0, c1 row g, vectors 2t, 2t + 1; c2, c3 row g + 8.
+template <int WN>
+__device__ __forceinline__ void store_c(const GmParams &p, const float (&c)[4][WN][4], int64_t row0,
+                                        int64_t v0, int warp, int lane)
+{
+    const int wm = warp & 1, wn = warp >> 1, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int m = 0; m < 4; m++)
+#pragma unroll
+        for (int n = 0; n < WN; n++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int64_t row = row0 + 64 * wm + 16 * m + g + 8 * (k >> 1);
+                const int64_t vec = v0 + 8 * WN * wn + 8 * n + 2 * t + (k & 1);
+                if (row < p.rows && vec < p.B) {
+                    float *o = p.y + vec * p.ldy + row;
+                    *o = p.accumulate ? *o + c[m][n][k] : c[m][n][k];
+                }
+            }
+}
+
+// A block: rows blockIdx.x * kRows, vectors blockIdx.y * kVec, all columns. The first words are
+// loaded before the PDL wait (no earlier kernel writes the weights), x after it.
+template <int WN> __global__ void __launch_bounds__(kThreads, WN == 2 ? 2 : 1) gm_kernel(GmParams p)
+{
+    using G = Gm<WN>;
+    extern __shared__ uint4 smem_gm[];
+    uint8_t *sm = reinterpret_cast<uint8_t *>(smem_gm);
+    const uint32_t sm_s = (uint32_t)__cvta_generic_to_shared(sm), xs0 = sm_s + 2 * G::kA;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t row0 = (int64_t)blockIdx.x * kRows, v0 = (int64_t)blockIdx.y * G::kVec;
+    const int n = (int)(p.cols / kCols);
+    WRegs w;
+    load_w(p, row0, 0, w);
+    pdl_wait();
+    pdl_trigger();
+#pragma unroll
+    for (int k = 0; k < kXStages - 1; k++) {
+        if (k < n)
+            issue_x<WN>(p, xs0 + k * G::kX, v0, k);
+        cp_async_commit();
+    }
+    store_w(w, sm);
+    if (n > 1)
+        load_w(p, row0, 1, w);
+    float c[4][WN][4] = {};
+    for (int k = 0; k < n; k++) {
+        cp_async_wait<kXStages - 2>(); // x stage k has landed (this thread's copies)
+        __syncthreads();               // everyone's, tile k & 1 is expanded, stage k - 1's buffers are free
+        const int kn = k + kXStages - 1;
+        if (kn < n)
+            issue_x<WN>(p, xs0 + (kn % kXStages) * G::kX, v0, kn);
+        cp_async_commit();
+        if (k + 1 < n) { // the next tile, while this one is multiplied
+            store_w(w, sm + ((k + 1) & 1) * G::kA);
+            if (k + 2 < n)
+                load_w(p, row0, k + 2, w);
+        }
+        mma_stage<WN>(c, sm_s + (k & 1) * G::kA, xs0 + (k % kXStages) * G::kX, warp, lane);
+    }
+    cp_async_wait<0>();
+    store_c<WN>(p, c, row0, v0, warp, lane);
+}
+
+template <int WN> int launch(const sd_nm_spmv_args *a, cudaStream_t s)
+{
+    using G = Gm<WN>;
+    const GmParams p = {a->values, a->mask, a->x,   (float *)a->y, a->rows,
+                        a->cols,   a->ldx,  a->ldy, a->B,          a->accumulate};
+    if (cudaFuncSetAttribute((const void *)gm_kernel<WN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             G::kSmem) != cudaSuccess)
+        return SD_ECUDA;
+    const dim3 grid((unsigned)((a->rows + kRows - 1) / kRows), (unsigned)((a->B + G::kVec - 1) / G::kVec));
+    const int pdl = a->ctx ? a->ctx->pdl : 1;
+    return sd_launch(gm_kernel<WN>, grid, dim3(kThreads), (size_t)G::kSmem, s, pdl, p) == cudaSuccess
+               ? 0
+               : SD_ECUDA;
+}
+
+} // namespace
+
+extern "C" int sd_nm_gemm_supported(const sd_nm_spmv_args *a)
+{
+    return a->n > 0 && 2 * a->n == a->m && 32 % a->m == 0 && a->rows > 0 && a->B > 0 && a->cols > 0 &&
+           a->cols % kCols == 0 && a->ldx % 8 == 0 && a->ldy >= a->rows && !a->y_bf16 && !a->swiglu &&
+           ((uintptr_t)a->x & 15) == 0 && ((uintptr_t)a->values & 15) == 0 && ((uintptr_t)a->mask & 3) == 0;
+}
+
+extern "C" int sd_nm_gemm_launch(const sd_nm_spmv_args *a, int vec_tile, cudaStream_t s)
+{
+    if (!sd_nm_gemm_supported(a) || (vec_tile != 0 && vec_tile != 64 && vec_tile != 128))
+        return SD_EINVAL;
+    if (!vec_tile)
+        vec_tile = a->B <= 128 ? 64 : 128;
+    return vec_tile == 64 ? launch<2>(a, s) : launch<4>(a, s);
+}
