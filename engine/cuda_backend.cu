@@ -278,13 +278,17 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
      * faster than the tiles and cuBLAS; SD_CUSPARSELT_TIMED=0: wherever it can, untimed (as before it
      * was timed), to measure what the timing brings. SD_CUSPARSELT_GRAPHS=1: inside the decode
      * graphs too (batches of 65-256 sequences); off until a GPU run has checked it
-     * (tools/gpu/cslt_graph_ab.sh, kernels/NOTES.md v32); =2 (tests): on, and the first capture
+     * (tools/gpu/v32_check.sh, kernels/NOTES.md v32); =2 (tests): on, and the first capture
      * with it fails, so the graphs go on without it (cuda_step.cu capture_graph) */
     b->mm.cslt_timed = env_mode("SD_CUSPARSELT_TIMED", 1, 1);
     /* SD_EXPAND_WARP=1: the bitmask expansion (prompt chunks of 4:8-16:32 and of 2:4 without
      * cuSPARSELt) by the kernel that writes whole sectors; off until `bench gemm` has timed it
      * (kernels/NOTES.md v32) */
     b->mm.expand_warp = env_mode("SD_EXPAND_WARP", 0, 1);
+    /* SD_NM_GEMM=1: bitmask linears of more than 64 rows that cuSPARSELt does not take run the N:M
+     * GEMM of kernels/nm_gemm.h, untimed (decode graphs included), to measure it in whole steps;
+     * off until `bench gemm` and `bench prefill` have timed it (kernels/NOTES.md v32) */
+    b->mm.nm_gemm = env_mode("SD_NM_GEMM", 0, 1);
     const int cg = env_mode("SD_CUSPARSELT_GRAPHS", 0, 2);
     b->mm.cslt_graph_off = cg == 0;
     b->mm.cslt_graph_fail = cg == 2;

@@ -13,6 +13,7 @@
 
 #include "engine/cuda_cslt.h"
 #include "engine/tp_impl.cuh"
+#include "kernels/nm_gemm.h"
 #include "kernels/nm_spmv.h"
 
 static size_t linear_elems(const sd_cu_linear *l)
@@ -391,10 +392,30 @@ static int run_cslt(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in
     return sd_cslt_matmul(mm->cslt, l, in, out, T, acc, st, d);
 }
 
+/* SD_NM_GEMM=1: a bitmask linear of more than SD_NM_MAX_B_WIDE rows that cuSPARSELt does not take
+ * runs the N:M GEMM of kernels/nm_gemm.h, untimed, instead of the tiles or expansion + cuBLAS: the
+ * switch that measures it in whole steps (kernels/NOTES.md v32). */
+static int nm_gemm_takes(const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out,
+                         int T, int acc, sd_nm_spmv_args *a)
+{
+    if (!mm->nm_gemm || !l->bitmask || T <= SD_NM_MAX_B_WIDE)
+        return 0;
+    spmv_args(a, mm, l, in, out, T, acc);
+    return sd_nm_gemm_supported(a);
+}
+
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,
                   cudaStream_t st, sd_diag *d)
 {
     const int cs = cslt_can(mm, l, T, st);
+    sd_nm_spmv_args ga;
+    if (!cs && nm_gemm_takes(mm, l, in, out, T, acc, &ga)) {
+        const int rc = sd_nm_gemm_launch(&ga, 0, st);
+        if (rc)
+            return sd_diag_set(d, rc, "cuda: N:M GEMM [%lld, %lld] x %d rows: %s", (long long)l->rows,
+                               (long long)l->cols, T, sd_strerror(rc));
+        return 0;
+    }
     if (T > SD_NM_MAX_B && !wide_ok(mm, l, in, T))
         return cs ? run_cslt(mm, l, in, out, T, acc, st, d) : run_blas(mm, l, in, out, T, acc, st, d);
     const sd_cu_tuned *t = find_tuned(mm, l, T, acc);

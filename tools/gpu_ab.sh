@@ -72,7 +72,7 @@ ab_test() {
 # ab_test each: the check a run script makes before it times anything, or on a session's final code.
 AB_GPU_TESTS="kernels/test_spmv_gpu kernels/test_sp24_gpu kernels/test_swiglu_gpu engine/test_swiglu_fuse_gpu
     engine/test_cuda_backend engine/test_tune_cache_gpu engine/test_attn_fused_gpu engine/test_cslt
-    engine/test_cslt_graph engine/test_expand_gpu"
+    engine/test_cslt_graph engine/test_expand_gpu kernels/test_nm_gemm_gpu"
 ab_gpu_tests() {
     local t
     for t in $AB_GPU_TESTS; do
