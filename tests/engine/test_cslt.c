@@ -2,7 +2,8 @@
  * library's loading through dlopen (every entry point resolved, the version checked against the
  * build's header; CI has the library with PyTorch's CUDA wheels), and a clear error for a path
  * that is no library. With a GPU: y (+)= x W^T against an fp64 reference for row counts around the
- * padding, with and without accumulation, and a weight that is not 2:4 refused. */
+ * padding, with and without accumulation, a weight that is not 2:4 refused, and a CUDA graph of a
+ * matmul (refused before its plan exists, replayed correctly after the buffers grew). */
 #include "tests/harness.h"
 
 #include <math.h>
@@ -231,6 +232,93 @@ static void test_matmul_search_gpu(void)
     matmul_gpu(1);
 }
 
+/* A graph of y = x W^T (64 rows): refused inside a capture before an eager use has made its plan
+ * (sd_cslt_ready), captured after one; a later eager use of 300 rows grows the module's product
+ * buffer, and the graph, replayed then, still writes the right y (the buffer it holds was retired,
+ * not freed). */
+static void test_graph_gpu(void)
+{
+    if (!have_gpu())
+        SKIP("no CUDA device");
+    if (!sd_cslt_built())
+        SKIP("built without cusparseLt.h");
+    enum { ROWS = 192, COLS = 320, T = 64, TBIG = 300 };
+    const int xrows = sd_cslt_pad_rows(TBIG);
+    uint16_t *w = malloc((size_t)ROWS * COLS * 2), *x = malloc((size_t)xrows * COLS * 2);
+    float *y = malloc((size_t)T * ROWS * 4);
+    dev_bufs b;
+    REQUIRE(w && x && y &&
+            dev_alloc(&b, (size_t)ROWS * COLS, (size_t)xrows * COLS, (size_t)TBIG * ROWS) == 0);
+    make_weight(w, ROWS, COLS, 17u, 0);
+    uint32_t s = 19u;
+    for (size_t i = 0; i < (size_t)xrows * COLS; i++)
+        x[i] = sd_f32_to_bf16(urand(&s));
+    cudaStream_t st = NULL;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    sd_cslt *c = NULL;
+    sd_diag d = {0};
+    int rc = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess;
+    if (!rc)
+        rc = sd_cslt_open(&c, 1, &d);
+    if (!rc)
+        rc = cudaMemcpy(b.w, w, (size_t)ROWS * COLS * 2, cudaMemcpyHostToDevice) != cudaSuccess ||
+             cudaMemcpy(b.x, x, (size_t)xrows * COLS * 2, cudaMemcpyHostToDevice) != cudaSuccess;
+    if (!rc)
+        rc = sd_cslt_add(c, b.w, b.w, ROWS, COLS, st, &d);
+    REQUIRE(rc == 0);
+    CHECK(!sd_cslt_ready(c, b.w, T));
+    /* no plan yet: refused inside the capture */
+    REQUIRE(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    const int refused = sd_cslt_matmul(c, b.w, b.x, b.y, T, 0, st, &d);
+    REQUIRE(cudaStreamEndCapture(st, &g) == cudaSuccess);
+    cudaGraphDestroy(g);
+    g = NULL;
+    CHECK_MSG(refused == SD_EINVAL && strstr(sd_diag_str(&d, refused), "capture"), "%d: %s", refused,
+              sd_diag_str(&d, refused));
+    /* an eager use makes (and searches) the plan of 64 rows, not of 128 */
+    rc = sd_cslt_matmul(c, b.w, b.x, b.y, T, 0, st, &d);
+    CHECK_MSG(rc == 0, "%s", sd_diag_str(&d, rc));
+    CHECK(sd_cslt_ready(c, b.w, T) && sd_cslt_ready(c, b.w, 1) && !sd_cslt_ready(c, b.w, T + 1));
+    if (!rc) {
+        REQUIRE(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+        rc = sd_cslt_matmul(c, b.w, b.x, b.y, T, 0, st, &d);
+        const cudaError_t e = cudaStreamEndCapture(st, &g);
+        CHECK_MSG(rc == 0 && e == cudaSuccess, "capture: %s / %s", sd_diag_str(&d, rc),
+                  cudaGetErrorString(e));
+        if (!rc && e == cudaSuccess)
+            rc = cudaGraphInstantiate(&ge, g, 0) != cudaSuccess;
+    }
+    if (!rc) /* 300 rows: a new plan, a larger product buffer (and maybe workspace) */
+        rc = sd_cslt_matmul(c, b.w, b.x, b.y, TBIG, 0, st, &d);
+    CHECK_MSG(rc == 0, "%s", sd_diag_str(&d, rc));
+    if (!rc) {
+        for (size_t i = 0; i < (size_t)T * ROWS; i++)
+            y[i] = NAN;
+        rc = cudaStreamSynchronize(st) != cudaSuccess ||
+             cudaMemcpy(b.y, y, (size_t)T * ROWS * 4, cudaMemcpyHostToDevice) != cudaSuccess ||
+             cudaGraphLaunch(ge, st) != cudaSuccess || cudaStreamSynchronize(st) != cudaSuccess ||
+             cudaMemcpy(y, b.y, (size_t)T * ROWS * 4, cudaMemcpyDeviceToHost) != cudaSuccess;
+        CHECK_MSG(rc == 0, "replay: %s", cudaGetErrorString(cudaGetLastError()));
+    }
+    if (!rc) {
+        const double e = ref_err(y, NULL, x, w, T, ROWS, COLS, 0);
+        fprintf(stderr, "  graph of %d rows replayed after a %d-row use: rel L2 %.2e\n", T, TBIG, e);
+        CHECK_MSG(e < 5e-3, "graph replay: rel L2 %.3g", e);
+    }
+    if (ge)
+        cudaGraphExecDestroy(ge);
+    if (g)
+        cudaGraphDestroy(g);
+    sd_cslt_free(c);
+    if (st)
+        cudaStreamDestroy(st);
+    dev_free(&b);
+    free(w);
+    free(x);
+    free(y);
+}
+
 /* A weight with 3 non-zeros in a group of 4 is refused by the structure check, and nothing is filed. */
 static void test_not_2of4_gpu(void)
 {
@@ -268,6 +356,7 @@ int main(void)
     RUN(test_matmul_gpu);
     RUN(test_matmul_search_gpu);
     RUN(test_not_2of4_gpu);
+    RUN(test_graph_gpu);
     return sd_test_done();
 }
 #endif
