@@ -13,14 +13,9 @@
 #   tar xJf results/tmp/bins.tar.xz && AB_PREBUILT=1 bash tools/gpu/defaults_check.sh
 # carry: .debs, results/tmp.
 source tools/gpu_ab.sh
-source tools/gpu/lib.sh # steady_load, steady_table
+source tools/gpu/lib.sh # prebuilt_start, steady_load, steady_table
 P8=config/presets/llama-3.1-8b.json
-tar xJf results/tmp/llama3.tar.xz -C results/tmp
-# the prebuilt binaries name this machine's path to the library: the device's is PyTorch's
-SD_CUSPARSELT_LIB=$(python3 -c 'import nvidia.cusparselt as m; print(list(m.__path__)[0])' 2>/dev/null)/lib/libcusparseLt.so.0
-export SD_CUSPARSELT_LIB
-ab_build
-nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv >"$R/gpu.txt" 2>&1
+prebuilt_start
 
 for t in $AB_GPU_TESTS engine/test_warmup; do
     ab_test "${t#*/}" "build/gpu/tests/$t" 300

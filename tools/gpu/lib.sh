@@ -53,3 +53,15 @@ steady_table() {
     cat "$1/steady.machine.txt" 2>/dev/null
     echo '```'
 }
+
+# prebuilt_start: what a run of prebuilt binaries (tools/gpu/prebuild.sh) does first: the carried
+# Llama-3 tokenizer unpacked into results/tmp, the device's cuSPARSELt named (the binaries carry the
+# build machine's path to it; the device's comes with PyTorch), the build step of tools/gpu_ab.sh
+# (skipped with AB_PREBUILT) and the GPU's name, driver, power limit and clock in $R/gpu.txt.
+prebuilt_start() {
+    tar xJf results/tmp/llama3.tar.xz -C results/tmp
+    SD_CUSPARSELT_LIB=$(python3 -c 'import nvidia.cusparselt as m; print(list(m.__path__)[0])' 2>/dev/null)/lib/libcusparseLt.so.0
+    export SD_CUSPARSELT_LIB
+    ab_build
+    nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv >"$R/gpu.txt" 2>&1
+}

@@ -35,13 +35,9 @@
 # carry: .debs, results/tmp (bins.tar.xz, llama3.tar.xz). Everything lands in $OUT/r.tgz:
 # summary.txt (one line a step, the tables), tune-*.txt (the first-use lines of 64 rows and more).
 source tools/gpu_ab.sh
+source tools/gpu/lib.sh # prebuilt_start
 parts=${AB_PARTS:-tests prefill steady}
-tar xJf results/tmp/llama3.tar.xz -C results/tmp
-# cuSPARSELt: the library PyTorch's wheels brought (the prebuilt binaries name this machine's path)
-SD_CUSPARSELT_LIB=$(python3 -c 'import nvidia.cusparselt as m; print(list(m.__path__)[0])' 2>/dev/null)/lib/libcusparseLt.so.0
-export SD_CUSPARSELT_LIB
-ab_build
-nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv >"$R/gpu.txt" 2>&1
+prebuilt_start
 echo "cuSPARSELt: $SD_CUSPARSELT_LIB $(python3 -m pip show nvidia-cusparselt-cu13 2>/dev/null | grep ^Version)" >>"$R/gpu.txt"
 cslt_ok=1
 
@@ -97,7 +93,6 @@ part_prefill() {
 
 part_steady() {
     local name t cslt
-    source tools/gpu/lib.sh # steady_load, steady_table
     B=build/gpu RATES=64,128 N=128 PORT=18284 OUTLEN=128
     python3 tools/synth_ckpt.py --config config/presets/llama-3.1-8b.json --tokenizer results/tmp/llama3 \
         --out /tmp/ck2of4 --pattern 2:4 >"$R/synth.log" 2>&1
