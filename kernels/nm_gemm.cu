@@ -7,10 +7,12 @@
 //   - ldmatrix gives both operands in the mma's own order: A rows are weight rows (row-major), B
 //     rows are vectors (x row-major is B column-major), as the wide kernels do (nm_spmv_spg.cu).
 // Unit u (16 bytes) of a tile row r sits at u ^ (r & 7): the 8 rows an ldmatrix reads, and the 8
-// units a phase of the expansion stores, hit 8 distinct bank groups.
+// units a phase of the expansion stores, hit 8 distinct bank groups. Every index is computed by
+// nm_gemm_layout.h, which tests/kernels/test_nm_gemm_layout.c checks on the CPU.
 #include "kernels/nm_gemm.h"
 
 #include "kernels/nm_expand.h"
+#include "kernels/nm_gemm_layout.h"
 #include "kernels/nm_spmv_impl.h"
 #include "kernels/nm_tc.cuh"
 #include "kernels/pdl.cuh"
@@ -76,14 +78,16 @@ __device__ __forceinline__ void load_w(const GmParams &p, int64_t row0, int s, W
 // The word's 32 dense columns into units 4 (t % 2) .. + 3 of row t / 2 of the tile at a.
 __device__ __forceinline__ void store_w(const WRegs &w, uint8_t *a)
 {
-    const int t = threadIdx.x, r = t >> 1, j = t & 1;
     const uint32_t v[8] = {w.v0.x, w.v0.y, w.v0.z, w.v0.w, w.v1.x, w.v1.y, w.v1.z, w.v1.w};
     uint32_t o[16];
     sd_nm_expand_word(w.m, v, o);
-    uint4 *row = reinterpret_cast<uint4 *>(a + r * (kCols * 2));
 #pragma unroll
-    for (int q = 0; q < 4; q++)
-        row[(4 * j + q) ^ (r & 7)] = make_uint4(o[4 * q], o[4 * q + 1], o[4 * q + 2], o[4 * q + 3]);
+    for (int q = 0; q < 4; q++) {
+        int r, u;
+        sd_gm_w_unit(threadIdx.x, q, &r, &u);
+        *reinterpret_cast<uint4 *>(a + sd_gm_unit_off(r, u)) =
+            make_uint4(o[4 * q], o[4 * q + 1], o[4 * q + 2], o[4 * q + 3]);
+    }
 }
 
 // Starts the copies of x's stage s for the block's vectors from v0 (past B: zeros).
@@ -96,8 +100,8 @@ template <int WN> __device__ __forceinline__ void issue_x(const GmParams &p, uin
         const int v = (t >> 3) + 32 * j;
         const int64_t vec = v0 + v;
         const bool ok = vec < p.B;
-        cp_async16_zfill(xs + 16 * (v * 8 + (u ^ (v & 7))),
-                         ok ? p.x + vec * p.ldx + (int64_t)s * kCols + 8 * u : p.x, ok ? 16u : 0u);
+        cp_async16_zfill(xs + sd_gm_unit_off(v, u), ok ? p.x + vec * p.ldx + (int64_t)s * kCols + 8 * u : p.x,
+                         ok ? 16u : 0u);
     }
 }
 
@@ -106,20 +110,22 @@ template <int WN> __device__ __forceinline__ void issue_x(const GmParams &p, uin
 template <int WN>
 __device__ __forceinline__ void mma_stage(float (&c)[4][WN][4], uint32_t as, uint32_t xs, int warp, int lane)
 {
-    const int wm = warp & 1, wn = warp >> 1, rl = lane & 7, mi = lane >> 3;
+    const int wm = warp & 1, v0 = 8 * WN * (warp >> 1);
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) {
         uint32_t a[4][4];
 #pragma unroll
-        for (int m = 0; m < 4; m++) { // matrices: rows 0-7 / 8-15 x columns 0-7 / 8-15
-            const int r = 64 * wm + 16 * m + rl + 8 * (mi & 1), u = 2 * kk + (mi >> 1);
-            ldsm_x4(as + 16 * (r * 8 + (u ^ (r & 7))), a[m]);
+        for (int m = 0; m < 4; m++) {
+            int r, u;
+            sd_gm_a_src(wm, m, kk, lane, &r, &u);
+            ldsm_x4(as + sd_gm_unit_off(r, u), a[m]);
         }
 #pragma unroll
         for (int np = 0; np < WN / 2; np++) {
-            uint32_t b[4]; // matrices: vectors 0-7 x columns 0-7 / 8-15, then vectors 8-15
-            const int v = 8 * WN * wn + 16 * np + rl + 8 * (mi >> 1), u = 2 * kk + (mi & 1);
-            ldsm_x4(xs + 16 * (v * 8 + (u ^ (v & 7))), b);
+            uint32_t b[4];
+            int v, u;
+            sd_gm_b_src(v0, np, kk, lane, &v, &u);
+            ldsm_x4(xs + sd_gm_unit_off(v, u), b);
 #pragma unroll
             for (int m = 0; m < 4; m++) {
                 mma_bf16(c[m][2 * np], a[m][0], a[m][1], a[m][2], a[m][3], b[0], b[1]);
@@ -134,15 +140,16 @@ template <int WN>
 __device__ __forceinline__ void store_c(const GmParams &p, const float (&c)[4][WN][4], int64_t row0,
                                         int64_t v0, int warp, int lane)
 {
-    const int wm = warp & 1, wn = warp >> 1, g = lane >> 2, t = lane & 3;
+    const int wm = warp & 1, wv0 = 8 * WN * (warp >> 1);
 #pragma unroll
     for (int m = 0; m < 4; m++)
 #pragma unroll
         for (int n = 0; n < WN; n++)
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                const int64_t row = row0 + 64 * wm + 16 * m + g + 8 * (k >> 1);
-                const int64_t vec = v0 + 8 * WN * wn + 8 * n + 2 * t + (k & 1);
+                int r, v;
+                sd_gm_c_dst(wm, wv0, m, n, k, lane, &r, &v);
+                const int64_t row = row0 + r, vec = v0 + v;
                 if (row < p.rows && vec < p.B) {
                     float *o = p.y + vec * p.ldy + row;
                     *o = p.accumulate ? *o + c[m][n][k] : c[m][n][k];
