@@ -17,8 +17,12 @@
 #   5. the steady load at 128 req/s, up to 128 sequences a step: dense, 2:4, 2:4 with
 #      SD_CUSPARSELT_GRAPHS=1;
 #   6. the batch-1 records (every pattern's decode; the 8B kernel table at batch 1 and 8).
-# Run from the repo root with the binaries prebuilt here (tools/gpu/prebuild.sh with the list of
-# AB_GPU_TESTS plus test_warmup) and the tokenizer packed:
+# Run from the repo root with the binaries prebuilt here and the tokenizer packed (results/tmp):
+#   tools/gpu/prebuild.sh build/gpu/sparsed $(for t in kernels/test_spmv_gpu kernels/test_sp24_gpu \
+#       kernels/test_swiglu_gpu engine/test_swiglu_fuse_gpu engine/test_cuda_backend \
+#       engine/test_tune_cache_gpu engine/test_attn_fused_gpu engine/test_cslt engine/test_cslt_graph \
+#       engine/test_expand_gpu kernels/test_nm_gemm_gpu engine/test_warmup; do echo build/gpu/tests/$t; done)
+# (AB_GPU_TESTS of tools/gpu_ab.sh and test_warmup), then on the device:
 #   tar xJf results/tmp/bins.tar.xz && AB_PREBUILT=1 bash tools/gpu/v32_check.sh
 # carry: .debs, results/tmp.
 source tools/gpu_ab.sh
