@@ -287,8 +287,9 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     b->mm.expand_warp = env_mode("SD_EXPAND_WARP", 0, 1);
     /* SD_NM_GEMM=1: bitmask linears of more than 64 rows that cuSPARSELt does not take run the N:M
      * GEMM of kernels/nm_gemm.h, untimed (decode graphs included), to measure it in whole steps;
-     * off until `bench gemm` and `bench prefill` have timed it (kernels/NOTES.md v32) */
-    b->mm.nm_gemm = env_mode("SD_NM_GEMM", 0, 1);
+     * =2: first use times it beside the other paths at 65-256 rows. Off until `bench gemm` and
+     * `bench prefill` have timed it (kernels/NOTES.md v32) */
+    b->mm.nm_gemm = env_mode("SD_NM_GEMM", 0, 2);
     const int cg = env_mode("SD_CUSPARSELT_GRAPHS", 0, 2);
     b->mm.cslt_graph_off = cg == 0;
     b->mm.cslt_graph_fail = cg == 2;

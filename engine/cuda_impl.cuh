@@ -245,7 +245,8 @@ typedef struct sd_cu_mm {
                               with it failed (cuda_step.cu) */
     int cslt_graph_fail;   /* SD_CUSPARSELT_GRAPHS=2 (tests): the first capture of a GEMM fails */
     int expand_warp;       /* sd__cu_expand_bitmask's warp kernel (SD_EXPAND_WARP=1) */
-    int nm_gemm;           /* SD_NM_GEMM=1: kernels/nm_gemm.h above SD_NM_MAX_B_WIDE rows (cuda_linear.cu) */
+    int nm_gemm;           /* kernels/nm_gemm.h above SD_NM_MAX_B_WIDE rows: SD_NM_GEMM=1 untimed, =2 timed
+                              (cuda_linear.cu) */
 } sd_cu_mm;
 
 /* Sizes the scratch for the largest bitmask linear in w and creates cuBLAS on stream st. max_wide:

@@ -240,18 +240,58 @@ const sd_cu_tuned *sd__cu_find_tuned(const sd_cu_mm *mm, const sd_cu_tuned *p)
 
 static const sd_cu_tuned *find_tuned(const sd_cu_mm *mm, const sd_cu_linear *l, int T, int acc)
 {
-    const sd_cu_tuned p = {l->rows, l->cols, sd_nm_tune_bucket(T), !l->bitmask, l->nm_m, acc, 0, 0.f, 0.f,
-                           0,       0.f};
+    const sd_cu_tuned p = {
+        l->rows, l->cols, sd_nm_tune_bucket(T), !l->bitmask, l->nm_m, acc, 0, 0.f, 0.f, 0, 0.f, 0, 0.f};
     return sd__cu_find_tuned(mm, &p);
 }
 
-enum { PATH_KERNEL, PATH_BLAS, PATH_CSLT };
+/* The N:M GEMM of kernels/nm_gemm.h may take T rows of l: SD_NM_GEMM on (1: it takes them untimed,
+ * 2: first use times it beside the other paths), a bitmask linear, more rows than the plain wide
+ * kernels take, a problem it supports; *a: its arguments. */
+static int nm_gemm_ok(const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
+                      int acc, sd_nm_spmv_args *a)
+{
+    if (!mm->nm_gemm || !l->bitmask || T <= SD_NM_MAX_B_WIDE)
+        return 0;
+    spmv_args(a, mm, l, in, out, T, acc);
+    return sd_nm_gemm_supported(a);
+}
+
+static int run_nm_gemm(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
+                       int acc, cudaStream_t st, sd_diag *d)
+{
+    sd_nm_spmv_args a;
+    spmv_args(&a, mm, l, in, out, T, acc);
+    const int rc = sd_nm_gemm_launch(&a, 0, st);
+    if (rc)
+        return sd_diag_set(d, rc, "cuda: N:M GEMM [%lld, %lld] x %d rows: %s", (long long)l->rows,
+                           (long long)l->cols, T, sd_strerror(rc));
+    return 0;
+}
+
+/* t's path from its times: the fastest of those timed (cuSPARSELt, the N:M GEMM: where they were);
+ * use_blas keeps the faster of the two paths every process has, the fallback of the others. */
+static void choose(sd_cu_tuned *t)
+{
+    t->use_blas = t->ms_blas < t->ms_kernel;
+    float best = t->use_blas ? t->ms_blas : t->ms_kernel;
+    t->use_cslt = t->ms_cslt > 0.f && t->ms_cslt < best;
+    if (t->use_cslt)
+        best = t->ms_cslt;
+    t->use_nm_gemm = t->ms_nm_gemm > 0.f && t->ms_nm_gemm < best;
+    if (t->use_nm_gemm)
+        t->use_cslt = 0;
+}
+
+enum { PATH_KERNEL, PATH_BLAS, PATH_CSLT, PATH_NM_GEMM };
 
 static int run_path(sd_cu_mm *mm, int path, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
                     int acc, cudaStream_t st, sd_diag *d)
 {
     if (path == PATH_CSLT)
         return sd_cslt_matmul(mm->cslt, l, in, out, T, acc, st, d);
+    if (path == PATH_NM_GEMM)
+        return run_nm_gemm(mm, l, in, out, T, acc, st, d);
     return path == PATH_BLAS ? run_blas(mm, l, in, out, T, acc, st, d)
                              : run_kernel(mm, l, in, out, T, acc, st, d);
 }
@@ -276,7 +316,7 @@ static int time_path(sd_cu_mm *mm, int path, const sd_cu_linear *l, const __nv_b
     return 0;
 }
 
-/* Times cuSPARSELt for t's problem (T rows of l) and makes it t's path where it beats the other two.
+/* Times cuSPARSELt for t's problem (T rows of l) and makes it t's path where it beats the others.
  * Eager only; the first run makes and searches the plan that a graph capture of as many rows then
  * finds ready. */
 static int tune_cslt(sd_cu_mm *mm, sd_cu_tuned *t, const sd_cu_linear *l, const __nv_bfloat16 *in, int T,
@@ -287,15 +327,15 @@ static int tune_cslt(sd_cu_mm *mm, sd_cu_tuned *t, const sd_cu_linear *l, const 
         SD_TRY(sd__tp_sync(mm->tp, st, d));
     SD_TRY(time_path(mm, PATH_CSLT, l, in, mm->tune_y, T, acc, st, &tc, d));
     t->ms_cslt = tc;
-    t->use_cslt = tc < t->ms_kernel && tc < t->ms_blas;
+    choose(t);
     return 0;
 }
 
 /* First eager use of a (shape, pattern, rows bucket, accumulate) problem: autotune the kernels' config,
- * then time it against cuBLAS (and cuSPARSELt where it may take the rows) and keep the fastest path
- * (the SpMV wins at small T, GEMM as T grows). The timed runs write mm->tune_y, never the caller's
- * output (which an accumulating linear must find intact). NULL while a graph is being captured (no
- * timing there) or when the table is full. */
+ * then time it against cuBLAS (and cuSPARSELt where it may take the rows, the N:M GEMM with
+ * SD_NM_GEMM=2) and keep the fastest path (the SpMV wins at small T, GEMM as T grows). The timed runs write
+ * mm->tune_y, never the caller's output (which an accumulating linear must find intact). NULL while a graph
+ * is being captured (no timing there) or when the table is full. */
 static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, int T, int acc, cudaStream_t st,
                 const sd_cu_tuned **ret, sd_diag *d)
 {
@@ -314,8 +354,12 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, in
     float tk = 0, tb = 0;
     SD_TRY(time_path(mm, PATH_KERNEL, l, in, y, T, acc, st, &tk, d));
     SD_TRY(time_path(mm, PATH_BLAS, l, in, y, T, acc, st, &tb, d));
-    sd_cu_tuned t = {l->rows, l->cols, sd_nm_tune_bucket(T), !l->bitmask, l->nm_m, acc, tb < tk, tk, tb,
+    sd_cu_tuned t = {l->rows, l->cols, sd_nm_tune_bucket(T), !l->bitmask, l->nm_m, acc, 0, tk, tb, 0, 0.f,
                      0,       0.f};
+    sd_nm_spmv_args ga;
+    if (mm->nm_gemm == 2 && nm_gemm_ok(mm, l, in, y, T, acc, &ga))
+        SD_TRY(time_path(mm, PATH_NM_GEMM, l, in, y, T, acc, st, &t.ms_nm_gemm, d));
+    choose(&t);
     if (cslt_can(mm, l, T, st))
         SD_TRY(tune_cslt(mm, &t, l, in, T, acc, st, d));
     mm->tuned[mm->n_tuned] = t;
@@ -324,18 +368,21 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, in
         mm->on_tune(mm->on_tune_ud);
     if (mm->tune_log) {
         int rw = 0, split = 0;
-        char cs[48] = "";
+        char cs[48] = "", ng[48] = "";
         sd_nm_config(&a, !l->bitmask, &rw, &split);
         if (t.ms_cslt > 0)
             snprintf(cs, sizeof cs, ", cuSPARSELt %.1f us", t.ms_cslt * 1e3);
-        fprintf(
-            stderr,
-            "tune: [%lld, %lld] %s%d:%d, %d rows%s: kernel rw=%d split=%d %.1f us, cuBLAS %.1f us%s -> %s\n",
-            (long long)l->rows, (long long)l->cols, l->bitmask ? "" : "dense ", l->nm_n, l->nm_m, T,
-            acc ? " (accumulate)" : "", rw, split, tk * 1e3, tb * 1e3, cs,
-            t.use_cslt   ? "cuSPARSELt"
-            : t.use_blas ? "cuBLAS"
-                         : "kernel");
+        if (t.ms_nm_gemm > 0)
+            snprintf(ng, sizeof ng, ", N:M GEMM %.1f us", t.ms_nm_gemm * 1e3);
+        fprintf(stderr,
+                "tune: [%lld, %lld] %s%d:%d, %d rows%s: kernel rw=%d split=%d %.1f us, cuBLAS %.1f us%s%s -> "
+                "%s\n",
+                (long long)l->rows, (long long)l->cols, l->bitmask ? "" : "dense ", l->nm_n, l->nm_m, T,
+                acc ? " (accumulate)" : "", rw, split, tk * 1e3, tb * 1e3, cs, ng,
+                t.use_cslt      ? "cuSPARSELt"
+                : t.use_nm_gemm ? "N:M GEMM"
+                : t.use_blas    ? "cuBLAS"
+                                : "kernel");
     }
     return 0;
 }
@@ -392,30 +439,14 @@ static int run_cslt(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in
     return sd_cslt_matmul(mm->cslt, l, in, out, T, acc, st, d);
 }
 
-/* SD_NM_GEMM=1: a bitmask linear of more than SD_NM_MAX_B_WIDE rows that cuSPARSELt does not take
- * runs the N:M GEMM of kernels/nm_gemm.h, untimed, instead of the tiles or expansion + cuBLAS: the
- * switch that measures it in whole steps (kernels/NOTES.md v32). */
-static int nm_gemm_takes(const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out,
-                         int T, int acc, sd_nm_spmv_args *a)
-{
-    if (!mm->nm_gemm || !l->bitmask || T <= SD_NM_MAX_B_WIDE)
-        return 0;
-    spmv_args(a, mm, l, in, out, T, acc);
-    return sd_nm_gemm_supported(a);
-}
-
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,
                   cudaStream_t st, sd_diag *d)
 {
     const int cs = cslt_can(mm, l, T, st);
     sd_nm_spmv_args ga;
-    if (!cs && nm_gemm_takes(mm, l, in, out, T, acc, &ga)) {
-        const int rc = sd_nm_gemm_launch(&ga, 0, st);
-        if (rc)
-            return sd_diag_set(d, rc, "cuda: N:M GEMM [%lld, %lld] x %d rows: %s", (long long)l->rows,
-                               (long long)l->cols, T, sd_strerror(rc));
-        return 0;
-    }
+    const int ng = nm_gemm_ok(mm, l, in, out, T, acc, &ga);
+    if (ng && !cs && mm->nm_gemm == 1) /* SD_NM_GEMM=1: untimed, in place of the tiles or expansion */
+        return run_nm_gemm(mm, l, in, out, T, acc, st, d);
     if (T > SD_NM_MAX_B && !wide_ok(mm, l, in, T))
         return cs ? run_cslt(mm, l, in, out, T, acc, st, d) : run_blas(mm, l, in, out, T, acc, st, d);
     const sd_cu_tuned *t = find_tuned(mm, l, T, acc);
@@ -428,6 +459,8 @@ int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, 
     }
     if (cs && (!mm->cslt_timed || (t && t->use_cslt)))
         return run_cslt(mm, l, in, out, T, acc, st, d);
+    if (ng && t && t->use_nm_gemm)
+        return run_nm_gemm(mm, l, in, out, T, acc, st, d);
     return t && t->use_blas ? run_blas(mm, l, in, out, T, acc, st, d)
                             : run_kernel(mm, l, in, out, T, acc, st, d);
 }

@@ -5,9 +5,10 @@
  *                 "rows": 6144, "cols": 4096, "rows_per_warp": 103, "split": 1}, ...],
  *    "paths": [{"rows": 6144, "cols": 4096, "B": 1, "dense": 0, "m": 4, "acc": 0,
  *               "use_blas": 0, "ms_kernel": 0.0117, "ms_blas": 0.0577,
- *               "use_cslt": 0, "ms_cslt": 0}, ...]}
+ *               "use_cslt": 0, "ms_cslt": 0, "use_nm_gemm": 0, "ms_nm_gemm": 0}, ...]}
  *
- * "use_cslt" and "ms_cslt" came later: a file without them reads as 0 (cuSPARSELt not timed).
+ * "use_cslt" / "ms_cslt" and "use_nm_gemm" / "ms_nm_gemm" came later: a file without a pair reads
+ * as 0 (that path not timed).
  *
  * Objects with named fields rather than arrays of numbers: an operator can read the file and
  * see what each problem runs. */
@@ -34,10 +35,11 @@ static json_t *kernel_json(const sd_nm_tuned *e)
 
 static json_t *path_json(const sd_tune_path *p)
 {
-    return json_pack("{s:I, s:I, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:i, s:f}", "rows", (json_int_t)p->rows,
-                     "cols", (json_int_t)p->cols, "B", p->B, "dense", p->dense, "m", p->m, "acc", p->acc,
-                     "use_blas", p->use_blas, "ms_kernel", (double)p->ms_kernel, "ms_blas",
-                     (double)p->ms_blas, "use_cslt", p->use_cslt, "ms_cslt", (double)p->ms_cslt);
+    return json_pack("{s:I, s:I, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:i, s:f, s:i, s:f}", "rows",
+                     (json_int_t)p->rows, "cols", (json_int_t)p->cols, "B", p->B, "dense", p->dense, "m",
+                     p->m, "acc", p->acc, "use_blas", p->use_blas, "ms_kernel", (double)p->ms_kernel,
+                     "ms_blas", (double)p->ms_blas, "use_cslt", p->use_cslt, "ms_cslt", (double)p->ms_cslt,
+                     "use_nm_gemm", p->use_nm_gemm, "ms_nm_gemm", (double)p->ms_nm_gemm);
 }
 
 static json_t *cache_json(const sd_tune_cache *c)
@@ -109,6 +111,19 @@ static int read_kernel(const char *path, int i, json_t *o, sd_nm_tuned *e, sd_di
     return 0;
 }
 
+/* An optional (use_X, ms_X) pair of a path entry: both, or neither (0, 0: not timed). */
+static int get_opt_path(const char *path, int i, json_t *o, const char *use, const char *ms, int *u, float *t,
+                        sd_diag *d)
+{
+    *u = 0, *t = 0.f;
+    if (!json_object_get(o, use) && !json_object_get(o, ms))
+        return 0; /* a file from before that path was timed */
+    int64_t v = 0;
+    SD_TRY(get_int(path, "paths", i, o, use, 0, 1, &v, d));
+    *u = (int)v;
+    return get_ms(path, i, o, ms, t, d);
+}
+
 static int read_path(const char *path, int i, json_t *o, sd_tune_path *p, sd_diag *d)
 {
     int64_t v[7];
@@ -117,15 +132,12 @@ static int read_path(const char *path, int i, json_t *o, sd_tune_path *p, sd_dia
     static const int64_t lo[7] = {1, 1, 1, 0, 0, 0, 0};
     for (int k = 0; k < 7; k++)
         SD_TRY(get_int(path, "paths", i, o, names[k], lo[k], hi[k], &v[k], d));
-    *p = (sd_tune_path){v[0], v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5], (int)v[6], 0.f, 0.f, 0, 0.f};
+    *p = (sd_tune_path){v[0], v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5], (int)v[6],
+                        0.f,  0.f,  0,         0.f,       0,         0.f};
     SD_TRY(get_ms(path, i, o, "ms_kernel", &p->ms_kernel, d));
     SD_TRY(get_ms(path, i, o, "ms_blas", &p->ms_blas, d));
-    if (!json_object_get(o, "use_cslt") && !json_object_get(o, "ms_cslt"))
-        return 0; /* a file from before cuSPARSELt was timed */
-    int64_t u = 0;
-    SD_TRY(get_int(path, "paths", i, o, "use_cslt", 0, 1, &u, d));
-    p->use_cslt = (int)u;
-    return get_ms(path, i, o, "ms_cslt", &p->ms_cslt, d);
+    SD_TRY(get_opt_path(path, i, o, "use_cslt", "ms_cslt", &p->use_cslt, &p->ms_cslt, d));
+    return get_opt_path(path, i, o, "use_nm_gemm", "ms_nm_gemm", &p->use_nm_gemm, &p->ms_nm_gemm, d);
 }
 
 /* The array field `name` of root: its length, checked against a sane bound. */

@@ -21,15 +21,18 @@ extern "C" {
 #define SD_TUNE_CACHE_FORMAT 1
 #define SD_TUNE_KEY_MAX 256
 
-/* One linear problem's path: the engine's SpMV/GEMV, cuBLAS or (a 2:4 linear with a copy in its
- * layout) cuSPARSELt, and the times that chose it. */
+/* One linear problem's path: the engine's SpMV/GEMV, cuBLAS, (a 2:4 linear with a copy in its
+ * layout) cuSPARSELt or (SD_NM_GEMM=2) the N:M GEMM of kernels/nm_gemm.h, and the times that chose
+ * it. */
 typedef struct sd_tune_path {
     int64_t rows, cols;
     int B, dense, m, acc; /* B: sd_nm_tune_bucket of the rows */
     int use_blas;         /* 1: cuBLAS measured faster than the SpMV/GEMV for this problem */
     float ms_kernel, ms_blas;
-    int use_cslt;  /* 1: cuSPARSELt measured faster than both (taken where its copy exists) */
-    float ms_cslt; /* 0: not timed (no copy when the problem was tuned); optional in the file */
+    int use_cslt;     /* 1: cuSPARSELt measured fastest (taken where its copy exists) */
+    float ms_cslt;    /* 0: not timed (no copy when the problem was tuned); optional in the file */
+    int use_nm_gemm;  /* 1: the N:M GEMM measured fastest (taken where SD_NM_GEMM=2) */
+    float ms_nm_gemm; /* 0: not timed; optional in the file */
 } sd_tune_path;
 
 typedef struct sd_tune_cache {

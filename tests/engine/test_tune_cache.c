@@ -33,8 +33,8 @@ static void sample(sd_tune_cache *c, sd_nm_tuned *k, sd_tune_path *p)
     k[0] = (sd_nm_tuned){0, 2, 4, 1, 0, 0, 6144, 4096, 103, 1};
     k[1] = (sd_nm_tuned){1, 0, 0, 16, 0, 1, 4096, 14336, 16, 3};
     k[2] = (sd_nm_tuned){0, 8, 16, 64, 1, 0, (int64_t)1 << 33, 128, 128, 1};
-    p[0] = (sd_tune_path){28672, 4096, 1, 0, 4, 0, 0, 0.0354f, 0.2329f, 0, 0.f};
-    p[1] = (sd_tune_path){6144, 4096, 128, 0, 4, 1, 0, 0.2664f, 0.2545f, 1, 0.1986f};
+    p[0] = (sd_tune_path){28672, 4096, 1, 0, 4, 0, 0, 0.0354f, 0.2329f, 0, 0.f, 0, 0.f};
+    p[1] = (sd_tune_path){6144, 4096, 128, 0, 4, 1, 0, 0.2664f, 0.2545f, 0, 0.1986f, 1, 0.1514f};
     c->kernels = k, c->n_kernels = 3, c->paths = p, c->n_paths = 2;
 }
 
@@ -87,7 +87,8 @@ static void test_round_trip(void)
         CHECK_MSG(x->rows == y->rows && x->cols == y->cols && x->B == y->B && x->dense == y->dense &&
                       x->m == y->m && x->acc == y->acc && x->use_blas == y->use_blas &&
                       x->ms_kernel == y->ms_kernel && x->ms_blas == y->ms_blas &&
-                      x->use_cslt == y->use_cslt && x->ms_cslt == y->ms_cslt,
+                      x->use_cslt == y->use_cslt && x->ms_cslt == y->ms_cslt &&
+                      x->use_nm_gemm == y->use_nm_gemm && x->ms_nm_gemm == y->ms_nm_gemm,
                   "path %d differs", i);
     }
     sd_tune_cache_free(&r);
@@ -146,8 +147,9 @@ static void test_refuses_bad_files(void)
         {NULL, "paths[0].ms_kernel"},       /* a string where a time goes */
         {NULL, "kernels[0].rows_per_warp"}, /* 2.5 */
         {NULL, "paths[0].use_cslt"},        /* 2 */
+        {NULL, "paths[0].ms_nm_gemm"},      /* use_nm_gemm without it */
     };
-    char texts[5][512];
+    char texts[6][512];
     snprintf(texts[0], sizeof texts[0],
              "{\"format\":1,\"key\":\"k\",\"kernels\":[%s,{\"dense\":0,\"n\":2,\"m\":4,\"B\":1,\"y_bf16\":0,"
              "\"accumulate\":0,\"rows\":64,\"cols\":64,\"rows_per_warp\":1}],\"paths\":[]}",
@@ -167,7 +169,11 @@ static void test_refuses_bad_files(void)
         "{\"format\":1,\"key\":\"k\",\"kernels\":[],\"paths\":[{\"rows\":1,\"cols\":1,\"B\":1,\"dense\":0,"
         "\"m\":4,\"acc\":0,\"use_blas\":0,\"ms_kernel\":1.0,\"ms_blas\":1.0,\"use_cslt\":2,\"ms_cslt\":1.0}]"
         "}");
-    for (int i = 0; i < 5; i++)
+    snprintf(
+        texts[5], sizeof texts[5],
+        "{\"format\":1,\"key\":\"k\",\"kernels\":[],\"paths\":[{\"rows\":1,\"cols\":1,\"B\":1,\"dense\":0,"
+        "\"m\":4,\"acc\":0,\"use_blas\":0,\"ms_kernel\":1.0,\"ms_blas\":1.0,\"use_nm_gemm\":1}]}");
+    for (int i = 0; i < 6; i++)
         cases[6 + i].text = texts[i];
     char path[128];
     path_in(path, sizeof path, "bad.json");
@@ -183,7 +189,8 @@ static void test_refuses_bad_files(void)
     unlink(path);
 }
 
-/* A file from before cuSPARSELt was timed (no use_cslt, ms_cslt) still loads: not timed, not taken. */
+/* A file from before cuSPARSELt and the N:M GEMM were timed (no use_cslt, ms_cslt, use_nm_gemm,
+ * ms_nm_gemm) still loads: not timed, not taken. */
 static void test_paths_without_cslt(void)
 {
     char path[128];
@@ -197,6 +204,7 @@ static void test_paths_without_cslt(void)
     REQUIRE(c.n_paths == 1);
     CHECK(c.paths[0].use_blas == 1 && c.paths[0].B == 128 && c.paths[0].ms_blas == 0.25f);
     CHECK(c.paths[0].use_cslt == 0 && c.paths[0].ms_cslt == 0.f);
+    CHECK(c.paths[0].use_nm_gemm == 0 && c.paths[0].ms_nm_gemm == 0.f);
     sd_tune_cache_free(&c);
     unlink(path);
 }

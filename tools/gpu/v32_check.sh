@@ -10,10 +10,10 @@
 #   3. `sparsed bench decode` at Llama-3.1-8B shapes: dense and 2:4 at batch 64 / 128 / 256 with the
 #      defaults (cuSPARSELt timed, out of the graphs: the decode graphs run the tiles), 2:4 with
 #      SD_CUSPARSELT_GRAPHS=1 (timed, in the graphs) and SD_CUSPARSELT=0 (the tiles only); 8:16 at
-#      batch 128 with and without SD_NM_GEMM=1;
+#      batch 128 by default, with SD_NM_GEMM=1 (untimed) and =2 (timed);
 #   4. `sparsed bench prefill`: dense and 2:4 (defaults, and SD_CUSPARSELT_TIMED=0: v31's untimed
 #      rule) at 128-512 tokens; 8:16 at 128 / 512 / 2048 by default, with SD_EXPAND_WARP=1 and with
-#      SD_NM_GEMM=1;
+#      SD_NM_GEMM=1, and at 128-256 with SD_NM_GEMM=2;
 #   5. the steady load at 128 req/s, up to 128 sequences a step: dense, 2:4, 2:4 with
 #      SD_CUSPARSELT_GRAPHS=1;
 #   6. the batch-1 records (every pattern's decode; the 8B kernel table at batch 1 and 8).
@@ -62,11 +62,13 @@ bench graphs decode SD_CUSPARSELT_GRAPHS=1 -- --pattern 2:4 --batch 128,256
 bench tiles decode SD_CUSPARSELT=0 -- --pattern 2:4 --batch 128,256
 bench 8of16 decode -- --pattern 8:16 --batch 128
 bench 8of16-nmgemm decode SD_NM_GEMM=1 -- --pattern 8:16 --batch 128
+bench 8of16-nmgemm-timed decode SD_NM_GEMM=2 -- --pattern 8:16 --batch 128
 bench default prefill -- --pattern dense,2:4 --chunk 128,192,256,512
 bench untimed prefill SD_CUSPARSELT_TIMED=0 -- --pattern 2:4 --chunk 128,192,256,512
 bench 8of16 prefill -- --pattern 8:16 --chunk 128,512,2048
 bench 8of16-warp prefill SD_EXPAND_WARP=1 -- --pattern 8:16 --chunk 128,512,2048
 bench 8of16-nmgemm prefill SD_NM_GEMM=1 -- --pattern 8:16 --chunk 128,512,2048
+bench 8of16-nmgemm-timed prefill SD_NM_GEMM=2 -- --pattern 8:16 --chunk 128,192,256
 
 B=build/gpu RATES=128 N=256 PORT=18284 OUTLEN=128 SERVE_EXTRA="--max-seqs 128"
 steady() { # NAME CKPT: steady_load with its table in summary.txt (the caller's env reaches the daemon)
