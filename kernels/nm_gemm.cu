@@ -1,9 +1,11 @@
 // nm_gemm: the N:M bitmask GEMM of nm_gemm.h. A block: 8 warps over 128 weight rows (2 along M,
 // 64 rows each) and 64 or 128 vectors (4 along N, 16 or 32 each). Per stage of 64 columns:
-//   - each thread expands one mask word (a row's 32 columns) from registers into the dense tile
-//     (two tiles, alternating: one is expanded while the mma reads the other); the word's values
-//     and mask were loaded into registers one stage ahead;
-//   - x arrives through cp.async, three stages in flight;
+//   - the stage's raw weights (values and masks) and x arrive through cp.async, four stages
+//     deep: two are in flight while one is expanded and one multiplied (at 65-256 vectors the
+//     kernel is bound by the weights' bytes, and one stage in flight would leave it waiting on
+//     DRAM latency);
+//   - each thread expands one mask word (a row's 32 columns) into the dense tile (two tiles,
+//     alternating: stage k + 1 is expanded while the mma reads stage k's);
 //   - ldmatrix gives both operands in the mma's own order: A rows are weight rows (row-major), B
 //     rows are vectors (x row-major is B column-major), as the wide kernels do (nm_spmv_spg.cu).
 // Unit u (16 bytes) of a tile row r sits at u ^ (r & 7): the 8 rows an ldmatrix reads, and the 8
@@ -24,9 +26,9 @@ namespace
 using namespace sd_nm_tc;
 using namespace sd_pdl;
 
-constexpr int kCols = 64;   // columns a stage: two mask words a row
-constexpr int kRows = 128;  // weight rows a block
-constexpr int kXStages = 3; // x stages in flight
+constexpr int kCols = 64;  // columns a stage: two mask words a row
+constexpr int kRows = 128; // weight rows a block
+constexpr int kStages = 4; // stages of raw weights and x in shared memory
 
 struct GmParams {
     const uint16_t *values; // bf16 [rows, cols/2]
@@ -37,12 +39,14 @@ struct GmParams {
     int B, accumulate;
 };
 
-// WN: n8 tiles a warp; a block's vectors are 4 warps x 8 WN.
+// WN: n8 tiles a warp; a block's vectors are 4 warps x 8 WN. Shared memory: the two dense tiles,
+// then kStages stages of [raw weights (nm_gemm_layout.h) | x].
 template <int WN> struct Gm {
     static constexpr int kVec = 32 * WN;
-    static constexpr int kA = kRows * kCols * 2;         // a dense tile, bytes
-    static constexpr int kX = kVec * kCols * 2;          // an x stage, bytes
-    static constexpr int kSmem = 2 * kA + kXStages * kX; // 56 KB (WN 2) or 80 KB (WN 4)
+    static constexpr int kA = kRows * kCols * 2;            // a dense tile, bytes
+    static constexpr int kX = kVec * kCols * 2;             // a stage's x, bytes
+    static constexpr int kStage = SD_GM_RAW_BYTES + kX;     // 17 KB (WN 2) or 25 KB (WN 4)
+    static constexpr int kSmem = 2 * kA + kStages * kStage; // 100 KB (two blocks an SM) or 132 KB
 };
 
 __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4])
@@ -52,35 +56,40 @@ __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4])
                  : "r"(addr));
 }
 
-// One thread's mask word of a stage: its 16 values and the word.
-struct WRegs {
-    uint4 v0, v1;
-    uint32_t m;
-};
-
-// Thread t's word of stage s: row t / 2 of the block, word 2 s + t % 2 (zeros past the last row:
-// a zero word expands to zeros).
-__device__ __forceinline__ void load_w(const GmParams &p, int64_t row0, int s, WRegs &w)
+// Starts the copies of stage s's raw weights into the stage at st: 512 16-byte units of values, two
+// a thread, and the 128 rows' 8 bytes of mask (past the last row: zeros, which expand to zeros).
+__device__ __forceinline__ void issue_w(const GmParams &p, uint32_t st, int64_t row0, int s)
 {
     const int t = threadIdx.x;
-    const int64_t row = row0 + (t >> 1), word = 2 * (int64_t)s + (t & 1);
-    if (row < p.rows) {
-        const uint4 *v = reinterpret_cast<const uint4 *>(p.values + row * (p.cols >> 1) + 16 * word);
-        w.v0 = __ldg(v);
-        w.v1 = __ldg(v + 1);
-        w.m = __ldg(p.mask + row * (p.cols >> 5) + word);
-    } else {
-        w.v0 = w.v1 = make_uint4(0, 0, 0, 0);
-        w.m = 0;
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        int r, u;
+        sd_gm_raw_unit(t + kThreads * j, &r, &u);
+        const int64_t row = row0 + r;
+        const bool ok = row < p.rows;
+        cp_async16_zfill(st + sd_gm_raw_val_off(r, u),
+                         ok ? p.values + row * (p.cols >> 1) + (int64_t)s * (kCols / 2) + 8 * u : p.values,
+                         ok ? 16u : 0u);
+    }
+    if (t < kRows) {
+        const int64_t row = row0 + t;
+        const bool ok = row < p.rows;
+        cp_async8_zfill(st + sd_gm_raw_mask_off(t),
+                        ok ? p.mask + row * (p.cols >> 5) + 2 * (int64_t)s : p.mask, ok ? 8u : 0u);
     }
 }
 
-// The word's 32 dense columns into units 4 (t % 2) .. + 3 of row t / 2 of the tile at a.
-__device__ __forceinline__ void store_w(const WRegs &w, uint8_t *a)
+// Thread t's word of the stage at st (generic pointer), expanded: its 32 dense columns into units
+// 4 (t % 2) .. + 3 of row t / 2 of the tile at a.
+__device__ __forceinline__ void store_w(const uint8_t *st, uint8_t *a)
 {
-    const uint32_t v[8] = {w.v0.x, w.v0.y, w.v0.z, w.v0.w, w.v1.x, w.v1.y, w.v1.z, w.v1.w};
+    int vo, mo;
+    sd_gm_raw_word(threadIdx.x, &vo, &mo);
+    const uint4 v0 = *reinterpret_cast<const uint4 *>(st + vo),
+                v1 = *reinterpret_cast<const uint4 *>(st + vo + 16);
+    const uint32_t v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
     uint32_t o[16];
-    sd_nm_expand_word(w.m, v, o);
+    sd_nm_expand_word(*reinterpret_cast<const uint32_t *>(st + mo), v, o);
 #pragma unroll
     for (int q = 0; q < 4; q++) {
         int r, u;
@@ -157,44 +166,52 @@ __device__ __forceinline__ void store_c(const GmParams &p, const float (&c)[4][W
             }
 }
 
-// A block: rows blockIdx.x * kRows, vectors blockIdx.y * kVec, all columns. The first words are
-// loaded before the PDL wait (no earlier kernel writes the weights), x after it.
+// Starts stage s's copies (raw weights and x) into slot s % kStages; one commit group a stage.
+template <int WN>
+__device__ __forceinline__ void issue_stage(const GmParams &p, uint32_t st0, int64_t row0, int64_t v0, int s,
+                                            int n)
+{
+    using G = Gm<WN>;
+    if (s < n) {
+        const uint32_t st = st0 + (s % kStages) * G::kStage;
+        issue_w(p, st, row0, s);
+        issue_x<WN>(p, st + SD_GM_RAW_BYTES, v0, s);
+    }
+    cp_async_commit();
+}
+
+// A block: rows blockIdx.x * kRows, vectors blockIdx.y * kVec, all columns. Iteration k waits for
+// stage k + 1 (stages up to k + kStages - 2 have been started), starts stage k + kStages - 1 in the
+// slot of stage k - 1 (free: the barrier orders it after every warp's iteration k - 1), expands
+// stage k + 1 into the tile iteration k - 1 read, and multiplies stage k's tile (expanded in
+// iteration k - 1, or before the loop) by stage k's x.
 template <int WN> __global__ void __launch_bounds__(kThreads, WN == 2 ? 2 : 1) gm_kernel(GmParams p)
 {
     using G = Gm<WN>;
     extern __shared__ uint4 smem_gm[];
     uint8_t *sm = reinterpret_cast<uint8_t *>(smem_gm);
-    const uint32_t sm_s = (uint32_t)__cvta_generic_to_shared(sm), xs0 = sm_s + 2 * G::kA;
+    const uint32_t sm_s = (uint32_t)__cvta_generic_to_shared(sm), st0 = sm_s + 2 * G::kA;
+    uint8_t *stg = sm + 2 * G::kA; // the stages, generic
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t row0 = (int64_t)blockIdx.x * kRows, v0 = (int64_t)blockIdx.y * G::kVec;
     const int n = (int)(p.cols / kCols);
-    WRegs w;
-    load_w(p, row0, 0, w);
-    pdl_wait();
+    pdl_wait(); // x is written by the kernel before; the weights could start earlier, but in one group
     pdl_trigger();
 #pragma unroll
-    for (int k = 0; k < kXStages - 1; k++) {
-        if (k < n)
-            issue_x<WN>(p, xs0 + k * G::kX, v0, k);
-        cp_async_commit();
-    }
-    store_w(w, sm);
-    if (n > 1)
-        load_w(p, row0, 1, w);
+    for (int s = 0; s < kStages - 1; s++)
+        issue_stage<WN>(p, st0, row0, v0, s, n);
+    cp_async_wait<kStages - 2>(); // stage 0
+    __syncthreads();
+    store_w(stg, sm);
     float c[4][WN][4] = {};
     for (int k = 0; k < n; k++) {
-        cp_async_wait<kXStages - 2>(); // x stage k has landed (this thread's copies)
-        __syncthreads();               // everyone's, tile k & 1 is expanded, stage k - 1's buffers are free
-        const int kn = k + kXStages - 1;
-        if (kn < n)
-            issue_x<WN>(p, xs0 + (kn % kXStages) * G::kX, v0, kn);
-        cp_async_commit();
-        if (k + 1 < n) { // the next tile, while this one is multiplied
-            store_w(w, sm + ((k + 1) & 1) * G::kA);
-            if (k + 2 < n)
-                load_w(p, row0, k + 2, w);
-        }
-        mma_stage<WN>(c, sm_s + (k & 1) * G::kA, xs0 + (k % kXStages) * G::kX, warp, lane);
+        cp_async_wait<kStages - 3>(); // stage k + 1 has landed (this thread's copies)
+        __syncthreads();              // everyone's; tile k & 1 is expanded; slot (k - 1) % kStages is free
+        issue_stage<WN>(p, st0, row0, v0, k + kStages - 1, n);
+        if (k + 1 < n) // the next tile, while this one is multiplied
+            store_w(stg + ((k + 1) % kStages) * G::kStage, sm + ((k + 1) & 1) * G::kA);
+        mma_stage<WN>(c, sm_s + (k & 1) * G::kA, st0 + (k % kStages) * G::kStage + SD_GM_RAW_BYTES, warp,
+                      lane);
     }
     cp_async_wait<0>();
     store_c<WN>(p, c, row0, v0, warp, lane);
@@ -221,7 +238,7 @@ extern "C" int sd_nm_gemm_supported(const sd_nm_spmv_args *a)
 {
     return a->n > 0 && 2 * a->n == a->m && 32 % a->m == 0 && a->rows > 0 && a->B > 0 && a->cols > 0 &&
            a->cols % kCols == 0 && a->ldx % 8 == 0 && a->ldy >= a->rows && !a->y_bf16 && !a->swiglu &&
-           ((uintptr_t)a->x & 15) == 0 && ((uintptr_t)a->values & 15) == 0 && ((uintptr_t)a->mask & 3) == 0;
+           ((uintptr_t)a->x & 15) == 0 && ((uintptr_t)a->values & 15) == 0 && ((uintptr_t)a->mask & 7) == 0;
 }
 
 extern "C" int sd_nm_gemm_launch(const sd_nm_spmv_args *a, int vec_tile, cudaStream_t s)

@@ -17,6 +17,36 @@ SD_TCX_FN int sd_gm_unit_off(int r, int u)
     return 16 * (r * 8 + (u ^ (r & 7)));
 }
 
+/* A stage's raw weights, staged by cp.async before the expansion: 128 rows of 64 bytes of values
+ * (32 kept values: two mask words' 16 each) and, after them, 128 rows of 8 bytes of mask (the two
+ * words). Copy i (0..511) of the values is row i / 4, unit i % 4. */
+#define SD_GM_RAW_MASKS (128 * 64)
+#define SD_GM_RAW_BYTES (128 * 64 + 128 * 8)
+
+SD_TCX_FN void sd_gm_raw_unit(int i, int *row, int *u)
+{
+    *row = i >> 2;
+    *u = i & 3;
+}
+
+SD_TCX_FN int sd_gm_raw_val_off(int row, int u)
+{
+    return row * 64 + 16 * u;
+}
+
+SD_TCX_FN int sd_gm_raw_mask_off(int row)
+{
+    return SD_GM_RAW_MASKS + 8 * row;
+}
+
+/* The expansion's reads: thread t's word is word t % 2 of row t / 2, its 16 values the 32 bytes at
+ * *vals, its mask the 4 at *mask (byte offsets in the stage). */
+SD_TCX_FN void sd_gm_raw_word(int t, int *vals, int *mask)
+{
+    *vals = sd_gm_raw_val_off(t >> 1, 2 * (t & 1));
+    *mask = sd_gm_raw_mask_off(t >> 1) + 4 * (t & 1);
+}
+
 /* The expansion: thread t (0..255) writes its word's four units q = 0..3 as row t / 2, units
  * 4 (t % 2) + q (the word's 32 columns). */
 SD_TCX_FN void sd_gm_w_unit(int t, int q, int *r, int *u)

@@ -1,7 +1,8 @@
 /* test_nm_gemm_layout: the N:M GEMM's shared-memory layout and fragment mapping
  * (kernels/nm_gemm_layout.h, the functions kernels/nm_gemm.cu calls) run on the CPU: a block's
- * stage is built as the kernel builds it (each thread's mask word expanded by sd_nm_expand_word
- * into the swizzled weight tile, x's units into the x tile), every warp's ldmatrix.x4 and
+ * stage is built as the kernel builds it (the raw values and masks copied unit by unit into the
+ * stage, each thread's mask word read back from there and expanded by sd_nm_expand_word into the
+ * swizzled weight tile, x's units into the x tile), every warp's ldmatrix.x4 and
  * mma.m16n8k16 emulated as the PTX ISA lays out their fragments, and the accumulators stored
  * where sd_gm_c_dst says; the result must be W x^T for every row and vector of the block, each
  * written once. Runs without a GPU; test_nm_gemm_gpu checks the kernel itself on one. */
@@ -68,7 +69,7 @@ static void check_stage(int n, int m, int wn_tiles, uint64_t seed)
     const int nvec = 32 * wn_tiles;
     static uint16_t w[ROWS * COLS], vals[ROWS * COLS / 2], x[MAXV * COLS], wd[ROWS * COLS];
     static uint32_t mask[ROWS * COLS / 32];
-    static uint8_t at[TILE], xt[MAXV * COLS * 2];
+    static uint8_t at[TILE], xt[MAXV * COLS * 2], raw[SD_GM_RAW_BYTES];
     static float out[ROWS][MAXV];
     static int written[ROWS][MAXV];
     uint64_t s = seed;
@@ -79,11 +80,21 @@ static void check_stage(int n, int m, int wn_tiles, uint64_t seed)
     REQUIRE(sd_nm_expand(vals, mask, ROWS, COLS, wd) == 0); /* the pruned weight: the reference's */
     memset(at, 0xff, sizeof at);
     memset(xt, 0xff, sizeof xt);
-    for (int t = 0; t < 256; t++) { /* the expansion: thread t, word t % 2 of row t / 2 */
-        const int row = t >> 1, word = t & 1;
-        uint32_t v[8], o[16];
-        memcpy(v, vals + row * (COLS / 2) + 16 * word, 32);
-        sd_nm_expand_word(mask[row * (COLS / 32) + word], v, o);
+    memset(raw, 0xff, sizeof raw);
+    for (int i = 0; i < 512; i++) { /* issue_w's copies: values unit by unit, then each row's mask */
+        int r, u;
+        sd_gm_raw_unit(i, &r, &u);
+        memcpy(raw + sd_gm_raw_val_off(r, u), vals + r * (COLS / 2) + 8 * u, 16);
+    }
+    for (int r = 0; r < ROWS; r++)
+        memcpy(raw + sd_gm_raw_mask_off(r), mask + r * (COLS / 32), 8);
+    for (int t = 0; t < 256; t++) { /* the expansion: thread t's word, read back from the stage */
+        int vo, mo;
+        uint32_t v[8], o[16], mw;
+        sd_gm_raw_word(t, &vo, &mo);
+        memcpy(v, raw + vo, 32);
+        memcpy(&mw, raw + mo, 4);
+        sd_nm_expand_word(mw, v, o);
         for (int q = 0; q < 4; q++) {
             int r, u;
             sd_gm_w_unit(t, q, &r, &u);
