@@ -281,6 +281,9 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
      * (tools/gpu/v32_check.sh, kernels/NOTES.md v32); =2 (tests): on, and the first capture
      * with it fails, so the graphs go on without it (cuda_step.cu capture_graph) */
     b->mm.cslt_timed = env_mode("SD_CUSPARSELT_TIMED", 1, 1);
+    const int cg = env_mode("SD_CUSPARSELT_GRAPHS", 0, 2);
+    b->mm.cslt_graph_off = cg == 0;
+    b->mm.cslt_graph_fail = cg == 2;
     /* SD_EXPAND_WARP=1: the bitmask expansion (prompt chunks of 4:8-16:32 and of 2:4 without
      * cuSPARSELt) by the kernel that writes whole sectors; off until `bench gemm` has timed it
      * (kernels/NOTES.md v32) */
@@ -290,9 +293,6 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
      * =2: first use times it beside the other paths at 65-256 rows. Off until `bench gemm` and
      * `bench prefill` have timed it (kernels/NOTES.md v32) */
     b->mm.nm_gemm = env_mode("SD_NM_GEMM", 0, 2);
-    const int cg = env_mode("SD_CUSPARSELT_GRAPHS", 0, 2);
-    b->mm.cslt_graph_off = cg == 0;
-    b->mm.cslt_graph_fail = cg == 2;
     if (!rc && b->tp.comm)
         b->mm.tp = &b->tp; /* first-use timing drains the stream under the group's deadline */
     if (!rc) {
