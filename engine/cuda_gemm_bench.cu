@@ -240,41 +240,38 @@ static int xc_run(xc *x, int64_t rows, int64_t cols, int warp, size_t *diff, sd_
     return 0;
 }
 
+/* x's buffers for random n:m weights [rows, cols], and the CPU's expansion of them in h_ref. */
+static int xc_init(xc *x, int device, int64_t rows, int64_t cols, int n, int m, uint64_t seed, sd_diag *d)
+{
+    const size_t nw = (size_t)rows * (size_t)cols;
+    SD_CU(d, cudaSetDevice(device));
+    SD_CU(d, cudaMalloc((void **)&x->values, nw));
+    SD_CU(d, cudaMalloc((void **)&x->out, nw * 2));
+    SD_CU(d, cudaMalloc((void **)&x->mask, nw / 8));
+    x->h_values = (uint16_t *)malloc(nw);
+    x->h_out = (uint16_t *)malloc(nw * 2);
+    x->h_ref = (uint16_t *)malloc(nw * 2);
+    x->h_mask = (uint32_t *)malloc(nw / 8);
+    if (!x->h_values || !x->h_out || !x->h_ref || !x->h_mask)
+        return sd_diag_set(d, SD_ENOMEM, "expand check: %zu weights", nw);
+    SD_TRY(sd__cu_fill_uniform_bf16(x->values, nw / 2, 1.f, seed, 0, d));
+    SD_TRY(sd__cu_fill_nm_mask(x->mask, nw / 32, n, m, seed + 1, 0, d));
+    SD_CU(d, cudaMemcpy(x->h_values, x->values, nw, cudaMemcpyDeviceToHost));
+    SD_CU(d, cudaMemcpy(x->h_mask, x->mask, nw / 8, cudaMemcpyDeviceToHost));
+    if (sd_nm_expand(x->h_values, x->h_mask, rows, cols, x->h_ref))
+        return sd_diag_set(d, SD_EFORMAT, "expand check: the CPU refused the %d:%d mask", n, m);
+    return 0;
+}
+
 int sd_cuda_expand_check(int device, int64_t rows, int64_t cols, int n, int m, uint64_t seed, size_t diff[2],
                          sd_diag *d)
 {
     if (rows <= 0 || cols <= 0 || cols % 32)
         return sd_diag_set(d, SD_EINVAL, "expand check: [%lld, %lld]", (long long)rows, (long long)cols);
-    const size_t nw = (size_t)rows * (size_t)cols;
     xc x = {};
-    int rc = 0;
-#define XC_CU(call)                                                                                          \
-    do {                                                                                                     \
-        cudaError_t e_ = (call);                                                                             \
-        if (!rc && e_ != cudaSuccess)                                                                        \
-            rc = sd_diag_set(d, SD_ECUDA, "expand check: %s: %s", #call, cudaGetErrorString(e_));            \
-    } while (0)
-    XC_CU(cudaSetDevice(device));
-    XC_CU(cudaMalloc((void **)&x.values, nw));
-    XC_CU(cudaMalloc((void **)&x.out, nw * 2));
-    XC_CU(cudaMalloc((void **)&x.mask, nw / 8));
-    x.h_values = (uint16_t *)malloc(nw);
-    x.h_out = (uint16_t *)malloc(nw * 2);
-    x.h_ref = (uint16_t *)malloc(nw * 2);
-    x.h_mask = (uint32_t *)malloc(nw / 8);
-    if (!rc && (!x.h_values || !x.h_out || !x.h_ref || !x.h_mask))
-        rc = sd_diag_set(d, SD_ENOMEM, "expand check: %zu weights", nw);
-    if (!rc)
-        rc = sd__cu_fill_uniform_bf16(x.values, nw / 2, 1.f, seed, 0, d);
-    if (!rc)
-        rc = sd__cu_fill_nm_mask(x.mask, nw / 32, n, m, seed + 1, 0, d);
-    XC_CU(cudaMemcpy(x.h_values, x.values, nw, cudaMemcpyDeviceToHost));
-    XC_CU(cudaMemcpy(x.h_mask, x.mask, nw / 8, cudaMemcpyDeviceToHost));
-    if (!rc && sd_nm_expand(x.h_values, x.h_mask, rows, cols, x.h_ref))
-        rc = sd_diag_set(d, SD_EFORMAT, "expand check: the CPU refused the %d:%d mask", n, m);
+    int rc = xc_init(&x, device, rows, cols, n, m, seed, d);
     for (int k = 0; k < 2 && !rc; k++)
         rc = xc_run(&x, rows, cols, k, &diff[k], d);
-#undef XC_CU
     xc_free(&x);
     return rc;
 }

@@ -247,14 +247,14 @@ static const sd_cu_tuned *find_tuned(const sd_cu_mm *mm, const sd_cu_linear *l, 
 
 /* The N:M GEMM of kernels/nm_gemm.h may take T rows of l: SD_NM_GEMM on (1: it takes them untimed,
  * 2: first use times it beside the other paths), a bitmask linear, more rows than the plain wide
- * kernels take, a problem it supports; *a: its arguments. */
-static int nm_gemm_ok(const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
-                      int acc, sd_nm_spmv_args *a)
+ * kernels take, a problem it supports (the output buffer plays no part in that). */
+static int nm_gemm_ok(const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, int T)
 {
     if (!mm->nm_gemm || !l->bitmask || T <= SD_NM_MAX_B_WIDE)
         return 0;
-    spmv_args(a, mm, l, in, out, T, acc);
-    return sd_nm_gemm_supported(a);
+    sd_nm_spmv_args a;
+    spmv_args(&a, mm, l, in, mm->tune_y, T, 0);
+    return sd_nm_gemm_supported(&a);
 }
 
 static int run_nm_gemm(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T,
@@ -356,8 +356,7 @@ static int tune(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, in
     SD_TRY(time_path(mm, PATH_BLAS, l, in, y, T, acc, st, &tb, d));
     sd_cu_tuned t = {l->rows, l->cols, sd_nm_tune_bucket(T), !l->bitmask, l->nm_m, acc, 0, tk, tb, 0, 0.f,
                      0,       0.f};
-    sd_nm_spmv_args ga;
-    if (mm->nm_gemm == 2 && nm_gemm_ok(mm, l, in, y, T, acc, &ga))
+    if (mm->nm_gemm == 2 && nm_gemm_ok(mm, l, in, T))
         SD_TRY(time_path(mm, PATH_NM_GEMM, l, in, y, T, acc, st, &t.ms_nm_gemm, d));
     choose(&t);
     if (cslt_can(mm, l, T, st))
@@ -442,9 +441,7 @@ static int run_cslt(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,
                   cudaStream_t st, sd_diag *d)
 {
-    const int cs = cslt_can(mm, l, T, st);
-    sd_nm_spmv_args ga;
-    const int ng = nm_gemm_ok(mm, l, in, out, T, acc, &ga);
+    const int cs = cslt_can(mm, l, T, st), ng = nm_gemm_ok(mm, l, in, T);
     if (ng && !cs && mm->nm_gemm == 1) /* SD_NM_GEMM=1: untimed, in place of the tiles or expansion */
         return run_nm_gemm(mm, l, in, out, T, acc, st, d);
     if (T > SD_NM_MAX_B && !wide_ok(mm, l, in, T))
