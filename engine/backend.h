@@ -50,9 +50,12 @@ typedef struct sd_backend sd_backend;
  * cumulative probabilities. */
 #define SD_SAMPLE_MAX_TOP 20
 
+/* One token whose logit the sampler edits before it picks: a token of the history (penalties)
+ * or of the request's logit_bias, or both. */
 typedef struct sd_sample_pen {
-    int32_t token; /* a distinct token id of the history, in [0, vocab) */
-    int32_t n_gen; /* how often it was generated (0: only in the prompt) */
+    int32_t token; /* distinct within a request, in [0, vocab) */
+    int32_t n_gen; /* how often it was generated (0: only in the prompt; -1: not in the history) */
+    float bias;    /* added first (logit_bias), 0 if none */
 } sd_sample_pen;
 
 typedef struct sd_sample_req {
@@ -60,7 +63,8 @@ typedef struct sd_sample_req {
     sd_sampling s;            /* the request's parameters (seed unused) */
     int greedy;               /* argmax after penalties; u unused */
     int rep_on, pf_on;        /* repetition / presence+frequency penalties apply */
-    const sd_sample_pen *pen; /* [n_pen]: every distinct history token when rep_on, else the generated ones */
+    const sd_sample_pen *pen; /* [n_pen]: every distinct history token when rep_on, else the generated
+                                 ones, then the biased tokens not among them */
     int32_t n_pen;
     double u;  /* uniform in [0, 1) from the request's sd_rng */
     int n_top; /* -1: no logprobs; else the chosen token's logprob and the top n_top (<= SD_SAMPLE_MAX_TOP) */

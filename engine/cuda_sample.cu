@@ -288,7 +288,7 @@ static __device__ void top_logprobs(const float *row, int V, int n_top, float m,
     }
 }
 
-/* sd_sample's penalties, in place, each token's raw value kept in pen_raw. The products and
+/* sd_sample's logit bias and penalties, in place, each token's raw value kept in pen_raw. The products and
  * sums are rounded one by one (no FMA) as on the CPU. */
 static __device__ void penalties(const cu_row &q)
 {
@@ -297,7 +297,8 @@ static __device__ void penalties(const cu_row &q)
         int32_t t = q.pen[j].token;
         float v = q.logits[t];
         q.pen_raw[j] = v;
-        if (q.rep_on)
+        v = __fadd_rn(v, q.pen[j].bias);
+        if (q.rep_on && q.pen[j].n_gen >= 0)
             v = v > 0 ? __fdiv_rn(v, q.rep) : __fmul_rn(v, q.rep);
         if (q.pf_on && q.pen[j].n_gen > 0)
             v = __fsub_rn(v, __fadd_rn(q.presence, __fmul_rn(q.frequency, (float)q.pen[j].n_gen)));

@@ -27,26 +27,27 @@ void sd_sample_prep_free(sd_sample_prep *p)
     memset(p, 0, sizeof *p);
 }
 
-int sd_sample_prep_begin(sd_sample_prep *p, size_t n_hist_total, sd_diag *d)
+int sd_sample_prep_begin(sd_sample_prep *p, size_t n_total, sd_diag *d)
 {
     p->n = 0;
     p->reserved = 0;
-    if (n_hist_total <= p->cap) {
-        p->reserved = n_hist_total;
+    if (n_total <= p->cap) {
+        p->reserved = n_total;
         return 0;
     }
-    sd_sample_pen *q = realloc(p->pen, sizeof *q * n_hist_total);
+    sd_sample_pen *q = realloc(p->pen, sizeof *q * n_total);
     if (!q)
-        return sd_diag_set(d, SD_ENOMEM, "sampling: out of memory for %zu penalty entries", n_hist_total);
+        return sd_diag_set(d, SD_ENOMEM, "sampling: out of memory for %zu penalty entries", n_total);
     p->pen = q;
-    p->cap = p->reserved = n_hist_total;
+    p->cap = p->reserved = n_total;
     return 0;
 }
 
-/* One entry per distinct token of hist[start, n_hist), counting the generated occurrences;
- * the mark table is left all zero again. */
+/* One entry per distinct token of hist[start, n_hist), counting the generated occurrences,
+ * then the biased tokens: added to their history entry, else an entry of their own (n_gen -1).
+ * The mark table is left all zero again. */
 static int32_t collect_pen(sd_sample_prep *p, sd_sample_pen *out, const int32_t *hist, int32_t start,
-                           int32_t n_hist, int32_t n_prompt)
+                           int32_t n_hist, int32_t n_prompt, const sd_sampling *s)
 {
     int32_t n = 0;
     for (int32_t i = start; i < n_hist; i++) {
@@ -54,11 +55,21 @@ static int32_t collect_pen(sd_sample_prep *p, sd_sample_pen *out, const int32_t 
         if (t < 0 || t >= p->vocab)
             continue;
         if (!p->mark[t]) {
-            out[n] = (sd_sample_pen){t, 0};
+            out[n] = (sd_sample_pen){t, 0, 0.0f};
             p->mark[t] = ++n;
         }
         if (i >= n_prompt)
             out[p->mark[t] - 1].n_gen++;
+    }
+    for (int32_t i = 0; i < s->n_bias; i++) {
+        int32_t t = s->bias[i].token;
+        if (t < 0 || t >= p->vocab)
+            continue; /* as sd_sample ignores it */
+        if (!p->mark[t]) {
+            out[n] = (sd_sample_pen){t, -1, 0.0f};
+            p->mark[t] = ++n;
+        }
+        out[p->mark[t] - 1].bias += s->bias[i].bias;
     }
     for (int32_t j = 0; j < n; j++)
         p->mark[out[j].token] = 0;
@@ -78,12 +89,15 @@ int sd_sample_prep_add(sd_sample_prep *p, sd_sample_req *q, int32_t row, const s
     q->greedy = sd_sampling_is_greedy(s);
     q->u = q->greedy ? 0 : sd_rng_uniform(rng);
     q->pen = p->pen ? p->pen + p->n : NULL;
-    if (!q->rep_on && !q->pf_on)
+    /* history tokens only where a penalty needs them: all of them for the repetition penalty,
+     * the generated ones for presence / frequency */
+    int32_t start = q->rep_on ? 0 : q->pf_on ? n_prompt : n_hist;
+    size_t need = (size_t)(n_hist - start) + (size_t)(s->n_bias > 0 ? s->n_bias : 0);
+    if (need == 0)
         return 0;
-    int32_t start = q->rep_on ? 0 : n_prompt;
-    if (p->n + (size_t)(n_hist - start) > p->reserved)
+    if (p->n + need > p->reserved)
         return SD_ERANGE; /* sd_sample_prep_begin was told too little */
-    q->n_pen = collect_pen(p, p->pen + p->n, hist, start, n_hist, n_prompt);
+    q->n_pen = collect_pen(p, p->pen + p->n, hist, start, n_hist, n_prompt, s);
     p->n += (size_t)q->n_pen;
     return 0;
 }
@@ -182,13 +196,14 @@ static void twin_top(const float *row, int32_t vocab, int n_top, float m, double
     }
 }
 
-/* Applies the penalties in place as sd_sample does, keeping each penalised token's raw value. */
+/* Applies the bias and penalties in place as sd_sample does, keeping each edited token's raw value. */
 static void twin_penalties(float *row, const sd_sample_req *q, float *raw)
 {
     for (int32_t j = 0; j < q->n_pen; j++) {
         int32_t t = q->pen[j].token;
         float v = raw[j] = row[t];
-        if (q->rep_on)
+        v += q->pen[j].bias;
+        if (q->rep_on && q->pen[j].n_gen >= 0)
             v = v > 0 ? v / q->s.repetition_penalty : v * q->s.repetition_penalty;
         if (q->pf_on && q->pen[j].n_gen > 0)
             v -= q->s.presence_penalty + q->s.frequency_penalty * (float)q->pen[j].n_gen;

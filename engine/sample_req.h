@@ -27,13 +27,13 @@ typedef struct sd_sample_prep {
 
 int sd_sample_prep_init(sd_sample_prep *p, int32_t vocab, sd_diag *d);
 void sd_sample_prep_free(sd_sample_prep *p); /* zeroed or NULL-initialised: no-op */
-/* Starts a step that will add requests whose histories hold at most n_hist_total tokens in
- * all (entries never move while the step's requests are in use). */
-int sd_sample_prep_begin(sd_sample_prep *p, size_t n_hist_total, sd_diag *d);
-/* Fills q for logits row `row`: penalties from hist (n_prompt prompt tokens first; ids
- * outside the vocabulary ignored, as sd_sample does) and u drawn from rng exactly when
- * sd_sample would draw it. n_top: -1 for no logprobs. SD_ERANGE (q without its penalties)
- * when the histories exceed what sd_sample_prep_begin reserved. */
+/* Starts a step that will add requests whose histories and logit_bias lists hold at most
+ * n_total entries in all (entries never move while the step's requests are in use). */
+int sd_sample_prep_begin(sd_sample_prep *p, size_t n_total, sd_diag *d);
+/* Fills q for logits row `row`: penalties from hist (n_prompt prompt tokens first) and s's
+ * logit bias (ids outside the vocabulary ignored, as sd_sample does) and u drawn from rng
+ * exactly when sd_sample would draw it. n_top: -1 for no logprobs. SD_ERANGE (q without its
+ * penalties) when the entries exceed what sd_sample_prep_begin reserved. */
 int sd_sample_prep_add(sd_sample_prep *p, sd_sample_req *q, int32_t row, const sd_sampling *s,
                        const int32_t *hist, int32_t n_hist, int32_t n_prompt, sd_rng *rng, int n_top);
 

@@ -1,9 +1,9 @@
 /* sampler: penalties, temperature, top-k/top-p/min-p filtering and seeded sampling of one
  * token from a logits row; log-softmax helpers for logprobs.
  *
- * Order of operations (as vLLM does): repetition penalty (HF, over prompt + generated) →
- * presence/frequency penalties (OpenAI, over generated) → temperature (0 => greedy argmax)
- * → top-k → top-p → min-p → draw. */
+ * Order of operations: logit bias (OpenAI: added to the model's logits) → repetition penalty
+ * (HF, over prompt + generated) → presence/frequency penalties (OpenAI, over generated) →
+ * temperature (0 => greedy argmax) → top-k → top-p → min-p → draw. */
 #include "engine/sampler.h"
 
 #include <math.h>
@@ -116,6 +116,9 @@ int32_t sd_sample(float *logits, int32_t vocab, const sd_sampling *s, const int3
                   int32_t n_prompt, sd_rng *rng, void *scratch)
 {
     int32_t *ibuf = (int32_t *)scratch;
+    for (int32_t i = 0; i < s->n_bias; i++)
+        if (s->bias[i].token >= 0 && s->bias[i].token < vocab)
+            logits[s->bias[i].token] += s->bias[i].bias;
     if (s->repetition_penalty > 0 && s->repetition_penalty != 1.0f)
         apply_repetition(logits, vocab, s->repetition_penalty, hist, n_hist, ibuf);
     if ((s->presence_penalty != 0 || s->frequency_penalty != 0) && n_hist > n_prompt)

@@ -1,5 +1,6 @@
-/* sampler: turns a logits row into a token — greedy, temperature, top-k, top-p, min-p and
- * repetition/presence/frequency penalties — reproducibly from a per-request seed. */
+/* sampler: turns a logits row into a token — greedy, temperature, top-k, top-p, min-p,
+ * logit bias and repetition/presence/frequency penalties — reproducibly from a per-request
+ * seed. */
 #ifndef SD_SAMPLER_H
 #define SD_SAMPLER_H
 
@@ -10,6 +11,15 @@
 extern "C" {
 #endif
 
+/* OpenAI's logit_bias: `bias` is added to the logit of `token` before anything else. */
+typedef struct sd_logit_bias {
+    int32_t token;
+    float bias;
+} sd_logit_bias;
+
+/* Most logit_bias entries one request may carry (OpenAI allows 300; vLLM any number). */
+#define SD_MAX_LOGIT_BIAS 1024
+
 typedef struct sd_sampling {
     float temperature;        /* 0 => greedy (argmax, lowest id on ties) */
     int32_t top_k;            /* 0 or <0 => off */
@@ -19,9 +29,13 @@ typedef struct sd_sampling {
     float frequency_penalty;  /* OpenAI semantics, 0 => off */
     float repetition_penalty; /* HF/CTRL semantics over prompt+generated, 1 => off */
     uint64_t seed;            /* the RNG stream; same seed + same logits => same tokens */
+    /* [n_bias] distinct tokens, borrowed: whoever holds this struct keeps the array alive
+     * (the scheduler copies it into each request). Tokens outside the vocabulary are ignored. */
+    const sd_logit_bias *bias;
+    int32_t n_bias;
 } sd_sampling;
 
-/* Defaults: temperature 1, top_k off, top_p 1, min_p 0, penalties off, seed 0. */
+/* Defaults: temperature 1, top_k off, top_p 1, min_p 0, penalties and bias off, seed 0. */
 void sd_sampling_default(sd_sampling *s);
 
 /* Per-sequence RNG state (counter-based, so it can live on the GPU later). */

@@ -435,7 +435,7 @@ static int backend_sample(sd_sched *s, int n, sd_diag *d)
 {
     size_t hist = 0;
     for (int k = 0; k < n; k++)
-        hist += (size_t)s->planned[k]->n_tokens;
+        hist += (size_t)s->planned[k]->n_tokens + (size_t)s->planned[k]->sampling.n_bias;
     int rc = sd_sample_prep_begin(&s->prep, hist, d);
     int m = 0;
     for (int k = 0; k < n && rc == 0; k++) {

@@ -18,9 +18,10 @@ struct sd_sched_req {
     uint64_t id;
     sd_event_cb cb;
     void *ud;
-    sd_sched_req *next; /* waiting-queue link */
-    uint64_t priority;  /* lower first */
-    sd_sampling sampling;
+    sd_sched_req *next;   /* waiting-queue link */
+    uint64_t priority;    /* lower first */
+    sd_sampling sampling; /* .bias points at `bias` */
+    sd_logit_bias *bias;  /* [sampling.n_bias], owned */
     int32_t max_tokens;
     int ignore_eos;
     int logprobs;        /* -1 none, else top k */

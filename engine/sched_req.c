@@ -2,8 +2,31 @@
  * sampling, EOS / max_tokens / stop-string detection, incremental text and its events. */
 #include "sched_impl.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* logit_bias: in-vocabulary, distinct tokens with finite biases (the samplers add each entry
+ * to its token; a token twice would count twice on one path and be refused on none). */
+static int check_bias(const sd_sched *s, const sd_sampling *sp, sd_diag *d)
+{
+    if (sp->n_bias < 0 || sp->n_bias > SD_MAX_LOGIT_BIAS || (sp->n_bias > 0 && !sp->bias))
+        return sd_diag_set(d, SD_EINVAL, "logit_bias: %d entries, at most %d allowed", (int)sp->n_bias,
+                           SD_MAX_LOGIT_BIAS);
+    for (int32_t i = 0; i < sp->n_bias; i++) {
+        const sd_logit_bias *b = &sp->bias[i];
+        if (b->token < 0 || b->token >= s->vocab)
+            return sd_diag_set(d, SD_EINVAL, "logit_bias: token id %d is outside the vocabulary (%d)",
+                               (int)b->token, (int)s->vocab);
+        if (!isfinite(b->bias))
+            return sd_diag_set(d, SD_EINVAL, "logit_bias: the bias of token %d is not a finite number",
+                               (int)b->token);
+        for (int32_t j = 0; j < i; j++)
+            if (sp->bias[j].token == b->token)
+                return sd_diag_set(d, SD_EINVAL, "logit_bias: token id %d appears twice", (int)b->token);
+    }
+    return 0;
+}
 
 static int check_params(const sd_sched *s, const sd_request_params *p, sd_diag *d)
 {
@@ -33,7 +56,7 @@ static int check_params(const sd_sched *s, const sd_request_params *p, sd_diag *
     for (int i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !p->stop[i][0])
             return sd_diag_set(d, SD_EINVAL, "stop: string %d is empty", i);
-    return 0;
+    return check_bias(s, &p->sampling, d);
 }
 
 int sd_sched_req_new(const sd_sched *s, const sd_request_params *p, sd_event_cb cb, void *ud, uint64_t id,
@@ -50,6 +73,16 @@ int sd_sched_req_new(const sd_sched *s, const sd_request_params *p, sd_event_cb 
     r->ud = ud;
     r->priority = p->priority;
     r->sampling = p->sampling;
+    r->sampling.bias = NULL;
+    if (p->sampling.n_bias > 0) {
+        r->bias = malloc(sizeof *r->bias * (size_t)p->sampling.n_bias);
+        if (!r->bias) {
+            free(r);
+            return sd_diag_set(d, SD_ENOMEM, "request: out of memory");
+        }
+        memcpy(r->bias, p->sampling.bias, sizeof *r->bias * (size_t)p->sampling.n_bias);
+        r->sampling.bias = r->bias;
+    }
     r->max_tokens = p->max_tokens;
     r->ignore_eos = p->ignore_eos;
     r->logprobs = p->logprobs;
@@ -89,6 +122,7 @@ void sd_sched_req_free(sd_sched_req *r)
     if (!r)
         return;
     sd_stopstr_free(&r->stop);
+    free(r->bias);
     free(r->tokens);
     free(r->kv.blocks); /* the blocks themselves went back to the pool already */
     free(r->plp);

@@ -80,13 +80,13 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Samples up to 8 of the step's rows: greedy ones, and ones with every filter, a penalty and
+/* Samples up to 8 of the step's rows: greedy ones, and ones with every filter, a biased penalty and
  * logprobs, so that each sampling kernel has run once. */
 static int warm_sampler(sd_backend *b, int rows, sd_diag *d)
 {
     sd_sample_req reqs[8];
     sd_sample_out out[8];
-    const sd_sample_pen pen = {0, 1};
+    const sd_sample_pen pen = {0, 1, 0.5f};
     const int n = imin(rows, 8);
     for (int i = 0; i < n; i++) {
         sd_sample_req *q = &reqs[i];

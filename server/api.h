@@ -51,7 +51,8 @@ typedef struct sd_api_req {
     /* both */
     int32_t max_tokens; /* -1: default (completions 16; chat: up to the context) */
     int n;
-    sd_sampling sampling;
+    sd_sampling sampling; /* .bias points at `bias` */
+    sd_logit_bias *bias;  /* [sampling.n_bias], owned: logit_bias */
     int has_seed;
     char *stop[SD_MAX_STOP];
     int n_stop;

@@ -1,6 +1,7 @@
 /* api_parse: parsing and validation of OpenAI completions / chat completions bodies. */
 #include "server/api.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -118,6 +119,80 @@ static int parse_stop(sd_api_req *r, json_t *o, sd_api_err *e)
     return 0;
 }
 
+/* logit_bias: {"token id": bias in [-100, 100], ...} as OpenAI defines it. Whether an id is in
+ * the vocabulary is the engine's check (it knows the model). */
+static int parse_logit_bias(sd_api_req *r, json_t *o, sd_api_err *e)
+{
+    json_t *v = field(o, "logit_bias");
+    if (!v)
+        return 0;
+    if (!json_is_object(v))
+        return sd_api_fail(e, 400, "logit_bias", "invalid_type",
+                           "'logit_bias' must be an object mapping token ids to numbers");
+    size_t n = json_object_size(v);
+    if (n > SD_MAX_LOGIT_BIAS)
+        return sd_api_fail(e, 400, "logit_bias", "invalid_value", "'logit_bias' may hold at most %d tokens",
+                           SD_MAX_LOGIT_BIAS);
+    if (n == 0)
+        return 0;
+    if (!(r->bias = malloc(n * sizeof *r->bias)))
+        return sd_api_fail(e, 500, NULL, NULL, "out of memory");
+    const char *k;
+    json_t *b;
+    int32_t m = 0;
+    json_object_foreach(v, k, b)
+    {
+        char *end;
+        errno = 0;
+        long long id = strtoll(k, &end, 10);
+        if (end == k || *end || errno || id < 0 || id > INT32_MAX || k[0] == '+' || k[0] == ' ')
+            return sd_api_fail(e, 400, "logit_bias", "invalid_value",
+                               "'logit_bias' keys must be token ids (non-negative integers); got '%.40s'", k);
+        if (!json_is_number(b) || !isfinite(json_number_value(b)) || fabs(json_number_value(b)) > 100)
+            return sd_api_fail(e, 400, "logit_bias", "invalid_value",
+                               "'logit_bias' values must be numbers in [-100, 100] (token %lld)", id);
+        for (int32_t j = 0; j < m; j++)
+            if (r->bias[j].token == (int32_t)id)
+                return sd_api_fail(e, 400, "logit_bias", "invalid_value",
+                                   "'logit_bias' names token %lld twice", id);
+        r->bias[m++] = (sd_logit_bias){(int32_t)id, (float)json_number_value(b)};
+    }
+    r->sampling.bias = r->bias;
+    r->sampling.n_bias = m;
+    return 0;
+}
+
+/* Fields whose meaning sparsed cannot honour: refused with 400 rather than ignored, so that
+ * a client asking for JSON or a tool call does not receive free text it takes for one. The
+ * neutral values ({"type": "text"}, no tools, tool_choice "none") pass. */
+static int refuse_unsupported(json_t *o, sd_api_err *e)
+{
+    json_t *v = field(o, "response_format");
+    if (v) {
+        json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
+        if (!json_is_string(t))
+            return sd_api_fail(e, 400, "response_format", "invalid_type",
+                               "'response_format' must be an object with a string 'type'");
+        if (strcmp(json_string_value(t), "text"))
+            return sd_api_fail(e, 400, "response_format", "unsupported_value",
+                               "'response_format' type '%.40s' is not supported: sparsed does not constrain "
+                               "decoding to a format; only 'text' is accepted",
+                               json_string_value(t));
+    }
+    json_t *tc = field(o, "tool_choice");
+    int none = json_is_string(tc) && !strcmp(json_string_value(tc), "none");
+    static const char *const tool_keys[] = {"tools", "functions"};
+    for (size_t i = 0; i < 2; i++) {
+        v = field(o, tool_keys[i]);
+        if (v && (!json_is_array(v) || json_array_size(v) > 0) && !none)
+            return sd_api_fail(e, 400, tool_keys[i], "unsupported_value",
+                               "'%s' is not supported: sparsed does not parse tool calls; send no tools or "
+                               "'tool_choice': 'none'",
+                               tool_keys[i]);
+    }
+    return 0;
+}
+
 /* Fields shared by both endpoints. */
 static int parse_common(sd_api_req *r, json_t *o, sd_api_err *e)
 {
@@ -159,7 +234,7 @@ static int parse_common(sd_api_req *r, json_t *o, sd_api_err *e)
     v = field(o, "user");
     if (v && !json_is_string(v))
         return sd_api_fail(e, 400, "user", "invalid_type", "'user' must be a string");
-    return parse_stop(r, o, e);
+    return parse_stop(r, o, e) || parse_logit_bias(r, o, e) || refuse_unsupported(o, e) ? -1 : 0;
 }
 
 static int parse_ids(json_t *a, sd_api_prompt *p, sd_api_err *e)
@@ -370,5 +445,6 @@ void sd_api_req_free(sd_api_req *r)
     json_decref(r->messages);
     for (int i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
+    free(r->bias);
     memset(r, 0, sizeof *r);
 }

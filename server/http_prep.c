@@ -152,8 +152,8 @@ static uint64_t mix64(uint64_t x)
 /* The request field an engine validation message names ("stop: ..."), for the error's param. */
 static const char *engine_param(const char *msg)
 {
-    static const char *const fields[] = {"prompt", "max_tokens", "stop",  "logprobs",          "temperature",
-                                         "top_k",  "top_p",      "min_p", "repetition_penalty"};
+    static const char *const fields[] = {"prompt", "max_tokens", "stop",  "logprobs",           "temperature",
+                                         "top_k",  "top_p",      "min_p", "repetition_penalty", "logit_bias"};
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
         size_t n = strlen(fields[i]);
         if (!strncmp(msg, fields[i], n) && msg[n] == ':')

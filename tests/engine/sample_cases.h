@@ -49,7 +49,8 @@ typedef struct sc_case {
     float *logits; /* [vocab] */
     int32_t hist[96];
     int32_t n_hist, n_prompt;
-    sd_sampling s;
+    sd_sampling s; /* .bias points at `bias` */
+    sd_logit_bias bias[8];
     int n_top;
     const char *kind;
 } sc_case;
@@ -84,7 +85,7 @@ static void sc_fill_row(sc_rng *r, float *x, int32_t v, int shape)
 }
 
 /* Options by case number: greedy, temperature, top-k, top-p, min-p, penalties (sampled and
- * greedy), then everything combined at random. */
+ * greedy), then everything combined at random; sc_make adds a logit_bias to a third. */
 static void sc_params(sc_rng *r, int c, sd_sampling *s, const char **kind)
 {
     static const float temps[] = {0.3f, 0.7f, 1.0f, 1.5f};
@@ -141,6 +142,27 @@ static void sc_params(sc_rng *r, int c, sd_sampling *s, const char **kind)
     }
 }
 
+/* A logit_bias of one to eight distinct tokens: the row's best (often banned), history tokens
+ * (their entry carries penalties and the bias) and random ones, with biases from -100 to 100. */
+static void sc_bias(sc_rng *r, sc_case *k, int32_t best)
+{
+    static const float biases[] = {-100.0f, -5.0f, -1.0f, 0.5f, 3.0f, 100.0f};
+    int want = 1 + (int)(sc_next(r) % 8), n = 0;
+    for (int tries = 0; n < want && tries < 32; tries++) {
+        uint64_t w = sc_next(r) % 3;
+        int32_t t = w == 0                ? best
+                    : w == 1 && k->n_hist ? k->hist[sc_next(r) % (uint64_t)k->n_hist]
+                                          : (int32_t)(sc_next(r) % (uint64_t)k->vocab);
+        int dup = 0;
+        for (int j = 0; j < n; j++)
+            dup |= k->bias[j].token == t;
+        if (!dup)
+            k->bias[n++] = (sd_logit_bias){t, biases[sc_next(r) % 6]};
+    }
+    k->s.bias = k->bias;
+    k->s.n_bias = n;
+}
+
 /* Case c of a vocabulary: the history reuses a few tokens (repeats count for frequency) and
  * the row's largest logits (so that penalties change the outcome). */
 static void sc_make(sc_rng *r, sc_case *k, int32_t vocab, int c, float *buf)
@@ -163,6 +185,8 @@ static void sc_make(sc_rng *r, sc_case *k, int32_t vocab, int c, float *buf)
                      : w == 1 ? (int32_t)(sc_next(r) % 8 % (uint64_t)vocab)
                               : (int32_t)(sc_next(r) % (uint64_t)vocab);
     }
+    if (sc_next(r) % 3 == 0)
+        sc_bias(r, k, best);
 }
 
 typedef struct sc_lid {
@@ -264,12 +288,12 @@ static void sc_check(const sc_case *k, const sd_sample_req *q, const sd_sample_o
             st->near++;
         else
             st->mismatched++;
-        CHECK_MSG(
-            near,
-            "vocab %d, %s (T %g k %d p %g min_p %g rep %g pres %g freq %g, %d pen): token %d, sd_sample %d",
-            (int)v, k->kind, k->s.temperature, (int)k->s.top_k, k->s.top_p, k->s.min_p,
-            k->s.repetition_penalty, k->s.presence_penalty, k->s.frequency_penalty, (int)q->n_pen,
-            (int)o->token, (int)want);
+        CHECK_MSG(near,
+                  "vocab %d, %s (T %g k %d p %g min_p %g rep %g pres %g freq %g, %d bias, %d pen): token %d, "
+                  "sd_sample %d",
+                  (int)v, k->kind, k->s.temperature, (int)k->s.top_k, k->s.top_p, k->s.min_p,
+                  k->s.repetition_penalty, k->s.presence_penalty, k->s.frequency_penalty, (int)k->s.n_bias,
+                  (int)q->n_pen, (int)o->token, (int)want);
     }
     if (k->n_top >= 0 && o->token >= 0 && o->token < v) {
         float lp = sd_logprob_of(k->logits, v, o->token);

@@ -20,9 +20,13 @@ static const char *SS_TEXTS[SS_N_TEXTS] = {
     "The quick brown fox",
 };
 
-/* Sampling settings by kind: 1 top-p, 2 top-k with presence/frequency penalties, 3 min-p with
- * a repetition penalty, 4 prompt logprobs (its prefill steps sample on the host), any other
- * kind every option at once. The caller sets greedy requests, seeds and logprobs. */
+/* logit_bias of the sampled kinds: a ban, a push and a mild one (token ids of models/tiny) */
+static const sd_logit_bias SS_BIAS[] = {{220, -100.0f}, {13, 4.0f}, {7, 1.5f}};
+
+/* Sampling settings by kind: 1 top-p, 2 top-k with presence/frequency penalties and a logit
+ * bias, 3 min-p with a repetition penalty, 4 prompt logprobs (its prefill steps sample on the
+ * host), any other kind every option at once. The caller sets greedy requests, seeds and
+ * logprobs. */
 static void ss_sampling(sd_request_params *p, int kind)
 {
     sd_sampling *s = &p->sampling;
@@ -36,6 +40,7 @@ static void ss_sampling(sd_request_params *p, int kind)
         s->top_k = 20;
         s->presence_penalty = 0.4f;
         s->frequency_penalty = 0.3f;
+        s->bias = SS_BIAS, s->n_bias = 3;
         break;
     case 3:
         s->temperature = 0.7f;
@@ -52,6 +57,7 @@ static void ss_sampling(sd_request_params *p, int kind)
         s->top_p = 0.9f;
         s->min_p = 0.02f;
         s->repetition_penalty = 1.1f;
+        s->bias = SS_BIAS + 1, s->n_bias = 2;
     }
 }
 

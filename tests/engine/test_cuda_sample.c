@@ -36,7 +36,7 @@ static void run_vocab(int32_t vocab, int n_cases, sc_stats *st)
     float *rows[BATCH];
     for (int c0 = 0; c0 < n_cases; c0 += BATCH) {
         int n = n_cases - c0 < BATCH ? n_cases - c0 : BATCH;
-        REQUIRE(sd_sample_prep_begin(&p, (size_t)n * 96, NULL) == 0);
+        REQUIRE(sd_sample_prep_begin(&p, (size_t)n * (96 + 8), NULL) == 0);
         for (int i = 0; i < n; i++) {
             sc_make(&r, &ks[i], vocab, c0 + i, host + (size_t)i * vocab);
             sd_rng rng;
@@ -84,7 +84,7 @@ static void test_bad_requests(void)
     REQUIRE(cudaMalloc((void **)&dev, 64 * sizeof(float)) == cudaSuccess);
     sd_cu_sampler sm;
     memset(&sm, 0, sizeof sm);
-    sd_sample_pen pen = {64, 1}; /* outside a 64-token vocabulary */
+    sd_sample_pen pen = {64, 1, 0.0f}; /* outside a 64-token vocabulary */
     sd_sample_req q;
     memset(&q, 0, sizeof q);
     sd_sampling_default(&q.s);

@@ -9,19 +9,27 @@
 
 /* ---- penalty lists and the uniform ---- */
 
+/* The bias sc_case gives token t (0 if none). */
+static float bias_of(const sc_case *k, int32_t t, int *listed)
+{
+    for (int32_t j = 0; j < k->s.n_bias; j++)
+        if (k->bias[j].token == t) {
+            *listed = 1;
+            return k->bias[j].bias;
+        }
+    *listed = 0;
+    return 0.0f;
+}
+
 static void check_pen(const sc_case *k, const sd_sample_req *q)
 {
     int rep = k->s.repetition_penalty > 0 && k->s.repetition_penalty != 1.0f;
     int pf = (k->s.presence_penalty != 0 || k->s.frequency_penalty != 0) && k->n_hist > k->n_prompt;
     CHECK(q->rep_on == rep && q->pf_on == pf);
-    int32_t start = rep ? 0 : k->n_prompt, expect = 0;
-    if (!rep && !pf) {
-        CHECK(q->n_pen == 0);
-        return;
-    }
-    /* every distinct token of hist[start..] once, with its count among the generated ones */
+    /* the history tokens a penalty needs: all for repetition, the generated for presence */
+    int32_t start = rep ? 0 : pf ? k->n_prompt : k->n_hist, expect = 0;
     for (int32_t i = start; i < k->n_hist; i++) {
-        int seen = 0, gen = 0;
+        int seen = 0, gen = 0, listed;
         for (int32_t j = start; j < i; j++)
             seen |= k->hist[j] == k->hist[i];
         for (int32_t j = k->n_prompt; j < k->n_hist; j++)
@@ -30,13 +38,31 @@ static void check_pen(const sc_case *k, const sd_sample_req *q)
             continue;
         expect++;
         int found = 0;
+        float b = bias_of(k, k->hist[i], &listed);
         for (int32_t e = 0; e < q->n_pen; e++)
             if (q->pen[e].token == k->hist[i]) {
                 found++;
-                CHECK_MSG(q->pen[e].n_gen == gen, "token %d: n_gen %d, counted %d", (int)k->hist[i],
-                          (int)q->pen[e].n_gen, gen);
+                CHECK_MSG(q->pen[e].n_gen == gen && q->pen[e].bias == b,
+                          "token %d: n_gen %d bias %g, want %d %g", (int)k->hist[i], (int)q->pen[e].n_gen,
+                          q->pen[e].bias, gen, b);
             }
         CHECK_MSG(found == 1, "token %d appears %d times in the penalty list", (int)k->hist[i], found);
+    }
+    /* then each biased token not among them, as an entry of its own */
+    for (int32_t j = 0; j < k->s.n_bias; j++) {
+        int32_t t = k->bias[j].token, in_hist = 0, found = 0;
+        for (int32_t i = start; i < k->n_hist; i++)
+            in_hist |= k->hist[i] == t;
+        if (in_hist)
+            continue;
+        expect++;
+        for (int32_t e = 0; e < q->n_pen; e++)
+            if (q->pen[e].token == t) {
+                found++;
+                CHECK_MSG(q->pen[e].n_gen == -1 && q->pen[e].bias == k->bias[j].bias,
+                          "biased token %d: n_gen %d bias %g", (int)t, (int)q->pen[e].n_gen, q->pen[e].bias);
+            }
+        CHECK_MSG(found == 1, "biased token %d appears %d times", (int)t, (int)found);
     }
     CHECK_MSG(q->n_pen == expect, "%d entries, %d distinct tokens", (int)q->n_pen, (int)expect);
 }
@@ -50,7 +76,7 @@ static void test_prep(void)
     sc_case ks[8];
     sd_sample_req qs[8];
     for (int round = 0; round < 40; round++) {
-        REQUIRE(sd_sample_prep_begin(&p, 8 * 96, NULL) == 0);
+        REQUIRE(sd_sample_prep_begin(&p, 8 * (96 + 8), NULL) == 0);
         for (int c = 0; c < 8; c++) {
             sc_make(&r, &ks[c], 1000, round * 8 + c, row);
             sd_rng a, b;
@@ -77,6 +103,14 @@ static void test_prep(void)
     sd_rng_seed(&a, 1);
     REQUIRE(sd_sample_prep_begin(&p, 3, NULL) == 0);
     CHECK(sd_sample_prep_add(&p, &qs[0], 0, &s, hist, 4, 2, &a, -1) == SD_ERANGE);
+    /* and so is a bias list, which needs its own entries even without penalties */
+    const sd_logit_bias bias[2] = {{7, 1.0f}, {8, -2.0f}};
+    sd_sampling_default(&s);
+    s.bias = bias, s.n_bias = 2;
+    REQUIRE(sd_sample_prep_begin(&p, 1, NULL) == 0);
+    CHECK(sd_sample_prep_add(&p, &qs[0], 0, &s, hist, 4, 2, &a, -1) == SD_ERANGE);
+    REQUIRE(sd_sample_prep_begin(&p, 2, NULL) == 0);
+    CHECK(sd_sample_prep_add(&p, &qs[0], 0, &s, hist, 4, 2, &a, -1) == 0 && qs[0].n_pen == 2);
     sd_sample_prep_free(&p);
     sd_sample_prep_free(&p);
     sd_sample_prep_free(NULL);
@@ -97,7 +131,7 @@ static void run_vocab(int32_t vocab, int n_cases, sc_stats *st)
         sc_make(&r, &k, vocab, c, buf);
         sd_rng rng;
         sd_rng_seed(&rng, k.s.seed);
-        REQUIRE(sd_sample_prep_begin(&p, (size_t)k.n_hist, NULL) == 0);
+        REQUIRE(sd_sample_prep_begin(&p, (size_t)(k.n_hist + k.s.n_bias), NULL) == 0);
         REQUIRE(sd_sample_prep_add(&p, &q, 0, &k.s, k.hist, k.n_hist, k.n_prompt, &rng, k.n_top) == 0);
         memcpy(work, buf, sizeof *work * (size_t)vocab);
         REQUIRE(sd_sample_twin(work, vocab, &q, &o) == 0);

@@ -1,5 +1,5 @@
-/* test_sampler: greedy, seeded reproducibility, top-k/top-p/min-p cut-offs, penalties and
- * the empirical distribution of temperature sampling against a softmax computed here. */
+/* test_sampler: greedy, seeded reproducibility, top-k/top-p/min-p cut-offs, penalties, logit
+ * bias and the empirical distribution of temperature sampling against a softmax computed here. */
 #include "engine/sampler.h"
 
 #include <stdint.h>
@@ -239,6 +239,42 @@ static void test_penalties(void)
     }
 }
 
+/* logit_bias is added first: -100 bans the argmax, +100 forces a token, out-of-vocabulary ids
+ * are ignored, and the repetition penalty acts on the biased logit; sampled draws follow the
+ * biased softmax. */
+static void test_logit_bias(void)
+{
+    sd_sampling s;
+    sd_sampling_default(&s);
+    s.temperature = 0;
+    sd_rng rng;
+    sd_rng_seed(&rng, 0);
+    const sd_logit_bias ban[] = {{1, -100.0f}, {5, -100.0f}, {V + 3, 100.0f}};
+    s.bias = ban, s.n_bias = 3;
+    CHECK(sample(L0, &s, NULL, 0, 0, &rng) == 3); /* 1 and 5 (2.5) banned: 3 (2.0) next */
+    const sd_logit_bias force[] = {{6, 100.0f}};
+    s.bias = force, s.n_bias = 1;
+    CHECK(sample(L0, &s, NULL, 0, 0, &rng) == 6);
+
+    int32_t hist[] = {6};
+    s.repetition_penalty = 2.0f;
+    float l[V];
+    memcpy(l, L0, sizeof l);
+    sd_sample(l, V, &s, hist, 1, 1, &rng, scratch);
+    CHECK_MSG(fabsf(l[6] - (L0[6] + 100.0f) / 2) < 1e-4f, "token 6: %g", l[6]);
+
+    sd_sampling_default(&s);
+    s.temperature = 1.0f;
+    const sd_logit_bias shift[] = {{0, 1.5f}, {2, 3.0f}};
+    s.bias = shift, s.n_bias = 2;
+    float biased[V];
+    memcpy(biased, L0, sizeof biased);
+    biased[0] += 1.5f, biased[2] += 3.0f;
+    double p[V];
+    ref_probs(biased, 1.0f, 0, 1.0, 0.0, p);
+    check_distribution(L0, &s, p, 100000);
+}
+
 static void test_logprobs(void)
 {
     double mx = -1e30, sum = 0;
@@ -267,6 +303,7 @@ int main(void)
     RUN(test_top_p_cutoff);
     RUN(test_min_p);
     RUN(test_penalties);
+    RUN(test_logit_bias);
     RUN(test_logprobs);
     return sd_test_done();
 }

@@ -1,7 +1,7 @@
 /* test_sched: the continuous-batching scheduler driven step by step (no engine thread) on the
  * real CPU backend and the bundled tiny model: batching, preemption and chunked prefill give
  * the tokens of solo runs, stop strings with hold-back, cancel, seeded sampling, prompt
- * logprobs against a direct forward pass, EOS, limits. */
+ * logprobs against a direct forward pass, logit_bias, EOS, limits. */
 #include "engine/sched.h"
 
 #include "tests/engine/sched_util.h"
@@ -397,6 +397,67 @@ static void test_seeded_sampling(void)
     sd_backend_free(b);
 }
 
+/* logit_bias through the scheduler: the request keeps its own copy (the caller's array is
+ * scribbled over before the first step), +100 forces a token, -100 bans the greedy choice, and
+ * a batch mixes biased and unbiased requests without leaking one into the other. */
+static void test_logit_bias(void)
+{
+    if (!solo_ready())
+        SKIP("solo runs failed");
+    sd_backend *b = backend_new(64, 16);
+    REQUIRE(b);
+    sd_engine_opts o;
+    opts(&o, 4, 512);
+    sd_sched *s = NULL;
+    sd_diag d = {0};
+    REQUIRE(sd_sched_init(&s, M, b, &o, NULL) == 0);
+    const int32_t forced = 300, banned = SOLO[1].tok[0];
+    sd_logit_bias *bias = malloc(sizeof *bias * 2);
+    REQUIRE(bias);
+    bias[0] = (sd_logit_bias){forced, 100.0f};
+    bias[1] = (sd_logit_bias){banned, -100.0f};
+    res rs[3] = {0};
+    sd_request_params p[3];
+    greedy_params(&p[0], IDS[0], NIDS[0], 12);
+    p[0].sampling.bias = bias, p[0].sampling.n_bias = 1;
+    greedy_params(&p[1], IDS[1], NIDS[1], 12);
+    p[1].sampling.bias = bias + 1, p[1].sampling.n_bias = 1;
+    greedy_params(&p[2], IDS[2], NIDS[2], 12);
+    for (int i = 0; i < 3; i++) {
+        sd_sched_req *r = NULL;
+        REQUIRE(sd_sched_req_new(s, &p[i], on_event, &rs[i], (uint64_t)i + 1, &r, &d) == 0);
+        sd_sched_add(s, r);
+    }
+    bias[0] = bias[1] = (sd_logit_bias){0, 0.0f};
+    free(bias);
+    for (int guard = 0; sd_sched_has_work(s) && guard < 10000; guard++)
+        REQUIRE(sd_sched_step(s, &d) == 0);
+    CHECK(rs[0].n == 12 && rs[1].n == 12 && rs[2].n == 12);
+    for (int k = 0; k < rs[0].n; k++)
+        CHECK_MSG(rs[0].tok[k] == forced, "step %d: token %d, forced %d", k, (int)rs[0].tok[k], (int)forced);
+    for (int k = 0; k < rs[1].n; k++)
+        CHECK_MSG(rs[1].tok[k] != banned, "step %d: the banned token %d", k, (int)banned);
+    CHECK_MSG(rs[1].tok[0] != SOLO[1].tok[0], "banning the greedy first token left it first");
+    for (int k = 0; k < rs[2].n; k++)
+        CHECK(rs[2].tok[k] == SOLO[2].tok[k]);
+    for (int i = 0; i < 3; i++)
+        res_reset(&rs[i]);
+
+    /* refused at submit: out of the vocabulary, twice the same token, not finite */
+    sd_sched_req *r = NULL;
+    sd_logit_bias bad[2] = {{1 << 30, 1.0f}, {5, 1.0f}};
+    greedy_params(&p[0], IDS[0], NIDS[0], 4);
+    p[0].sampling.bias = bad, p[0].sampling.n_bias = 1;
+    CHECK(sd_sched_req_new(s, &p[0], on_event, NULL, 9, &r, &d) == SD_EINVAL && strstr(d.msg, "logit_bias"));
+    bad[0] = (sd_logit_bias){5, 2.0f};
+    p[0].sampling.n_bias = 2;
+    CHECK(sd_sched_req_new(s, &p[0], on_event, NULL, 9, &r, &d) == SD_EINVAL && strstr(d.msg, "twice"));
+    bad[0] = (sd_logit_bias){4, NAN};
+    CHECK(sd_sched_req_new(s, &p[0], on_event, NULL, 9, &r, &d) == SD_EINVAL && strstr(d.msg, "finite"));
+    sd_sched_free(s);
+    sd_backend_free(b);
+}
+
 static void check_prompt_logprobs(sd_backend *b, int budget)
 {
     int which = 2;
@@ -592,6 +653,7 @@ int main(void)
     RUN(test_stop_string_spanning_tokens);
     RUN(test_stop_holdback_released);
     RUN(test_seeded_sampling);
+    RUN(test_logit_bias);
     RUN(test_prompt_logprobs);
     RUN(test_max_tokens_zero_prompt_logprobs);
     RUN(test_eos_stops);

@@ -53,6 +53,10 @@ def narrowed_spec():
     parts["items"].update(additionalProperties=False)
     parts["items"]["properties"]["text"]["maxLength"] = 40
     del chat["top_logprobs"]  # valid only with logprobs: true, a rule the schema cannot state
+    # keys must be token ids of this model, which OpenAPI 3.0 cannot state for object keys
+    s["SamplingFields"]["properties"]["logit_bias"] = {
+        "type": "object", "additionalProperties": False,
+        "properties": {str(t): {"type": "number", "minimum": -100, "maximum": 100} for t in (7, 13, vocab - 1)}}
     # max_tokens required: a chat request without it may generate up to the whole context.
     # Flattened without extra keys: unknown fields are ignored by the server, but arbitrary
     # extra JSON may hold integers beyond 64 bits, which the JSON parser refuses (documented).

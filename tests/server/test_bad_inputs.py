@@ -47,6 +47,13 @@ BAD_FIELDS = [
     ({"stream_options": []}, "stream_options"), ({"user": 5}, "user"), ({"model": 7}, "model"),
     ({"prompt": None}, "prompt"), ({"prompt": []}, "prompt"), ({"prompt": [[-1]]}, "prompt"),
     ({"prompt": [1, "a"]}, "prompt"), ({"prompt": {"a": 1}}, "prompt"), ({"prompt": [10 ** 9]}, "prompt"),
+    ({"logit_bias": [1]}, "logit_bias"), ({"logit_bias": {"x": 1}}, "logit_bias"),
+    ({"logit_bias": {"-3": 1}}, "logit_bias"), ({"logit_bias": {"3": 101}}, "logit_bias"),
+    ({"logit_bias": {"3": "1"}}, "logit_bias"), ({"logit_bias": {"3": 1, "03": 2}}, "logit_bias"),
+    ({"logit_bias": {"99999999": 1}}, "logit_bias"),
+    ({"logit_bias": {str(i): 1 for i in range(1025)}}, "logit_bias"),
+    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"response_format": "json"}, "response_format"),
 ]
 
 
@@ -65,6 +72,10 @@ def test_bad_completion_fields(server, patch, param):
     ({"messages": [{"role": "user", "content": 5}]}, "messages"),
     ({"top_logprobs": 3}, "top_logprobs"), ({"logprobs": True, "top_logprobs": 50}, "top_logprobs"),
     ({"max_completion_tokens": -3}, "max_completion_tokens"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}, "response_format"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "auto"}, "tools"),
+    ({"functions": [{"name": "f"}]}, "functions"), ({"tools": {"a": 1}}, "tools"),
 ])
 def test_bad_chat_fields(server, patch, param):
     body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, **patch}
@@ -81,6 +92,17 @@ def test_malformed_bodies(server):
     check_error(server.post("/v1/completions", b'{"prompt": "ab\xff\xfe", "max_tokens": 2}'), 400)
     check_error(server.post("/v1/completions", b'{"prompt": "\xed\xa0\x80"}'), 400)
     still_serving(server)
+
+
+def test_neutral_format_and_tool_fields_pass(server):
+    """The values that ask for nothing sparsed lacks are accepted: text format, no tools, tools with
+    tool_choice "none"."""
+    msgs = [{"role": "user", "content": "hi"}]
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    for extra in [{"response_format": {"type": "text"}}, {"tools": []}, {"tools": tools, "tool_choice": "none"},
+                  {"tools": None, "response_format": None}]:
+        st, _, body = server.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 2, **extra})
+        assert st == 200 and json.loads(body)["object"] == "chat.completion", (extra, body)
 
 
 def test_unknown_fields_are_ignored(server):

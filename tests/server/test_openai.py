@@ -1,5 +1,5 @@
 """The OpenAI API through the official `openai` client: completions and chat, streaming and
-not, n > 1, stop, seeds, usage, logprobs — checked against `sparsed generate`, the HF
+not, n > 1, stop, seeds, usage, logprobs, logit_bias — checked against `sparsed generate`, the HF
 tokenizer and transformers' logits on the bundled model."""
 import json
 import math
@@ -148,6 +148,26 @@ def test_generated_logprobs(client):
                                             logprobs=2, stream=True))
     streamed = [l for c in chunks if c.choices[0].logprobs for l in c.choices[0].logprobs.token_logprobs]
     assert streamed == pytest.approx(lp.token_logprobs, abs=1e-6)
+
+
+def test_logit_bias(client, hf_tok):
+    """+100 makes a token the greedy pick at every step; -100 on the unbiased greedy tokens steers
+    the text away from them; both through the official client, which sends the ids as keys."""
+    forced = hf_tok.encode("xyz", add_special_tokens=False).ids[0]
+    r = client.completions.create(model="tiny", prompt="def main(", max_tokens=5, temperature=0,
+                                  logit_bias={str(forced): 100})
+    assert r.choices[0].text == hf_tok.decode([forced] * 5)
+    plain = client.completions.create(model="tiny", prompt="def main(", max_tokens=1, temperature=0,
+                                      logprobs=0)
+    first = hf_tok.encode(plain.choices[0].text, add_special_tokens=False).ids
+    assert len(first) == 1
+    banned = client.completions.create(model="tiny", prompt="def main(", max_tokens=1, temperature=0,
+                                       logit_bias={str(first[0]): -100})
+    assert banned.choices[0].text != plain.choices[0].text
+    # sampled: a banned token never comes, whatever the seed
+    many = client.completions.create(model="tiny", prompt="def main(", max_tokens=1, temperature=1.0, n=16,
+                                     seed=3, logit_bias={str(first[0]): -100})
+    assert all(c.text != plain.choices[0].text for c in many.choices)
 
 
 def chat_or_skip(client, **kw):
