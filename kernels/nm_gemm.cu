@@ -26,9 +26,9 @@ namespace
 using namespace sd_nm_tc;
 using namespace sd_pdl;
 
-constexpr int kCols = 64;  // columns a stage: two mask words a row
-constexpr int kRows = 128; // weight rows a block
-constexpr int kStages = 4; // stages of raw weights and x in shared memory
+constexpr int kCols = 64;             // columns a stage: two mask words a row
+constexpr int kRows = 128;            // weight rows a block
+constexpr int kStages = SD_GM_STAGES; // stages of raw weights and x in shared memory (4)
 
 struct GmParams {
     const uint16_t *values; // bf16 [rows, cols/2]
@@ -40,13 +40,13 @@ struct GmParams {
 };
 
 // WN: n8 tiles a warp; a block's vectors are 4 warps x 8 WN. Shared memory: the two dense tiles,
-// then kStages stages of [raw weights (nm_gemm_layout.h) | x].
+// then kStages stages of [raw weights | x] (nm_gemm_layout.h, whose test runs the same map).
 template <int WN> struct Gm {
     static constexpr int kVec = 32 * WN;
-    static constexpr int kA = kRows * kCols * 2;            // a dense tile, bytes
-    static constexpr int kX = kVec * kCols * 2;             // a stage's x, bytes
-    static constexpr int kStage = SD_GM_RAW_BYTES + kX;     // 17 KB (WN 2) or 25 KB (WN 4)
-    static constexpr int kSmem = 2 * kA + kStages * kStage; // 100 KB (two blocks an SM) or 132 KB
+    static constexpr int kA = SD_GM_TILE_BYTES;            // a dense tile, bytes
+    static constexpr int kStage = SD_GM_STAGE_BYTES(kVec); // 17 KB (WN 2) or 25 KB (WN 4)
+    static constexpr int kSmem = SD_GM_SMEM_BYTES(kVec);   // 100 KB (two blocks an SM) or 132 KB
+    static_assert(kA == kRows * kCols * 2 && kSmem == 2 * kA + kStages * kStage, "nm_gemm_layout.h's map");
 };
 
 __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4])
@@ -68,14 +68,13 @@ __device__ __forceinline__ void issue_w(const GmParams &p, uint32_t st, int64_t 
         const int64_t row = row0 + r;
         const bool ok = row < p.rows;
         cp_async16_zfill(st + sd_gm_raw_val_off(r, u),
-                         ok ? p.values + row * (p.cols >> 1) + (int64_t)s * (kCols / 2) + 8 * u : p.values,
-                         ok ? 16u : 0u);
+                         ok ? p.values + sd_gm_val_src(row, p.cols, s, u) : p.values, ok ? 16u : 0u);
     }
     if (t < kRows) {
         const int64_t row = row0 + t;
         const bool ok = row < p.rows;
-        cp_async8_zfill(st + sd_gm_raw_mask_off(t),
-                        ok ? p.mask + row * (p.cols >> 5) + 2 * (int64_t)s : p.mask, ok ? 8u : 0u);
+        cp_async8_zfill(st + sd_gm_raw_mask_off(t), ok ? p.mask + sd_gm_mask_src(row, p.cols, s) : p.mask,
+                        ok ? 8u : 0u);
     }
 }
 
@@ -102,14 +101,13 @@ __device__ __forceinline__ void store_w(const uint8_t *st, uint8_t *a)
 // Starts the copies of x's stage s for the block's vectors from v0 (past B: zeros).
 template <int WN> __device__ __forceinline__ void issue_x(const GmParams &p, uint32_t xs, int64_t v0, int s)
 {
-    constexpr int kUnits = Gm<WN>::kVec * 8;
-    const int t = threadIdx.x, u = t & 7;
 #pragma unroll
-    for (int j = 0; j < kUnits / kThreads; j++) { // vector (t >> 3) + 32 j, unit u
-        const int v = (t >> 3) + 32 * j;
+    for (int j = 0; j < Gm<WN>::kVec / 32; j++) { // 8 units a vector, kThreads copies a j
+        int v, u;
+        sd_gm_x_unit(threadIdx.x, j, &v, &u);
         const int64_t vec = v0 + v;
         const bool ok = vec < p.B;
-        cp_async16_zfill(xs + sd_gm_unit_off(v, u), ok ? p.x + vec * p.ldx + (int64_t)s * kCols + 8 * u : p.x,
+        cp_async16_zfill(xs + sd_gm_unit_off(v, u), ok ? p.x + sd_gm_x_src(vec, p.ldx, s, u) : p.x,
                          ok ? 16u : 0u);
     }
 }
@@ -166,14 +164,14 @@ __device__ __forceinline__ void store_c(const GmParams &p, const float (&c)[4][W
             }
 }
 
-// Starts stage s's copies (raw weights and x) into slot s % kStages; one commit group a stage.
+// Starts stage s's copies (raw weights and x) into its slot; one commit group a stage (empty past
+// the last, so that the waits' counts hold to the end).
 template <int WN>
-__device__ __forceinline__ void issue_stage(const GmParams &p, uint32_t st0, int64_t row0, int64_t v0, int s,
+__device__ __forceinline__ void issue_stage(const GmParams &p, uint32_t sm_s, int64_t row0, int64_t v0, int s,
                                             int n)
 {
-    using G = Gm<WN>;
     if (s < n) {
-        const uint32_t st = st0 + (s % kStages) * G::kStage;
+        const uint32_t st = sm_s + sd_gm_slot_off(s, Gm<WN>::kVec);
         issue_w(p, st, row0, s);
         issue_x<WN>(p, st + SD_GM_RAW_BYTES, v0, s);
     }
@@ -184,14 +182,15 @@ __device__ __forceinline__ void issue_stage(const GmParams &p, uint32_t st0, int
 // stage k + 1 (stages up to k + kStages - 2 have been started), starts stage k + kStages - 1 in the
 // slot of stage k - 1 (free: the barrier orders it after every warp's iteration k - 1), expands
 // stage k + 1 into the tile iteration k - 1 read, and multiplies stage k's tile (expanded in
-// iteration k - 1, or before the loop) by stage k's x.
+// iteration k - 1, or before the loop) by stage k's x. test_nm_gemm_layout runs this schedule on
+// the CPU (sd_gm_* of nm_gemm_layout.h) and checks that no shared byte is read while a copy into
+// it may be in flight or written by another thread between the same two barriers.
 template <int WN> __global__ void __launch_bounds__(kThreads, WN == 2 ? 2 : 1) gm_kernel(GmParams p)
 {
     using G = Gm<WN>;
     extern __shared__ uint4 smem_gm[];
     uint8_t *sm = reinterpret_cast<uint8_t *>(smem_gm);
-    const uint32_t sm_s = (uint32_t)__cvta_generic_to_shared(sm), st0 = sm_s + 2 * G::kA;
-    uint8_t *stg = sm + 2 * G::kA; // the stages, generic
+    const uint32_t sm_s = (uint32_t)__cvta_generic_to_shared(sm);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t row0 = (int64_t)blockIdx.x * kRows, v0 = (int64_t)blockIdx.y * G::kVec;
     const int n = (int)(p.cols / kCols);
@@ -199,18 +198,18 @@ template <int WN> __global__ void __launch_bounds__(kThreads, WN == 2 ? 2 : 1) g
     pdl_trigger();
 #pragma unroll
     for (int s = 0; s < kStages - 1; s++)
-        issue_stage<WN>(p, st0, row0, v0, s, n);
-    cp_async_wait<kStages - 2>(); // stage 0
+        issue_stage<WN>(p, sm_s, row0, v0, s, n);
+    cp_async_wait<SD_GM_WAIT + 1>(); // stage 0
     __syncthreads();
-    store_w(stg, sm);
+    store_w(sm + sd_gm_slot_off(0, G::kVec), sm + sd_gm_tile_off(0));
     float c[4][WN][4] = {};
     for (int k = 0; k < n; k++) {
-        cp_async_wait<kStages - 3>(); // stage k + 1 has landed (this thread's copies)
-        __syncthreads();              // everyone's; tile k & 1 is expanded; slot (k - 1) % kStages is free
-        issue_stage<WN>(p, st0, row0, v0, k + kStages - 1, n);
+        cp_async_wait<SD_GM_WAIT>(); // stage k + 1 has landed (this thread's copies)
+        __syncthreads();             // everyone's; tile k & 1 is expanded; slot (k - 1) % kStages is free
+        issue_stage<WN>(p, sm_s, row0, v0, sd_gm_issue_stage(k), n);
         if (k + 1 < n) // the next tile, while this one is multiplied
-            store_w(stg + ((k + 1) % kStages) * G::kStage, sm + ((k + 1) & 1) * G::kA);
-        mma_stage<WN>(c, sm_s + (k & 1) * G::kA, st0 + (k % kStages) * G::kStage + SD_GM_RAW_BYTES, warp,
+            store_w(sm + sd_gm_slot_off(k + 1, G::kVec), sm + sd_gm_tile_off(k + 1));
+        mma_stage<WN>(c, sm_s + sd_gm_tile_off(k), sm_s + sd_gm_slot_off(k, G::kVec) + SD_GM_RAW_BYTES, warp,
                       lane);
     }
     cp_async_wait<0>();
@@ -236,9 +235,9 @@ template <int WN> int launch(const sd_nm_spmv_args *a, cudaStream_t s)
 
 extern "C" int sd_nm_gemm_supported(const sd_nm_spmv_args *a)
 {
-    return a->n > 0 && 2 * a->n == a->m && 32 % a->m == 0 && a->rows > 0 && a->B > 0 && a->cols > 0 &&
-           a->cols % kCols == 0 && a->ldx % 8 == 0 && a->ldy >= a->rows && !a->y_bf16 && !a->swiglu &&
-           ((uintptr_t)a->x & 15) == 0 && ((uintptr_t)a->values & 15) == 0 && ((uintptr_t)a->mask & 7) == 0;
+    return sd_gm_shape_ok(a->n, a->m, a->cols, a->ldx) && a->rows > 0 && a->B > 0 && a->ldy >= a->rows &&
+           !a->y_bf16 && !a->swiglu && ((uintptr_t)a->x & 15) == 0 && ((uintptr_t)a->values & 15) == 0 &&
+           ((uintptr_t)a->mask & 7) == 0;
 }
 
 extern "C" int sd_nm_gemm_launch(const sd_nm_spmv_args *a, int vec_tile, cudaStream_t s)

@@ -23,7 +23,9 @@ extern "C" {
 #endif
 
 /* 1 if sd_nm_gemm_launch takes a: an N:M pattern (2N == M, M | 32), cols % 64 == 0, fp32 output
- * without the SwiGLU epilogue, x with ldx % 8 == 0 and x, values 16-byte aligned. */
+ * without the SwiGLU epilogue, x with ldx >= cols and ldx % 8 == 0, x and values 16-byte aligned,
+ * mask 8-byte aligned (what its cp.async copies need: nm_gemm_layout.h sd_gm_shape_ok). Anything
+ * else (cols = 4128: mask rows of 516 bytes) is refused, and the engine takes another path. */
 int sd_nm_gemm_supported(const sd_nm_spmv_args *a);
 
 /* The GEMM on a (a->rows_per_warp and a->split ignored): vec_tile 64 or 128 vectors a block, 0 to

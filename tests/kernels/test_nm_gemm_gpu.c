@@ -24,11 +24,12 @@ static void test_gemm_matches_cpu(void)
     static const struct {
         int64_t rows, cols;
         int B;
-    } cases[] = {{129, 64, 65}, {37, 320, 130}, {257, 1088, 257}, {1000, 4096, 128}, {130, 14336, 70}};
+    } cases[] = {{129, 64, 65},     {37, 320, 130},   {257, 1088, 257},
+                 {1000, 4096, 128}, {130, 14336, 70}, {1, 256, 1}}; /* the last: as many stages as slots */
     const int pats[4][2] = {{2, 4}, {4, 8}, {8, 16}, {16, 32}};
     double worst = 0;
     for (int pi = 0; pi < 4; pi++)
-        for (int ci = 0; ci < 5; ci++) {
+        for (int ci = 0; ci < (int)(sizeof cases / sizeof *cases); ci++) {
             prob p;
             REQUIRE(prob_init(&p, 0, pats[pi][0], pats[pi][1], cases[ci].rows, cases[ci].cols, cases[ci].B,
                               7000 + 10 * pi + ci) == 0);
@@ -48,7 +49,8 @@ static void test_gemm_matches_cpu(void)
     fprintf(stderr, "  nm_gemm worst rel L2 %.3g\n", worst);
 }
 
-/* bf16 output, the SwiGLU epilogue, cols % 64 != 0, an unstructured mask, a bad tile: SD_EINVAL
+/* bf16 output, the SwiGLU epilogue, cols % 64 != 0, an unstructured mask, a bad tile, x rows
+ * shorter than cols, x or the masks off the alignment their cp.async copies need: SD_EINVAL
  * before any launch. */
 static void test_gemm_refuses(void)
 {
@@ -68,6 +70,15 @@ static void test_gemm_refuses(void)
     a.y_bf16 = 0, a.swiglu = 1;
     CHECK(sd_nm_gemm_launch(&a, 0, 0) == SD_EINVAL);
     a.swiglu = 0, a.n = 0, a.m = 0;
+    CHECK(sd_nm_gemm_launch(&a, 0, 0) == SD_EINVAL);
+    a = prob_args(&p, 0, 0, 0, 0);
+    a.ldx = a.cols - 8;
+    CHECK(sd_nm_gemm_launch(&a, 0, 0) == SD_EINVAL);
+    a = prob_args(&p, 0, 0, 0, 0);
+    a.x += 4; /* 8 bytes: x rows would not be 16-byte aligned */
+    CHECK(sd_nm_gemm_launch(&a, 0, 0) == SD_EINVAL);
+    a = prob_args(&p, 0, 0, 0, 0);
+    a.mask += 1; /* 4 bytes: the 8-byte mask copies would not be aligned */
     CHECK(sd_nm_gemm_launch(&a, 0, 0) == SD_EINVAL);
     prob_free(&p);
 }
