@@ -139,16 +139,21 @@ static void gb_free(gb *g)
         cudaStreamDestroy(g->st);
 }
 
-/* Both expansion kernels into the scratch, each copied back: *same = 1 if their bits agree. */
+/* Both expansion kernels into the scratch, each copied back: *same = 1 if their bits agree. The
+ * scratch is poisoned before each, differently for each kernel (bf16 0xffff, a NaN, and 0xfefe,
+ * -1.7e38; the weights are zeros and uniform(-0.02, 0.02)): it still holds the other kernel's
+ * expansion, so a column one of them left unwritten would otherwise read back as the same bits. */
 static int same_expansions(gb *g, int *same, sd_diag *d)
 {
     const size_t bytes = (size_t)g->rows * (size_t)g->cols * 2;
     void *h[2] = {malloc(bytes), malloc(bytes)};
     int rc = h[0] && h[1] ? 0 : sd_diag_set(d, SD_ENOMEM, "bench gemm: %zu bytes", bytes);
     for (int k = 0; k < 2 && !rc; k++) {
-        rc = sd__cu_expand_bitmask(g->values, g->mask, g->scratch, g->rows, g->cols, k, g->st, d);
-        cudaError_t e =
-            rc ? cudaSuccess : cudaMemcpyAsync(h[k], g->scratch, bytes, cudaMemcpyDeviceToHost, g->st);
+        cudaError_t e = cudaMemsetAsync(g->scratch, k ? 0xfe : 0xff, bytes, g->st);
+        if (e == cudaSuccess)
+            rc = sd__cu_expand_bitmask(g->values, g->mask, g->scratch, g->rows, g->cols, k, g->st, d);
+        if (!rc && e == cudaSuccess)
+            e = cudaMemcpyAsync(h[k], g->scratch, bytes, cudaMemcpyDeviceToHost, g->st);
         if (e == cudaSuccess)
             e = cudaStreamSynchronize(g->st);
         if (!rc && e != cudaSuccess)
