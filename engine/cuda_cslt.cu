@@ -160,8 +160,9 @@ struct sd_cslt {
     __nv_bfloat16 *out; /* D: the product in bf16, [padded rows, rows] of the largest problem yet */
     size_t out_elems;
     size_t bytes;
-    /* A graph captured with a matmul holds ws and out: once one was, a larger buffer replaces them
-     * without freeing them (until sd_cslt_free), as the graph may be replayed later. */
+    /* A graph captured with a matmul holds ws and out: once one was, a larger buffer (at least
+     * twice the size) replaces them without freeing them (until sd_cslt_free), as the graph may be
+     * replayed later. */
     int captured;
     void **retired;
     int n_retired;
@@ -487,11 +488,17 @@ static int retire(sd_cslt *c, void *p, sd_diag *d)
     return 0;
 }
 
-/* c->ws of at least `bytes` (first use of a plan only: cudaFree synchronises the device). */
+/* c->ws of at least `bytes` (first use of a plan only: cudaFree synchronises the device). Once a
+ * graph holds the workspace it grows at least twofold, as the product buffer does (out_room), so
+ * the retired ones take at most as much again: the plans made after the decode graphs' capture (the
+ * warm-up's prompt chunks of 320, 384, ... rows) could otherwise each retire one a little smaller
+ * than the next. */
 static int ws_room(sd_cslt *c, size_t bytes, sd_diag *d)
 {
     if (bytes <= c->ws_bytes)
         return 0;
+    if (c->captured && bytes < 2 * c->ws_bytes)
+        bytes = 2 * c->ws_bytes;
     void *ws = NULL;
     cudaError_t e = cudaMalloc(&ws, bytes);
     if (e != cudaSuccess)

@@ -290,7 +290,9 @@ static void log_graph_nodes(cudaGraph_t g, int k)
 
 /* Captures the step of shape s into b->graphs[k], replacing the graph there. A capture that held
  * cuSPARSELt's GEMMs and failed is made again without them (a library version whose kernels do
- * not capture must not stop decoding), and the graphs keep them out from then on. */
+ * not capture must not stop decoding), and the graphs keep them out from then on. On failure
+ * b->graphs[k] stays NULL: cudaGraphInstantiate leaves its output undefined when it fails, and a
+ * stale handle there would be replayed (or destroyed) by the next step of this bucket. */
 static int capture_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag *d)
 {
     if (b->graphs[k]) {
@@ -298,30 +300,36 @@ static int capture_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag
         b->graphs[k] = NULL;
     }
     cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
     const int64_t cslt0 = b->mm.cslt_captured;
     SD_CU(d, cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
     int rc = enqueue_step(b, s, d);
-    cudaError_t e = cudaStreamEndCapture(b->st, &g);
+    cudaError_t e = cudaStreamEndCapture(b->st, &g); /* always: it takes the stream out of capture */
     if (!rc && e == cudaSuccess && b->mm.tune_log)
         log_graph_nodes(g, k);
     if (!rc && e == cudaSuccess)
-        e = cudaGraphInstantiate(&b->graphs[k], g, 0);
+        e = cudaGraphInstantiate(&ge, g, 0);
     if (g)
         cudaGraphDestroy(g);
-    if ((rc || e != cudaSuccess) && b->mm.cslt_captured > cslt0 && !b->mm.cslt_graph_off) {
+    if (!rc && e == cudaSuccess) {
+        b->graphs[k] = ge;
+        return 0;
+    }
+    /* the capture's error (an invalidated capture, a refused call) is in rc / e; left as the
+     * runtime's last error it would fail the next launch check of a later, sound step */
+    cudaGetLastError();
+    if (b->mm.cslt_captured > cslt0 && !b->mm.cslt_graph_off) {
         fprintf(stderr,
                 "sparsed: a decode graph with cuSPARSELt's GEMMs did not capture (%s); the graphs go on "
                 "without them\n",
                 rc ? sd_diag_str(d, rc) : cudaGetErrorString(e));
-        cudaGetLastError(); /* a capture error is not sticky */
         b->mm.cslt_captured = cslt0;
         b->mm.cslt_graph_off = 1;
         return capture_graph(b, s, k, d);
     }
     if (rc)
         return rc;
-    SD_CU(d, e);
-    return 0;
+    return sd_diag_set(d, SD_ECUDA, "cuda: decode graph of %d sequences: %s", 1 << k, cudaGetErrorString(e));
 }
 
 /* ms per replay of graph k: two warm-up launches, then the fastest of three rounds of ten. */

@@ -3,7 +3,8 @@
  * build's header; CI has the library with PyTorch's CUDA wheels), and a clear error for a path
  * that is no library. With a GPU: y (+)= x W^T against an fp64 reference for row counts around the
  * padding, with and without accumulation, a weight that is not 2:4 refused, and a CUDA graph of a
- * matmul (refused before its plan exists, replayed correctly after the buffers grew). */
+ * matmul (refused before its plan exists, replayed correctly after the buffers grew and an eager use
+ * of its plan on other operands). */
 #include "tests/harness.h"
 
 #include <math.h>
@@ -234,8 +235,10 @@ static void test_matmul_search_gpu(void)
 
 /* A graph of y = x W^T (64 rows): refused inside a capture before an eager use has made its plan
  * (sd_cslt_ready), captured after one; a later eager use of 300 rows grows the module's product
- * buffer, and the graph, replayed then, still writes the right y (the buffer it holds was retired,
- * not freed). */
+ * buffer, an eager use of the captured plan on other x and y then writes through the new one, and
+ * the graph, replayed after both, still writes the right y from its own x (the buffer it holds was
+ * retired, not freed; nothing the library keeps per plan redirects it). A freed buffer could still
+ * read right: compute-sanitizer (memcheck) is what proves the retirement. */
 static void test_graph_gpu(void)
 {
     if (!have_gpu())
@@ -291,21 +294,35 @@ static void test_graph_gpu(void)
     }
     if (!rc) /* 300 rows: a new plan, a larger product buffer (and maybe workspace) */
         rc = sd_cslt_matmul(c, b.w, b.x, b.y, TBIG, 0, st, &d);
+    /* the captured plan again, eagerly, on other operands (x rows T..2T into y rows T..2T) and the
+     * new product buffer: whatever the library keeps per plan must not redirect the graph's GEMM */
+    const uint16_t *x2 = x + (size_t)T * COLS;
+    if (!rc)
+        rc = sd_cslt_matmul(c, b.w, b.x + (size_t)T * COLS, b.y + (size_t)T * ROWS, T, 0, st, &d);
     CHECK_MSG(rc == 0, "%s", sd_diag_str(&d, rc));
+    float *y2 = malloc((size_t)T * ROWS * 4);
+    REQUIRE(y2);
     if (!rc) {
         for (size_t i = 0; i < (size_t)T * ROWS; i++)
             y[i] = NAN;
         rc = cudaStreamSynchronize(st) != cudaSuccess ||
              cudaMemcpy(b.y, y, (size_t)T * ROWS * 4, cudaMemcpyHostToDevice) != cudaSuccess ||
              cudaGraphLaunch(ge, st) != cudaSuccess || cudaStreamSynchronize(st) != cudaSuccess ||
-             cudaMemcpy(y, b.y, (size_t)T * ROWS * 4, cudaMemcpyDeviceToHost) != cudaSuccess;
+             cudaMemcpy(y, b.y, (size_t)T * ROWS * 4, cudaMemcpyDeviceToHost) != cudaSuccess ||
+             cudaMemcpy(y2, b.y + (size_t)T * ROWS, (size_t)T * ROWS * 4, cudaMemcpyDeviceToHost) !=
+                 cudaSuccess;
         CHECK_MSG(rc == 0, "replay: %s", cudaGetErrorString(cudaGetLastError()));
     }
     if (!rc) {
-        const double e = ref_err(y, NULL, x, w, T, ROWS, COLS, 0);
-        fprintf(stderr, "  graph of %d rows replayed after a %d-row use: rel L2 %.2e\n", T, TBIG, e);
+        const double e = ref_err(y, NULL, x, w, T, ROWS, COLS, 0),
+                     e2 = ref_err(y2, NULL, x2, w, T, ROWS, COLS, 0);
+        fprintf(stderr,
+                "  graph of %d rows replayed after a %d-row use: rel L2 %.2e (the eager use between: %.2e)\n",
+                T, TBIG, e, e2);
         CHECK_MSG(e < 5e-3, "graph replay: rel L2 %.3g", e);
+        CHECK_MSG(e2 < 5e-3, "eager use of the captured plan: rel L2 %.3g", e2);
     }
+    free(y2);
     if (ge)
         cudaGraphExecDestroy(ge);
     if (g)

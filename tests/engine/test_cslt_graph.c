@@ -1,11 +1,13 @@
 /* test_cslt_graph: 2:4 decode batches of 65-256 sequences with cuSPARSELt inside the decode graphs
  * (SD_CUSPARSELT_GRAPHS=1; engine/cuda_linear.cu cslt_can). The tiny model pruned 2:4, NSEQ
  * sequences prefilled one by one, then DSTEPS decode steps of all of them at once: eagerly, and
- * from the graph of their bucket (128 rows), against the CPU backend. With SD_CUSPARSELT_TIMED=0
- * cuSPARSELt takes every linear of those rows, so the graph must hold its GEMMs; timed (the
- * default) whichever path first use picked runs; without SD_CUSPARSELT_GRAPHS (the default) the
- * graph must hold none, and with =2 (a capture failure injected) the capture is made again
- * without them and decoding goes on. Needs a GPU and cuSPARSELt (PyTorch's wheels). */
+ * from the graph of their bucket (128 rows), against the CPU backend. Between the graph's capture
+ * and its replays two longer prompts run eagerly: one outgrows the product buffer the graph holds
+ * (which must then be retired, not freed), one runs the graph's plan through the new buffer. With
+ * SD_CUSPARSELT_TIMED=0 cuSPARSELt takes every linear of those rows, so the graph must hold its
+ * GEMMs; timed (the default) whichever path first use picked runs; without SD_CUSPARSELT_GRAPHS
+ * (the default) the graph must hold none, and with =2 (a capture failure injected) the capture is
+ * made again without them and decoding goes on. Needs a GPU and cuSPARSELt (PyTorch's wheels). */
 #include "tests/harness.h"
 
 #include <math.h>
@@ -32,6 +34,12 @@ int main(void)
 #define PLEN 9   /* prompt tokens; with DSTEPS, one KV block of 16 a sequence */
 #define DSTEPS 4 /* the first captures the graph, the others replay it */
 #define BS 16
+/* Between the capture and the replays, the graph run prefills two more prompts eagerly: LONG rows
+ * (a plan of 256 padded rows: the product buffer the graph holds is outgrown, so retired) and SHORT
+ * rows (the graph's plan of 128 again, through the new buffer); XBLOCKS KV blocks for both. */
+#define LONG 200
+#define SHORT 100
+#define XBLOCKS ((LONG + BS - 1) / BS + (SHORT + BS - 1) / BS)
 
 static double rel_l2(const float *a, const float *ref, size_t n)
 {
@@ -47,15 +55,34 @@ static double rel_l2(const float *a, const float *ref, size_t n)
 static void opts(sd_backend_opts *o)
 {
     sd_backend_opts_default(o);
-    o->kv_blocks = 2 * NSEQ + 8;
+    o->kv_blocks = 2 * NSEQ + XBLOCKS + 8;
     o->block_size = BS;
     o->max_batch_tokens = 256;
     o->n_threads = 2;
 }
 
+/* With `extra`, after the first decode step: one prompt of LONG tokens and one of SHORT, in their
+ * own blocks from block0 + NSEQ (they do not touch the NSEQ sequences' logits). */
+static int extra_prompts(sd_backend *b, int block0, int32_t V, float *pre, sd_diag *d)
+{
+    static int32_t toks[LONG], bt[XBLOCKS];
+    const int lens[2] = {LONG, SHORT};
+    int used = 0, rc = 0;
+    for (int i = 0; i < 2 && !rc; i++) {
+        rand_tokens(toks, lens[i], V, 900u + (uint32_t)i);
+        for (int k = 0; k < (lens[i] + BS - 1) / BS; k++)
+            bt[used + k] = block0 + NSEQ + used + k;
+        const sd_batch_seq s = {0, lens[i], toks, &bt[used], 0};
+        rc = sd_backend_forward(b, &s, 1, pre, d);
+        used += (lens[i] + BS - 1) / BS;
+    }
+    return rc;
+}
+
 /* NSEQ prompts prefilled one by one into blocks [block0, block0 + NSEQ), then DSTEPS decode steps
- * of all NSEQ at once; out: [DSTEPS, NSEQ, V] logits of the decode steps. */
-static int run(sd_backend *b, int block0, int32_t V, float *out)
+ * of all NSEQ at once (with `extra`, extra_prompts after the first); out: [DSTEPS, NSEQ, V] logits
+ * of the decode steps. */
+static int run(sd_backend *b, int block0, int extra, int32_t V, float *out)
 {
     static int32_t toks[NSEQ][PLEN + DSTEPS], bt[NSEQ];
     sd_diag d = {0};
@@ -69,13 +96,15 @@ static int run(sd_backend *b, int block0, int32_t V, float *out)
         const sd_batch_seq s = {0, PLEN, toks[i], &bt[i], 0};
         rc = sd_backend_forward(b, &s, 1, pre, &d);
     }
-    free(pre);
     for (int st = 0; st < DSTEPS && !rc; st++) {
         sd_batch_seq q[NSEQ];
         for (int i = 0; i < NSEQ; i++)
             q[i] = (sd_batch_seq){PLEN + st, 1, &toks[i][PLEN + st], &bt[i], 0};
         rc = sd_backend_forward(b, q, NSEQ, out + (size_t)st * NSEQ * V, &d);
+        if (!rc && st == 0 && extra)
+            rc = extra_prompts(b, block0, V, pre, &d);
     }
+    free(pre);
     if (rc)
         fprintf(stderr, "  forward: %s\n", sd_diag_str(&d, rc));
     return rc;
@@ -132,11 +161,11 @@ static void graph_vs_cpu(const sd_model *m, const char *graphs, const char *time
     for (size_t i = 0; i < n; i++)
         g[i] = NAN; /* poisoned: every row must be written */
     sd_backend_cuda_set_graphs(gpu, 0);
-    rc = run(gpu, 0, V, e);
+    rc = run(gpu, 0, 0, V, e);
     CHECK_MSG(rc == 0 && sd_backend_cuda_graph_replays(gpu) == 0, "eager run: rc %d", rc);
     sd_backend_cuda_set_graphs(gpu, 1);
     if (!rc)
-        rc = run(gpu, NSEQ, V, g);
+        rc = run(gpu, NSEQ, 1, V, g);
     CHECK_MSG(rc == 0, "graph run failed");
     if (!rc) {
         const int64_t replays = sd_backend_cuda_graph_replays(gpu), cap = sd_backend_cuda_cslt_captured(gpu);
@@ -190,7 +219,7 @@ static void test_decode_graph_cslt(void)
     CHECK_MSG(rc == 0, "%s", sd_diag_str(&d, rc));
     const int32_t V = rc ? 0 : sd_model_cfg(m)->vocab;
     float *ref = rc ? NULL : malloc((size_t)DSTEPS * NSEQ * V * 4);
-    if (!rc && ref && !(rc = run(cpu, 0, V, ref))) {
+    if (!rc && ref && !(rc = run(cpu, 0, 0, V, ref))) {
         graph_vs_cpu(m, "1", "0", ref, V);
         graph_vs_cpu(m, "1", "1", ref, V);
         graph_vs_cpu(m, NULL, "0", ref, V);
