@@ -141,6 +141,11 @@ static int run(const bg_opts *o, int argc, char **argv)
             if (f)
                 row(f, names[i], shape[i], o->rows[k], &t);
             fflush(stdout);
+            if (!t.expand_same) { /* the two expansion kernels disagree: a wrong kernel, not a slow one */
+                fprintf(stderr, "sparsed bench gemm: %s T=%d: the expansion kernels give different bits\n",
+                        names[i], o->rows[k]);
+                bad = 1;
+            }
         }
     if (f)
         fclose(f);

@@ -270,6 +270,10 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         rc = load(b, arg, d);
     if (!rc)
         rc = sd__cu_mm_init(&b->mm, &b->w, wide_rows(), b->st, d);
+    /* SD_EXPAND_WARP=1: the bitmask expansion (prompt chunks of 4:8-16:32 and of 2:4 without
+     * cuSPARSELt, and cuSPARSELt's copies at load) by the kernel that writes whole sectors; off
+     * until `bench gemm` has timed it (kernels/NOTES.md v32) */
+    b->mm.expand_warp = env_mode("SD_EXPAND_WARP", 0, 1);
     if (!rc && cslt)
         rc = sd__cu_mm_cslt(&b->mm, &b->w, cslt, b->st, d);
     if (!rc && b->mm.cslt) /* a plan per padded row count: the warm-up runs each */
@@ -284,10 +288,6 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     const int cg = env_mode("SD_CUSPARSELT_GRAPHS", 0, 2);
     b->mm.cslt_graph_off = cg == 0;
     b->mm.cslt_graph_fail = cg == 2;
-    /* SD_EXPAND_WARP=1: the bitmask expansion (prompt chunks of 4:8-16:32 and of 2:4 without
-     * cuSPARSELt) by the kernel that writes whole sectors; off until `bench gemm` has timed it
-     * (kernels/NOTES.md v32) */
-    b->mm.expand_warp = env_mode("SD_EXPAND_WARP", 0, 1);
     /* SD_NM_GEMM=1: bitmask linears of more than 64 rows that cuSPARSELt does not take run the N:M
      * GEMM of kernels/nm_gemm.h, untimed (decode graphs included), to measure it in whole steps;
      * =2: first use times it beside the other paths at 65-256 rows. Off until `bench gemm` and
