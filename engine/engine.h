@@ -40,6 +40,8 @@ typedef struct sd_request_params {
     int ignore_eos;
     int logprobs;        /* -1: none; k >= 0: the chosen token's logprob and the top k */
     int prompt_logprobs; /* 1: emit SD_EV_PROMPT with the prompt tokens' logprobs */
+    int json_object;     /* 1: sample only tokens that keep the text one JSON object, then EOS
+                            (response_format json_object; engine/jsonc.h) */
     uint64_t priority;   /* lower runs first among waiting requests (0 = normal) */
 } sd_request_params;
 

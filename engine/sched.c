@@ -131,6 +131,7 @@ void sd_sched_free(sd_sched *s)
 {
     if (!s)
         return;
+    sd_jmask_free(s->jm);
     for (int i = 0; i < s->n_running; i++) {
         sd_kv_seq_release(s->kv, &s->running[i]->kv);
         sd_sched_req_free(s->running[i]);
@@ -418,13 +419,13 @@ static void fail_planned(sd_sched *s, int n, int code, const char *msg)
 }
 
 /* Whether this step samples on the backend: it can, and no sequence needs its logits rows
- * on the host (prompt logprobs). */
+ * on the host (prompt logprobs, the JSON mask of json_object requests). */
 static int sample_on_backend(const sd_sched *s, int n)
 {
     if (!s->backend_sampling)
         return 0;
     for (int k = 0; k < n; k++)
-        if (s->batch[k].all_logits)
+        if (s->batch[k].all_logits || s->planned[k]->json)
             return 0;
     return 1;
 }

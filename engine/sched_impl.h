@@ -5,6 +5,7 @@
 
 #include <stdatomic.h>
 
+#include "jsonc.h"
 #include "kv.h"
 #include "model.h"
 #include "model_config.h"
@@ -35,6 +36,8 @@ struct sd_sched_req {
     sd_kv_seq kv;       /* the block table: covers exactly positions [0, n_computed) between steps */
 
     sd_rng rng;
+    int json; /* json_object: `jfsm` holds the JSON generated so far */
+    sd_jfsm jfsm;
     int has_stream;
     sd_tok_stream stream;
     sd_stopstr stop;
@@ -73,6 +76,7 @@ struct sd_sched {
     void *sampler_scratch; /* sd_sampler_scratch_bytes(vocab) */
     char *text;            /* [cap_text] decoded text of one token */
     size_t cap_text;
+    sd_jmask *jm; /* the vocabulary's JSON mask, made at the first json_object request */
 
     /* sampling on the backend: the logits stay there and only tokens (and the logprobs
      * asked for) come back; steps that need logits rows on the host (prompt logprobs) and

@@ -162,10 +162,11 @@ static int parse_logit_bias(sd_api_req *r, json_t *o, sd_api_err *e)
     return 0;
 }
 
-/* Fields whose meaning sparsed cannot honour: refused with 400 rather than ignored, so that
- * a client asking for JSON or a tool call does not receive free text it takes for one. The
- * neutral values ({"type": "text"}, no tools, tool_choice "none") pass. */
-static int refuse_unsupported(json_t *o, sd_api_err *e)
+/* response_format: "text", or "json_object" (the output is constrained to one JSON object:
+ * engine/jsonc.h). A JSON schema, and chat tools, sparsed cannot honour: they are refused with
+ * 400 rather than ignored, so that a client asking for them does not receive free text it takes
+ * for a conforming answer. The neutral values (no tools, tool_choice "none") pass. */
+static int parse_format_and_tools(sd_api_req *r, json_t *o, sd_api_err *e)
 {
     json_t *v = field(o, "response_format");
     if (v) {
@@ -173,10 +174,12 @@ static int refuse_unsupported(json_t *o, sd_api_err *e)
         if (!json_is_string(t))
             return sd_api_fail(e, 400, "response_format", "invalid_type",
                                "'response_format' must be an object with a string 'type'");
-        if (strcmp(json_string_value(t), "text"))
+        r->json_object = !strcmp(json_string_value(t), "json_object");
+        if (!r->json_object && strcmp(json_string_value(t), "text"))
             return sd_api_fail(e, 400, "response_format", "unsupported_value",
-                               "'response_format' type '%.40s' is not supported: sparsed does not constrain "
-                               "decoding to a format; only 'text' is accepted",
+                               "'response_format' type '%.40s' is not supported: sparsed constrains output "
+                               "to a JSON object ('json_object') but not to a schema; 'text' and "
+                               "'json_object' are accepted",
                                json_string_value(t));
     }
     json_t *tc = field(o, "tool_choice");
@@ -234,7 +237,7 @@ static int parse_common(sd_api_req *r, json_t *o, sd_api_err *e)
     v = field(o, "user");
     if (v && !json_is_string(v))
         return sd_api_fail(e, 400, "user", "invalid_type", "'user' must be a string");
-    return parse_stop(r, o, e) || parse_logit_bias(r, o, e) || refuse_unsupported(o, e) ? -1 : 0;
+    return parse_stop(r, o, e) || parse_logit_bias(r, o, e) || parse_format_and_tools(r, o, e) ? -1 : 0;
 }
 
 static int parse_ids(json_t *a, sd_api_prompt *p, sd_api_err *e)

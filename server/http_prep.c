@@ -152,8 +152,9 @@ static uint64_t mix64(uint64_t x)
 /* The request field an engine validation message names ("stop: ..."), for the error's param. */
 static const char *engine_param(const char *msg)
 {
-    static const char *const fields[] = {"prompt", "max_tokens", "stop",  "logprobs",           "temperature",
-                                         "top_k",  "top_p",      "min_p", "repetition_penalty", "logit_bias"};
+    static const char *const fields[] = {
+        "prompt", "max_tokens",         "stop",       "logprobs",       "temperature", "top_k", "top_p",
+        "min_p",  "repetition_penalty", "logit_bias", "response_format"};
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
         size_t n = strlen(fields[i]);
         if (!strncmp(msg, fields[i], n) && msg[n] == ':')
@@ -187,6 +188,7 @@ static int submit_all(sd_http *h, sd_http__gen *g, sd_api_err *e)
         p.ignore_eos = g->req.ignore_eos;
         p.logprobs = g->req.logprobs;
         p.prompt_logprobs = g->req.echo && g->req.logprobs >= 0;
+        p.json_object = g->req.json_object;
         sd_diag d = {0};
         pthread_mutex_lock(&g->mu);
         g->refs++; /* the engine's reference, dropped at the final event */

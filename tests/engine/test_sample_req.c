@@ -3,6 +3,7 @@
  * run on the CPU (sd_sample_twin) against sd_sample / sd_logprob_of / sd_logprobs_top on
  * random rows up to a 151936-token vocabulary; then the scheduler sampling through a backend's
  * `sample` (the CPU backend wrapped with the twin) against host sampling on models/tiny. */
+#include "engine/jsonc.h"
 #include "engine/sample_req.h"
 
 #include "tests/engine/sched_sample.h"
@@ -292,6 +293,41 @@ static void test_sched_backend_sampling(void)
     tw_free(&t->base);
 }
 
+/* A json_object request needs its logits row on the host for the JSON mask: every step that
+ * carries one samples on the host, for the whole batch, and gives the tokens host sampling gives. */
+static void test_sched_json_bypasses_backend(void)
+{
+    if (!M)
+        SKIP("%s not found", MODEL_DIR);
+    int32_t *ids[2], n_ids[2];
+    sd_request_params ps[2];
+    for (int i = 0; i < 2; i++) {
+        REQUIRE((ids[i] = encode(SS_TEXTS[i], &n_ids[i])) != NULL);
+        greedy_params(&ps[i], ids[i], n_ids[i], SGEN);
+        ps[i].sampling.seed = 5 + (uint64_t)i;
+    }
+    ps[0].json_object = 1; /* ignore_eos: after the object, EOS until SGEN tokens */
+    ss_sampling(&ps[1], 2);
+    sd_engine_opts o;
+    opts(&o, 8, 64);
+    static res host[2], twin[2];
+    twin_backend *t = twin_new();
+    REQUIRE(t);
+    REQUIRE(run_all(t->cpu, &o, ps, host, 2, NULL) == 0);
+    REQUIRE(run_all(&t->base, &o, ps, twin, 2, NULL) == 0);
+    CHECK_MSG(t->calls == 0, "%d steps with a JSON request sampled on the backend", t->calls);
+    ss_compare_runs(twin, host, 2, SGEN, "JSON batch: twin vs host");
+    sd_jfsm m;
+    sd_jfsm_init(&m);
+    CHECK_MSG(sd_jfsm_feed(&m, host[0].text, host[0].text_len) == 0, "not JSON: %s", host[0].text);
+    for (int i = 0; i < 2; i++) {
+        res_reset(&host[i]);
+        res_reset(&twin[i]);
+        free(ids[i]);
+    }
+    tw_free(&t->base);
+}
+
 int main(void)
 {
     RUN(test_prep);
@@ -304,6 +340,7 @@ int main(void)
         M = NULL;
     }
     RUN(test_sched_backend_sampling);
+    RUN(test_sched_json_bypasses_backend);
     sd_model_free(M);
     return sd_test_done();
 }

@@ -52,7 +52,7 @@ BAD_FIELDS = [
     ({"logit_bias": {"3": "1"}}, "logit_bias"), ({"logit_bias": {"3": 1, "03": 2}}, "logit_bias"),
     ({"logit_bias": {"99999999": 1}}, "logit_bias"),
     ({"logit_bias": {str(i): 1 for i in range(1025)}}, "logit_bias"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"response_format": {"type": "json_schema"}}, "response_format"),
     ({"response_format": "json"}, "response_format"),
 ]
 

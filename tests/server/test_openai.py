@@ -1,5 +1,5 @@
 """The OpenAI API through the official `openai` client: completions and chat, streaming and
-not, n > 1, stop, seeds, usage, logprobs, logit_bias — checked against `sparsed generate`, the HF
+not, n > 1, stop, seeds, usage, logprobs, logit_bias, JSON mode — checked against `sparsed generate`, the HF
 tokenizer and transformers' logits on the bundled model."""
 import json
 import math
@@ -168,6 +168,29 @@ def test_logit_bias(client, hf_tok):
     many = client.completions.create(model="tiny", prompt="def main(", max_tokens=1, temperature=1.0, n=16,
                                      seed=3, logit_bias={str(first[0]): -100})
     assert all(c.text != plain.choices[0].text for c in many.choices)
+
+
+def test_json_object_mode(client):
+    """response_format json_object: a greedy request primed with a short object closes one and stops;
+    sampled choices are each the start of an object (one that stopped parses); streamed text is the
+    same as whole text."""
+    fmt = {"response_format": {"type": "json_object"}}
+    r = client.completions.create(model="tiny", prompt='headers = {"Content-Type": "application/json"}\nparams = ',
+                                  max_tokens=80, temperature=0, extra_body=fmt)
+    c = r.choices[0]
+    assert c.finish_reason == "stop" and isinstance(json.loads(c.text), dict), c.text
+    kw = dict(model="tiny", prompt="config = ", max_tokens=60, temperature=0.7, seed=11, n=4, extra_body=fmt)
+    r = client.completions.create(**kw)
+    for c in r.choices:
+        assert c.text.lstrip()[:1] == "{", c.text
+        if c.finish_reason == "stop":
+            assert isinstance(json.loads(c.text), dict), c.text
+    chunks = list(client.completions.create(stream=True, **kw))
+    text = {}
+    for ch in chunks:
+        for c in ch.choices:
+            text[c.index] = text.get(c.index, "") + c.text
+    assert [text[i] for i in range(4)] == [c.text for c in r.choices]
 
 
 def chat_or_skip(client, **kw):

@@ -1,0 +1,132 @@
+/* test_sched_json: json_object requests (response_format) through the scheduler on the CPU
+ * backend and the bundled tiny model. Greedy and sampled requests end with EOS after a text
+ * that jansson parses as one object (or, cut by max_tokens, that the JSON state machine still
+ * takes as a prefix); a plain request beside them is unchanged. */
+#include <jansson.h>
+
+#include "engine/jsonc.h"
+#include "engine/sched.h"
+
+#include "tests/engine/sched_util.h"
+
+#define JGEN 200
+
+/* What a finished json_object request must look like: a parseable object when it stopped on
+ * EOS, a valid JSON prefix when max_tokens cut it. */
+static void check_json(const res *r, const char *what)
+{
+    CHECK_MSG(r->n_final == 1 && r->n_error == 0, "%s: final %d error %d", what, r->n_final, r->n_error);
+    sd_jfsm m;
+    sd_jfsm_init(&m);
+    int prefix_ok = sd_jfsm_feed(&m, r->text, r->text_len) == 0;
+    CHECK_MSG(prefix_ok, "%s: not a JSON prefix: %s", what, r->text);
+    if (r->finish == SD_FINISH_STOP) {
+        json_error_t je;
+        json_t *v = json_loadb(r->text, r->text_len, 0, &je);
+        CHECK_MSG(v && json_is_object(v), "%s: stopped but does not parse (%s): %s", what, je.text, r->text);
+        CHECK(sd_jfsm_complete(&m));
+        json_decref(v);
+    } else {
+        CHECK_MSG(r->finish == SD_FINISH_LENGTH && r->n == JGEN, "%s: finish %d after %d tokens", what,
+                  r->finish, r->n);
+    }
+}
+
+static void json_params(sd_request_params *p, const int32_t *ids, int32_t n, int sampled, uint64_t seed)
+{
+    greedy_params(p, ids, n, JGEN);
+    p->ignore_eos = 0;
+    p->json_object = 1;
+    if (sampled) {
+        p->sampling.temperature = 0.8f;
+        p->sampling.top_p = 0.95f;
+        p->sampling.seed = seed;
+    }
+}
+
+static void test_json_requests(void)
+{
+    /* the third primes a short object: its greedy request closes it (the tiny model, trained on
+     * Python, otherwise tends to repeat keys until max_tokens) */
+    static const char *prompts[] = {"config = ", "data = {\"a\": 1, \"b\": [1, 2]}\nother = ",
+                                    "headers = {\"Content-Type\": \"application/json\"}\nparams = "};
+    int32_t *ids[3], n[3];
+    for (int i = 0; i < 3; i++)
+        REQUIRE((ids[i] = encode(prompts[i], &n[i])) != NULL);
+    sd_backend *b = backend_new(128, 16);
+    REQUIRE(b);
+    sd_engine_opts o;
+    opts(&o, 8, 512);
+
+    /* the plain request alone, then beside six JSON requests: the same tokens */
+    res solo = {0}, rs[7] = {0};
+    sd_request_params p[7];
+    greedy_params(&p[0], ids[0], n[0], 24);
+    REQUIRE(run_all(b, &o, p, &solo, 1, NULL) == 0);
+    for (int i = 1; i < 7; i++) /* 1-3 greedy, 4-6 sampled */
+        json_params(&p[i], ids[(i - 1) % 3], n[(i - 1) % 3], i > 3, 100 + (uint64_t)i);
+    REQUIRE(run_all(b, &o, p, rs, 7, NULL) == 0);
+    CHECK(rs[0].n == solo.n && memcmp(rs[0].tok, solo.tok, sizeof(int32_t) * (size_t)solo.n) == 0);
+    int stopped = 0;
+    for (int i = 1; i < 7; i++) {
+        char what[32];
+        snprintf(what, sizeof what, "request %d", i);
+        check_json(&rs[i], what);
+        stopped += rs[i].finish == SD_FINISH_STOP;
+        fprintf(stderr, "  %s (%s, %d tokens): %.*s\n", what,
+                rs[i].finish == SD_FINISH_STOP ? "stop" : "length", rs[i].n,
+                rs[i].text_len < 60 ? (int)rs[i].text_len : 60, rs[i].text);
+    }
+    CHECK_MSG(rs[3].finish == SD_FINISH_STOP, "the primed greedy request did not close its object: %s",
+              rs[3].text);
+    fprintf(stderr, "  %d of 6 JSON requests ended with EOS\n", stopped);
+    /* greedy JSON is deterministic: the same request alone gives the same text */
+    res again = {0};
+    REQUIRE(run_all(b, &o, &p[3], &again, 1, NULL) == 0);
+    CHECK(again.n == rs[3].n && strcmp(again.text, rs[3].text) == 0);
+    res_reset(&solo);
+    res_reset(&again);
+    for (int i = 0; i < 7; i++)
+        res_reset(&rs[i]);
+    sd_backend_free(b);
+    for (int i = 0; i < 3; i++)
+        free(ids[i]);
+}
+
+/* A request whose max_tokens cuts the object still gets only JSON-prefix text. */
+static void test_json_cut_by_max_tokens(void)
+{
+    int32_t n, *ids = encode("data = ", &n);
+    REQUIRE(ids);
+    sd_backend *b = backend_new(64, 16);
+    REQUIRE(b);
+    sd_engine_opts o;
+    opts(&o, 2, 512);
+    res r = {0};
+    sd_request_params p;
+    json_params(&p, ids, n, 1, 7);
+    p.max_tokens = 3;
+    REQUIRE(run_all(b, &o, &p, &r, 1, NULL) == 0);
+    sd_jfsm m;
+    sd_jfsm_init(&m);
+    CHECK(r.n == 3 && r.finish == SD_FINISH_LENGTH);
+    CHECK_MSG(r.text[0] == '{' || r.text[0] == ' ' || r.text[0] == '\n', "text: %s", r.text);
+    CHECK(sd_jfsm_feed(&m, r.text, r.text_len) == 0);
+    res_reset(&r);
+    sd_backend_free(b);
+    free(ids);
+}
+
+int main(void)
+{
+    sd_diag d = {0};
+    int rc = sd_model_open(&M, MODEL_DIR, &d);
+    if (rc < 0 || !sd_model_tokenizer(M)) {
+        fprintf(stderr, "  SKIP: %s: %s\n", MODEL_DIR, sd_diag_str(&d, rc));
+        return sd_test_done();
+    }
+    RUN(test_json_requests);
+    RUN(test_json_cut_by_max_tokens);
+    sd_model_free(M);
+    return sd_test_done();
+}
