@@ -4,7 +4,8 @@
 # $OUT/r.tgz as it ends, the later ones only where the call has time left:
 #   1. every GPU test binary (AB_GPU_TESTS, new: test_cslt_graph, cuSPARSELt captured into a 128-row
 #      decode graph; test_expand_gpu, both expansion kernels against the CPU; test_nm_gemm_gpu, the
-#      N:M GEMM against the CPU twin) and test_warmup;
+#      N:M GEMM against the CPU twin), test_warmup and test_cuda_sample (logit_bias in the GPU
+#      sampler, written in the twenty-seventh session);
 #   2. `sparsed bench gemm` at 128, 512 and 2048 rows: the two expansion kernels side by side (same
 #      bits), the N:M GEMM of kernels/nm_gemm.h beside dense cuBLAS and the other paths;
 #   3. `sparsed bench decode` at Llama-3.1-8B shapes: dense and 2:4 at batch 64 / 128 / 256 with the
@@ -21,8 +22,9 @@
 #   tools/gpu/prebuild.sh build/gpu/sparsed $(for t in kernels/test_spmv_gpu kernels/test_sp24_gpu \
 #       kernels/test_swiglu_gpu engine/test_swiglu_fuse_gpu engine/test_cuda_backend \
 #       engine/test_tune_cache_gpu engine/test_attn_fused_gpu engine/test_cslt engine/test_cslt_graph \
-#       engine/test_expand_gpu kernels/test_nm_gemm_gpu engine/test_warmup; do echo build/gpu/tests/$t; done)
-# (AB_GPU_TESTS of tools/gpu_ab.sh and test_warmup), then on the device:
+#       engine/test_expand_gpu kernels/test_nm_gemm_gpu engine/test_warmup engine/test_cuda_sample; do
+#       echo build/gpu/tests/$t; done)
+# (AB_GPU_TESTS of tools/gpu_ab.sh, test_warmup and test_cuda_sample), then on the device:
 #   tar xJf results/tmp/bins.tar.xz && AB_PREBUILT=1 bash tools/gpu/v32_check.sh
 # carry: .debs, results/tmp.
 source tools/gpu_ab.sh
@@ -32,7 +34,7 @@ prebuilt_start
 left_s() { echo $((${AB_LIMIT_S:-570} - $(ab_el))); }
 have() { [ "$(left_s)" -gt "$1" ] || { ab_note "skipped (time): $2"; return 1; }; }
 
-for t in $AB_GPU_TESTS engine/test_warmup; do
+for t in $AB_GPU_TESTS engine/test_warmup engine/test_cuda_sample; do
     ab_test "${t#*/}" "build/gpu/tests/$t" 300
 done
 ab_pack
