@@ -39,6 +39,18 @@ static void vocab_free(struct vocab *v)
 
 /* Whether token id may follow m, decided token by token: not special, not empty, not eos,
  * and every byte accepted. */
+/* The bundled tokenizer's vocabulary into v, or the current test skips (absent) or stops
+ * (vocab_load failed it). */
+#define LOAD_TINY_OR_SKIP(v)                                                                                 \
+    do {                                                                                                     \
+        if (access(TINY "/tokenizer.json", R_OK) != 0)                                                       \
+            SKIP(TINY "/tokenizer.json absent");                                                             \
+        if (vocab_load(&(v), TINY)) {                                                                        \
+            vocab_free(&(v));                                                                                \
+            return;                                                                                          \
+        }                                                                                                    \
+    } while (0)
+
 static int brute_allows(const struct vocab *v, const sd_jfsm *m, int32_t id)
 {
     size_t len = 0;
@@ -74,12 +86,7 @@ static int check_state(struct vocab *v, sd_jmask *jm, const sd_jfsm *m)
 static void test_jmask_tiny_brute_force(void)
 {
     struct vocab v;
-    if (access(TINY "/tokenizer.json", R_OK) != 0)
-        SKIP(TINY "/tokenizer.json absent");
-    if (vocab_load(&v, TINY)) {
-        vocab_free(&v);
-        return;
-    }
+    LOAD_TINY_OR_SKIP(v);
     sd_jmask *fresh = NULL;
     REQUIRE(sd_jmask_init(&fresh, v.t, NULL) == 0);
     static struct gen g;
@@ -112,12 +119,7 @@ static void test_jmask_tiny_brute_force(void)
 static void test_jmask_after_complete(void)
 {
     struct vocab v;
-    if (access(TINY "/tokenizer.json", R_OK) != 0)
-        SKIP(TINY "/tokenizer.json absent");
-    if (vocab_load(&v, TINY)) {
-        vocab_free(&v);
-        return;
-    }
+    LOAD_TINY_OR_SKIP(v);
     REQUIRE(v.eos >= 0);
     sd_jfsm m;
     sd_jfsm_init(&m);
@@ -200,12 +202,7 @@ static int generate(struct vocab *v, uint64_t seed, float bias, int max_steps, d
 static void test_jmask_greedy_generation(void)
 {
     struct vocab v;
-    if (access(TINY "/tokenizer.json", R_OK) != 0)
-        SKIP(TINY "/tokenizer.json absent");
-    if (vocab_load(&v, TINY)) {
-        vocab_free(&v);
-        return;
-    }
+    LOAD_TINY_OR_SKIP(v);
     double ms = 0;
     int total = 0;
     static const float biases[] = {0.5f, 0.05f, 0.01f, 0.002f};
