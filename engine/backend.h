@@ -66,6 +66,10 @@ typedef struct sd_sample_req {
     const sd_sample_pen *pen; /* [n_pen]: every distinct history token when rep_on, else the generated
                                  ones, then the biased tokens not among them */
     int32_t n_pen;
+    /* [(vocab + 63) / 64] bit i set: token i may be picked (JSON mode, engine/jsonc.h); the others
+     * get -inf before the bias and penalties (logprobs stay those of the raw row). NULL: all.
+     * At least one bit must be set. */
+    const uint64_t *allow;
     double u;  /* uniform in [0, 1) from the request's sd_rng */
     int n_top; /* -1: no logprobs; else the chosen token's logprob and the top n_top (<= SD_SAMPLE_MAX_TOP) */
 } sd_sample_req;

@@ -20,9 +20,10 @@
 
 /* One row's work order, built on the host from an sd_sample_req. */
 typedef struct cu_row {
-    float *logits;            /* [vocab], device */
-    const sd_sample_pen *pen; /* [n_pen], device */
-    float *pen_raw;           /* [n_pen], device: raw logits of the penalised tokens */
+    float *logits;                   /* [vocab], device */
+    const sd_sample_pen *pen;        /* [n_pen], device */
+    const unsigned long long *allow; /* [(vocab + 63) / 64] tokens that may be picked, device; NULL: all */
+    float *pen_raw;                  /* [n_pen], device: raw logits of the penalised tokens */
     int32_t n_pen, greedy, rep_on, pf_on, top_k, n_top;
     float temperature, top_p, min_p, rep, presence, frequency;
     double u;
@@ -288,11 +289,18 @@ static __device__ void top_logprobs(const float *row, int V, int n_top, float m,
     }
 }
 
-/* sd_sample's logit bias and penalties, in place, each token's raw value kept in pen_raw. The products and
+/* The allow mask, then sd_sample's logit bias and penalties, in place, each listed token's value
+ * kept in pen_raw. The products and
  * sums are rounded one by one (no FMA) as on the CPU. */
-static __device__ void penalties(const cu_row &q)
+static __device__ void penalties(const cu_row &q, int V)
 {
     __syncthreads(); /* the raw row has been read by everyone */
+    if (q.allow) {   /* JSON mode: what may not come next cannot be picked */
+        for (int i = threadIdx.x; i < V; i += SMP_THREADS)
+            if (!((q.allow[i >> 6] >> (i & 63)) & 1ull))
+                q.logits[i] = -INFINITY;
+        __syncthreads(); /* before the list reads tokens another thread may have masked */
+    }
     for (int j = threadIdx.x; j < q.n_pen; j += SMP_THREADS) {
         int32_t t = q.pen[j].token;
         float v = q.logits[t];
@@ -342,7 +350,7 @@ static __global__ void __launch_bounds__(SMP_THREADS)
         if (q.n_top > 0)
             top_logprobs(q.logits, V, q.n_top, m, lse, o, sh);
     }
-    penalties(q);
+    penalties(q, V);
     int best = block_argmax(q.logits, V, sh);
     int token = q.greedy ? best : pick(q, V, best, sh);
     if (q.n_top < 0) {
@@ -394,17 +402,19 @@ static size_t align256(size_t n)
     return (n + 255) & ~(size_t)255;
 }
 
-/* Byte offsets of the four regions for n rows and n_pen penalty entries. */
+/* Byte offsets of the five regions for n rows, n_pen penalty entries and n_allow allow masks of
+ * `words` words (rows, penalties and masks go up in one copy). */
 typedef struct smp_layout {
-    size_t rows, pen, raw, out, total;
+    size_t rows, pen, allow, raw, out, total;
 } smp_layout;
 
-static smp_layout layout_of(int n, size_t n_pen)
+static smp_layout layout_of(int n, size_t n_pen, size_t n_allow, size_t words)
 {
     smp_layout l;
     l.rows = 0;
     l.pen = align256((size_t)n * sizeof(cu_row));
-    l.raw = l.pen + align256(n_pen * sizeof(sd_sample_pen));
+    l.allow = l.pen + align256(n_pen * sizeof(sd_sample_pen));
+    l.raw = l.allow + align256(n_allow * words * sizeof(uint64_t));
     l.out = l.raw + align256(n_pen * sizeof(float));
     l.total = l.out + align256((size_t)n * sizeof(sd_sample_out));
     return l;
@@ -425,9 +435,10 @@ static int reserve(sd_cu_sampler *sm, size_t bytes, sd_diag *d)
     return 0;
 }
 
-static int check_reqs(int32_t vocab, const sd_sample_req *reqs, int n, size_t *ret_pen, sd_diag *d)
+static int check_reqs(int32_t vocab, const sd_sample_req *reqs, int n, size_t *ret_pen, size_t *ret_allow,
+                      sd_diag *d)
 {
-    size_t n_pen = 0;
+    size_t n_pen = 0, n_allow = 0;
     for (int i = 0; i < n; i++) {
         const sd_sample_req *q = &reqs[i];
         if (q->n_top > SD_SAMPLE_MAX_TOP || q->n_pen < 0 || (q->n_pen > 0 && !q->pen))
@@ -438,19 +449,22 @@ static int check_reqs(int32_t vocab, const sd_sample_req *reqs, int n, size_t *r
                 return sd_diag_set(d, SD_EINVAL, "cuda sample: request %d: penalty token %d outside [0, %d)",
                                    i, (int)q->pen[j].token, (int)vocab);
         n_pen += (size_t)q->n_pen;
+        n_allow += q->allow != NULL;
     }
     *ret_pen = n_pen;
+    *ret_allow = n_allow;
     return 0;
 }
 
 /* The row descriptors and penalty lists in the pinned buffer, pointing into the device one. */
 static void fill_rows(sd_cu_sampler *sm, const smp_layout *l, float *const *rows, const sd_sample_req *reqs,
-                      int n)
+                      int n, size_t words)
 {
     char *h = (char *)sm->h_buf, *dv = (char *)sm->d_buf;
     cu_row *cr = (cu_row *)(h + l->rows);
     sd_sample_pen *pen = (sd_sample_pen *)(h + l->pen);
-    size_t off = 0;
+    uint64_t *allow = (uint64_t *)(h + l->allow);
+    size_t off = 0, a = 0;
     for (int i = 0; i < n; i++) {
         const sd_sample_req *q = &reqs[i];
         cu_row *c = &cr[i];
@@ -474,6 +488,11 @@ static void fill_rows(sd_cu_sampler *sm, const smp_layout *l, float *const *rows
         if (q->n_pen)
             memcpy(pen + off, q->pen, sizeof *pen * (size_t)q->n_pen);
         off += (size_t)q->n_pen;
+        if (q->allow) {
+            memcpy(allow + a * words, q->allow, words * sizeof *allow);
+            c->allow = (const unsigned long long *)(dv + l->allow) + a * words;
+            a++;
+        }
     }
 }
 
@@ -484,11 +503,11 @@ int sd__cu_sample(sd_cu_sampler *sm, float *const *rows, int32_t vocab, const sd
         return 0;
     if (n > 65535 || vocab <= 0 || vocab > (1 << 30))
         return sd_diag_set(d, SD_EINVAL, "cuda sample: %d rows of %d", n, (int)vocab);
-    size_t n_pen = 0;
-    SD_TRY(check_reqs(vocab, reqs, n, &n_pen, d));
-    smp_layout l = layout_of(n, n_pen);
+    size_t n_pen = 0, n_allow = 0, words = ((size_t)vocab + 63) / 64;
+    SD_TRY(check_reqs(vocab, reqs, n, &n_pen, &n_allow, d));
+    smp_layout l = layout_of(n, n_pen, n_allow, words);
     SD_TRY(reserve(sm, l.total, d));
-    fill_rows(sm, &l, rows, reqs, n);
+    fill_rows(sm, &l, rows, reqs, n, words);
     char *dv = (char *)sm->d_buf;
     SD_CU(d, cudaMemcpyAsync(dv, sm->h_buf, l.raw, cudaMemcpyHostToDevice, st));
     sample_kernel<<<n, SMP_THREADS, 0, st>>>((const cu_row *)dv, vocab, (sd_sample_out *)(dv + l.out));

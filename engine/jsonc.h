@@ -83,6 +83,11 @@ void sd_jmask_free(sd_jmask *jm); /* NULL: no-op */
  * distinct states); one caller at a time. */
 int32_t sd_jmask_apply(sd_jmask *jm, const sd_jfsm *m, const int32_t *eos, int n_eos, float *logits,
                        int32_t vocab);
+/* The same set as a bitset for a sampler that masks the row itself (sd_sample_req.allow):
+ * out[(vocab + 63) / 64], bit i set where sd_jmask_apply would leave logits[i] as it is. Returns
+ * how many bits are set. */
+int32_t sd_jmask_allowed(sd_jmask *jm, const sd_jfsm *m, const int32_t *eos, int n_eos, int32_t vocab,
+                         uint64_t *out);
 
 #ifdef __cplusplus
 }

@@ -329,3 +329,33 @@ int32_t sd_jmask_apply(sd_jmask *jm, const sd_jfsm *m, const int32_t *eos, int n
     }
     return n;
 }
+
+int32_t sd_jmask_allowed(sd_jmask *jm, const sd_jfsm *m, const int32_t *eos, int n_eos, int32_t vocab,
+                         uint64_t *out)
+{
+    if (vocab <= 0)
+        return 0;
+    const size_t words = ((size_t)vocab + 63) / 64;
+    memset(out, 0, words * sizeof *out);
+    if (sd_jfsm_complete(m)) {
+        int32_t n = 0;
+        for (int k = 0; k < n_eos; k++)
+            if (is_new_eos(eos, k, vocab)) {
+                out[eos[k] >> 6] |= (uint64_t)1 << (eos[k] & 63);
+                n++;
+            }
+        return n;
+    }
+    const uint64_t *bits = jm_lookup(jm, m);
+    int32_t lim = vocab < jm->n_tok ? vocab : jm->n_tok;
+    memcpy(out, bits, ((size_t)lim / 64) * sizeof *out);
+    if (lim % 64) /* the tokenizer's last partial word; ids past it stay 0 */
+        out[lim / 64] = bits[lim / 64] & (((uint64_t)1 << (lim % 64)) - 1);
+    for (int k = 0; k < n_eos; k++) /* no eos before the object closes (sd_jmask_apply) */
+        if (eos[k] >= 0 && eos[k] < vocab)
+            out[eos[k] >> 6] &= ~((uint64_t)1 << (eos[k] & 63));
+    int32_t n = 0;
+    for (size_t w = 0; w < words; w++)
+        n += __builtin_popcountll(out[w]);
+    return n;
+}

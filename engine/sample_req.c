@@ -249,6 +249,10 @@ int sd_sample_twin(float *row, int32_t vocab, const sd_sample_req *q, sd_sample_
     float *raw = malloc(sizeof *raw * (size_t)(q->n_pen > 0 ? q->n_pen : 1));
     if (!raw)
         return SD_ENOMEM;
+    if (q->allow)
+        for (int32_t i = 0; i < vocab; i++)
+            if (!(q->allow[i >> 6] >> (i & 63) & 1))
+                row[i] = -INFINITY;
     twin_penalties(row, q, raw);
     int32_t best = sd__sample_argmax(row, vocab);
     out->token = q->greedy ? best : twin_pick(row, vocab, q, best);

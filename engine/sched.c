@@ -132,6 +132,7 @@ void sd_sched_free(sd_sched *s)
     if (!s)
         return;
     sd_jmask_free(s->jm);
+    free(s->allow);
     for (int i = 0; i < s->n_running; i++) {
         sd_kv_seq_release(s->kv, &s->running[i]->kv);
         sd_sched_req_free(s->running[i]);
@@ -419,15 +420,36 @@ static void fail_planned(sd_sched *s, int n, int code, const char *msg)
 }
 
 /* Whether this step samples on the backend: it can, and no sequence needs its logits rows
- * on the host (prompt logprobs, the JSON mask of json_object requests). */
+ * on the host (prompt logprobs). */
 static int sample_on_backend(const sd_sched *s, int n)
 {
     if (!s->backend_sampling)
         return 0;
     for (int k = 0; k < n; k++)
-        if (s->batch[k].all_logits || s->planned[k]->json)
+        if (s->batch[k].all_logits)
             return 0;
     return 1;
+}
+
+/* A JSON request's allowed tokens as the backend's mask (sd_sample_req.allow) in row m of
+ * s->allow. 1 when no token is allowed (json_end set), 0, or an error. */
+static int json_allow(sd_sched *s, sd_sched_req *r, sd_sample_req *q, int m, sd_diag *d)
+{
+    const size_t words = ((size_t)s->vocab + 63) / 64;
+    if (!s->allow && !(s->allow = malloc(sizeof *s->allow * words * (size_t)s->max_seqs)))
+        return sd_diag_set(d, SD_ENOMEM, "engine: out of memory for JSON masks");
+    if (!s->jm) {
+        int rc = sd_jmask_init(&s->jm, s->tok, d);
+        if (rc < 0)
+            return rc;
+    }
+    uint64_t *a = s->allow + words * (size_t)m;
+    if (sd_jmask_allowed(s->jm, &r->jfsm, s->eos, s->n_eos, s->vocab, a) == 0) {
+        r->json_end = 1;
+        return 1;
+    }
+    q->allow = a;
+    return 0;
 }
 
 /* Builds a request for every sequence that gets a token this step (row k: one row each) and
@@ -448,6 +470,10 @@ static int backend_sample(sd_sched *s, int n, sd_diag *d)
                                 &r->rng, r->logprobs);
         if (rc < 0)
             return sd_diag_set(d, rc, "engine: sampling request for sequence %d", k);
+        if (r->json && (rc = json_allow(s, r, &s->sreq[m], m, d)) != 0) {
+            rc = rc > 0 ? 0 : rc; /* > 0: nothing can follow; the request ends at its advance */
+            continue;
+        }
         s->sslot[k] = m++;
     }
     return rc < 0 || m == 0 ? rc : sd_backend_sample(s->b, s->sreq, m, s->sout, d);

@@ -36,7 +36,8 @@ struct sd_sched_req {
     sd_kv_seq kv;       /* the block table: covers exactly positions [0, n_computed) between steps */
 
     sd_rng rng;
-    int json; /* json_object: `jfsm` holds the JSON generated so far */
+    int json;     /* json_object: `jfsm` holds the JSON generated so far */
+    int json_end; /* no token can continue the JSON: the next advance ends the request */
     sd_jfsm jfsm;
     int has_stream;
     sd_tok_stream stream;
@@ -86,6 +87,7 @@ struct sd_sched {
     sd_sample_req *sreq; /* [max_seqs] */
     sd_sample_out *sout; /* [max_seqs] */
     int *sslot;          /* [max_seqs] the request of each batch entry in sreq, -1 for none */
+    uint64_t *allow;     /* [max_seqs][(vocab + 63) / 64] the JSON masks of the step's requests */
 
     /* counters read by any thread */
     atomic_int st_running, st_waiting, st_blocks_used, st_blocks_cached;

@@ -310,6 +310,8 @@ int sd_sched__advance(sd_sched *s, sd_sched_req *r, float *row, const sd_sample_
     }
     if (!sd_sched__wants_token(r)) /* max_tokens 0: prompt logprobs only */
         return SD_FINISH_LENGTH;
+    if (r->json_end) /* the backend's JSON mask left no token */
+        return SD_FINISH_STOP;
     int32_t tok = o ? o->token : -1;
     if (!o) {
         if (r->logprobs >= 0)

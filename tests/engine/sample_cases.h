@@ -51,6 +51,9 @@ typedef struct sc_case {
     int32_t n_hist, n_prompt;
     sd_sampling s; /* .bias points at `bias` */
     sd_logit_bias bias[8];
+    uint64_t *allow; /* [(vocab + 63) / 64] a JSON-mode style mask (sd_sample_req.allow), or NULL;
+                        sc_make replaces it (zero-initialise a case before its first sc_make), sc_free
+                        frees it */
     int n_top;
     const char *kind;
 } sc_case;
@@ -163,6 +166,27 @@ static void sc_bias(sc_rng *r, sc_case *k, int32_t best)
     k->s.n_bias = n;
 }
 
+static void sc_free(sc_case *k)
+{
+    free(k->allow);
+    k->allow = NULL;
+}
+
+/* An allow mask with at least one bit: a few tokens, about half, or nearly all, and the row's
+ * best among them or not. */
+static void sc_allow(sc_rng *r, sc_case *k, int32_t best)
+{
+    size_t words = ((size_t)k->vocab + 63) / 64;
+    REQUIRE((k->allow = calloc(words, sizeof *k->allow)) != NULL);
+    static const uint64_t keep_in_64[] = {1, 32, 63};
+    uint64_t keep = keep_in_64[sc_next(r) % 3];
+    for (int32_t i = 0; i < k->vocab; i++)
+        if (sc_next(r) % 64 < keep)
+            k->allow[i >> 6] |= (uint64_t)1 << (i & 63);
+    int32_t t = sc_next(r) % 2 ? best : (int32_t)(sc_next(r) % (uint64_t)k->vocab);
+    k->allow[t >> 6] |= (uint64_t)1 << (t & 63);
+}
+
 /* Case c of a vocabulary: the history reuses a few tokens (repeats count for frequency) and
  * the row's largest logits (so that penalties change the outcome). */
 static void sc_make(sc_rng *r, sc_case *k, int32_t vocab, int c, float *buf)
@@ -187,6 +211,9 @@ static void sc_make(sc_rng *r, sc_case *k, int32_t vocab, int c, float *buf)
     }
     if (sc_next(r) % 3 == 0)
         sc_bias(r, k, best);
+    sc_free(k);
+    if (sc_next(r) % 4 == 0)
+        sc_allow(r, k, best);
 }
 
 typedef struct sc_lid {
@@ -278,6 +305,10 @@ static void sc_check(const sc_case *k, const sd_sample_req *q, const sd_sample_o
     float *row = malloc(sizeof *row * (size_t)v);
     void *scratch = malloc(sd_sampler_scratch_bytes(v));
     memcpy(row, k->logits, sizeof *row * (size_t)v);
+    CHECK(q->allow == k->allow);
+    for (int32_t i = 0; k->allow && i < v; i++) /* what the scheduler's host path does (sd_jmask_apply) */
+        if (!(k->allow[i >> 6] >> (i & 63) & 1))
+            row[i] = -INFINITY;
     sd_rng rng;
     sd_rng_seed(&rng, k->s.seed);
     int32_t want = sd_sample(row, v, &k->s, k->hist, k->n_hist, k->n_prompt, &rng, scratch);

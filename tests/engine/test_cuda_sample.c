@@ -1,9 +1,10 @@
 /* test_cuda_sample: sampling on the GPU. The kernel on random logits rows (vocab 1 to 151936
- * and odd sizes; every option alone and combined; many seeds; several rows per launch) picks
+ * and odd sizes; every option alone and combined, logit_bias and JSON-style allow masks too;
+ * many seeds; several rows per launch) picks
  * sd_sample's token on the same logits and u, up to near-boundaries of the cumulative mass
  * (counted, and bounded), with logprobs within 1e-4 of sd_logprob_of / sd_logprobs_top. Then
- * the scheduler on the CUDA backend with models/tiny gives the same greedy and seeded tokens
- * with GPU sampling as with SD_CPU_SAMPLING=1 on the same backend (same logits), and, with two
+ * the scheduler on the CUDA backend with models/tiny gives the same greedy, seeded and JSON-mode
+ * tokens with GPU sampling as with SD_CPU_SAMPLING=1 on the same backend (same logits), and, with two
  * GPUs, so does the tensor-parallel backend. Skips without CUDA or a GPU. */
 #include "engine/sample_req.h"
 
@@ -43,6 +44,7 @@ static void run_vocab(int32_t vocab, int n_cases, sc_stats *st)
             sd_rng_seed(&rng, ks[i].s.seed);
             REQUIRE(sd_sample_prep_add(&p, &qs[i], i, &ks[i].s, ks[i].hist, ks[i].n_hist, ks[i].n_prompt,
                                        &rng, ks[i].n_top) == 0);
+            qs[i].allow = ks[i].allow;
             rows[i] = dev + (size_t)i * vocab;
         }
         REQUIRE(cudaMemcpy(dev, host, row_bytes * (size_t)n, cudaMemcpyHostToDevice) == cudaSuccess);
@@ -54,6 +56,8 @@ static void run_vocab(int32_t vocab, int n_cases, sc_stats *st)
         for (int i = 0; i < n; i++)
             sc_check(&ks[i], &qs[i], &os[i], st);
     }
+    for (int i = 0; i < BATCH; i++)
+        sc_free(&ks[i]);
     cudaFree(dev);
     sd__cu_sampler_free(&sm);
     sd_sample_prep_free(&p);
@@ -124,6 +128,8 @@ static void sched_params(sd_request_params *ps, int32_t **ids, int32_t *n_ids)
         } else if (i != 0 && i != 6) { /* 0 and 6 greedy */
             ss_sampling(&ps[i], i);
         }
+        if (i == 6 || i == 7) /* JSON mode: the mask goes to the GPU sampler as sd_sample_req.allow */
+            ps[i].json_object = 1;
     }
 }
 

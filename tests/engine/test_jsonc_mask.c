@@ -77,7 +77,17 @@ static int check_state(struct vocab *v, sd_jmask *jm, const sd_jfsm *m)
         }
     }
     CHECK_MSG(got == want, "apply says %d allowed, brute force %d", got, want);
-    return !bad && got == want;
+    /* the bitset the backends' samplers take: the same set */
+    uint64_t *bits = calloc(((size_t)vocab + 63) / 64, sizeof *bits);
+    if (!bits)
+        return 0;
+    CHECK(sd_jmask_allowed(jm, m, &v->eos, 1, vocab, bits) == want);
+    int32_t differ = 0;
+    for (int32_t i = 0; i < vocab; i++)
+        differ += (int)((bits[i >> 6] >> (i & 63)) & 1) != (v->logits[i] != -INFINITY);
+    CHECK_MSG(differ == 0, "sd_jmask_allowed differs from sd_jmask_apply on %d tokens", (int)differ);
+    free(bits);
+    return !bad && got == want && differ == 0;
 }
 
 /* States from random prefixes of random documents (cut anywhere: inside UTF-8, escapes,
@@ -130,6 +140,13 @@ static void test_jmask_after_complete(void)
     CHECK(sd_jmask_apply(v.jm, &m, eos, 4, v.logits, v.n) == 2); /* duplicate and out-of-range ids */
     for (int32_t i = 0; i < v.n; i++)
         CHECK_MSG((i == v.eos || i == 5) ? v.logits[i] == 2 : v.logits[i] == -INFINITY, "token %d", i);
+    uint64_t *bits = calloc(((size_t)v.n + 63) / 64, sizeof *bits);
+    REQUIRE(bits);
+    CHECK(sd_jmask_allowed(v.jm, &m, eos, 4, v.n, bits) == 2);
+    for (int32_t i = 0; i < v.n; i++)
+        CHECK_MSG((int)((bits[i >> 6] >> (i & 63)) & 1) == (i == v.eos || i == 5), "bit of token %d", i);
+    CHECK(sd_jmask_allowed(v.jm, &m, NULL, 0, v.n, bits) == 0);
+    free(bits);
     for (int32_t i = 0; i < v.n; i++)
         v.logits[i] = 2;
     CHECK(sd_jmask_apply(v.jm, &m, NULL, 0, v.logits, v.n) == 0);

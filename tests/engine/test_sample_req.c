@@ -74,7 +74,7 @@ static void test_prep(void)
     sd_sample_prep p;
     REQUIRE(sd_sample_prep_init(&p, 1000, NULL) == 0);
     static float row[1000];
-    sc_case ks[8];
+    sc_case ks[8] = {0};
     sd_sample_req qs[8];
     for (int round = 0; round < 40; round++) {
         REQUIRE(sd_sample_prep_begin(&p, 8 * (96 + 8), NULL) == 0);
@@ -95,6 +95,8 @@ static void test_prep(void)
         for (int c = 0; c < 8; c++) /* entries of earlier requests stay put */
             check_pen(&ks[c], &qs[c]);
     }
+    for (int c = 0; c < 8; c++)
+        sc_free(&ks[c]);
     /* a history longer than reserved is refused, not truncated silently */
     sd_sampling s;
     sd_sampling_default(&s);
@@ -125,8 +127,8 @@ static void run_vocab(int32_t vocab, int n_cases, sc_stats *st)
     float *buf = malloc(sizeof *buf * (size_t)vocab), *work = malloc(sizeof *work * (size_t)vocab);
     sd_sample_prep p;
     REQUIRE(buf && work && sd_sample_prep_init(&p, vocab, NULL) == 0);
+    sc_case k = {0};
     for (int c = 0; c < n_cases; c++) {
-        sc_case k;
         sd_sample_req q;
         sd_sample_out o;
         sc_make(&r, &k, vocab, c, buf);
@@ -134,10 +136,12 @@ static void run_vocab(int32_t vocab, int n_cases, sc_stats *st)
         sd_rng_seed(&rng, k.s.seed);
         REQUIRE(sd_sample_prep_begin(&p, (size_t)(k.n_hist + k.s.n_bias), NULL) == 0);
         REQUIRE(sd_sample_prep_add(&p, &q, 0, &k.s, k.hist, k.n_hist, k.n_prompt, &rng, k.n_top) == 0);
+        q.allow = k.allow;
         memcpy(work, buf, sizeof *work * (size_t)vocab);
         REQUIRE(sd_sample_twin(work, vocab, &q, &o) == 0);
         sc_check(&k, &q, &o, st);
     }
+    sc_free(&k);
     sd_sample_prep_free(&p);
     free(buf);
     free(work);
@@ -293,9 +297,10 @@ static void test_sched_backend_sampling(void)
     tw_free(&t->base);
 }
 
-/* A json_object request needs its logits row on the host for the JSON mask: every step that
- * carries one samples on the host, for the whole batch, and gives the tokens host sampling gives. */
-static void test_sched_json_bypasses_backend(void)
+/* A json_object request on a backend that samples: the scheduler hands it the JSON mask
+ * (sd_sample_req.allow) and the backend's sampler (the twin here, the CUDA kernel on a GPU) gives
+ * the tokens host sampling with the mask applied to the row gives, the JSON valid. */
+static void test_sched_json_on_backend(void)
 {
     if (!M)
         SKIP("%s not found", MODEL_DIR);
@@ -315,7 +320,7 @@ static void test_sched_json_bypasses_backend(void)
     REQUIRE(t);
     REQUIRE(run_all(t->cpu, &o, ps, host, 2, NULL) == 0);
     REQUIRE(run_all(&t->base, &o, ps, twin, 2, NULL) == 0);
-    CHECK_MSG(t->calls == 0, "%d steps with a JSON request sampled on the backend", t->calls);
+    CHECK_MSG(t->calls >= SGEN - 1, "%d of %d steps sampled on the backend", t->calls, SGEN);
     ss_compare_runs(twin, host, 2, SGEN, "JSON batch: twin vs host");
     sd_jfsm m;
     sd_jfsm_init(&m);
@@ -340,7 +345,7 @@ int main(void)
         M = NULL;
     }
     RUN(test_sched_backend_sampling);
-    RUN(test_sched_json_bypasses_backend);
+    RUN(test_sched_json_on_backend);
     sd_model_free(M);
     return sd_test_done();
 }
