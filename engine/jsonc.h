@@ -63,6 +63,21 @@ int sd__jfsm_step(sd_jfsm *m, unsigned c);
 int sd__jfsm_in_string(const sd_jfsm *m);
 int sd__jfsm_in_plain_string(const sd_jfsm *m);
 
+/* A byte-level validator the mask can walk: its states are `size` bytes, copied by value and
+ * compared with memcmp (equal positions must have equal bytes). JSON mode's is sd_jval_json
+ * (states are sd_jfsm); a compiled JSON schema is another (engine/jschema.h). */
+#define SD_JVAL_MAX_STATE 128
+typedef struct sd_jval {
+    const void *ctx; /* the validator's constant part (a compiled schema), NULL for JSON mode */
+    size_t size;     /* bytes of a state, <= SD_JVAL_MAX_STATE */
+    int (*step)(const void *ctx, void *state, unsigned byte); /* 0, or -1: rejected (state unspecified) */
+    int (*complete)(const void *ctx, const void *state);      /* 1: a whole document; no byte may follow */
+    /* 1 inside a string that any plain text continues (no quote, backslash or control byte; valid
+     * UTF-8), with no UTF-8 character pending: exact, 0 when unsure */
+    int (*in_plain_string)(const void *ctx, const void *state);
+} sd_jval;
+extern const sd_jval sd_jval_json;
+
 typedef struct sd_jmask sd_jmask;
 
 /* Builds, for tokenizer t, a trie of the byte strings (sd_tok_token_bytes) of every token
@@ -88,6 +103,12 @@ int32_t sd_jmask_apply(sd_jmask *jm, const sd_jfsm *m, const int32_t *eos, int n
  * how many bits are set. */
 int32_t sd_jmask_allowed(sd_jmask *jm, const sd_jfsm *m, const int32_t *eos, int n_eos, int32_t vocab,
                          uint64_t *out);
+/* The same two for any validator v in state `state` (sd_jmask_apply is sd_jmask_apply_v with
+ * sd_jval_json). The cache keeps the sets of different validators apart. */
+int32_t sd_jmask_apply_v(sd_jmask *jm, const sd_jval *v, const void *state, const int32_t *eos, int n_eos,
+                         float *logits, int32_t vocab);
+int32_t sd_jmask_allowed_v(sd_jmask *jm, const sd_jval *v, const void *state, const int32_t *eos, int n_eos,
+                           int32_t vocab, uint64_t *out);
 
 #ifdef __cplusplus
 }
