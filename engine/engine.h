@@ -38,11 +38,13 @@ typedef struct sd_request_params {
     const char *stop[SD_MAX_STOP]; /* stop strings, copied at submit */
     int n_stop;
     int ignore_eos;
-    int logprobs;        /* -1: none; k >= 0: the chosen token's logprob and the top k */
-    int prompt_logprobs; /* 1: emit SD_EV_PROMPT with the prompt tokens' logprobs */
-    int json_object;     /* 1: sample only tokens that keep the text one JSON object, then EOS
-                            (response_format json_object; engine/jsonc.h) */
-    uint64_t priority;   /* lower runs first among waiting requests (0 = normal) */
+    int logprobs;            /* -1: none; k >= 0: the chosen token's logprob and the top k */
+    int prompt_logprobs;     /* 1: emit SD_EV_PROMPT with the prompt tokens' logprobs */
+    int json_object;         /* 1: sample only tokens that keep the text one JSON object, then EOS
+                                (response_format json_object; engine/jsonc.h) */
+    const char *json_schema; /* JSON Schema text: the text must be a document it accepts, then EOS
+                                (response_format json_schema; engine/jschema.h); compiled at submit */
+    uint64_t priority;       /* lower runs first among waiting requests (0 = normal) */
 } sd_request_params;
 
 void sd_request_params_default(sd_request_params *p);

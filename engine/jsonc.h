@@ -63,8 +63,9 @@ int sd__jfsm_step(sd_jfsm *m, unsigned c);
 int sd__jfsm_in_string(const sd_jfsm *m);
 int sd__jfsm_in_plain_string(const sd_jfsm *m);
 
-/* A byte-level validator the mask can walk: its states are `size` bytes, copied by value and
- * compared with memcmp (equal positions must have equal bytes). JSON mode's is sd_jval_json
+/* A byte-level validator the mask can walk: its states are `size` bytes (a multiple of 8: the
+ * walk keeps them 8-byte aligned), copied by value and compared with memcmp (equal positions
+ * must have equal bytes). JSON mode's is sd_jval_json
  * (states are sd_jfsm); a compiled JSON schema is another (engine/jschema.h). */
 #define SD_JVAL_MAX_STATE 128
 typedef struct sd_jval {
@@ -72,6 +73,9 @@ typedef struct sd_jval {
     size_t size;     /* bytes of a state, <= SD_JVAL_MAX_STATE */
     int (*step)(const void *ctx, void *state, unsigned byte); /* 0, or -1: rejected (state unspecified) */
     int (*complete)(const void *ctx, const void *state);      /* 1: a whole document; no byte may follow */
+    /* 1: a whole document that more bytes could still extend (a top-level number): eos is
+     * allowed beside them. NULL: never (JSON mode's object ends at its brace) */
+    int (*can_end)(const void *ctx, const void *state);
     /* 1 inside a string that any plain text continues (no quote, backslash or control byte; valid
      * UTF-8), with no UTF-8 character pending: exact, 0 when unsure */
     int (*in_plain_string)(const void *ctx, const void *state);

@@ -10,6 +10,7 @@
 /* ---- the vocabulary mask ---------------------------------------------------------------- */
 
 #define JM_SLOTS 64
+#define JM_MAX_EOS 32 /* eos ids a can_end state keeps (models have a handful) */
 
 /* A trie node, stored in preorder so that a walk is one forward pass: skipping a rejected
  * byte's whole subtree is a jump to `skip`. */
@@ -325,6 +326,12 @@ int32_t sd_jmask_apply_v(sd_jmask *jm, const sd_jval *v, const void *state, cons
         return 0;
     if (v->complete(v->ctx, state))
         return only_eos(eos, n_eos, logits, vocab);
+    /* a document that may end or go on (a top-level number): eos keeps its logit beside the
+     * bytes that continue it */
+    float keep[JM_MAX_EOS];
+    const int can_end = v->can_end && v->can_end(v->ctx, state);
+    for (int k = 0; can_end && k < n_eos && k < JM_MAX_EOS; k++)
+        keep[k] = eos[k] >= 0 && eos[k] < vocab ? logits[eos[k]] : 0;
     const uint64_t *bits = jm_lookup(jm, v, state);
     int32_t n = mask_logits(bits, jm->n_tok, logits, vocab);
     /* An eos before the object closes would end the text short of valid JSON, even when the
@@ -335,6 +342,10 @@ int32_t sd_jmask_apply_v(sd_jmask *jm, const sd_jval *v, const void *state, cons
         if (eos[k] < jm->n_tok && ((bits[eos[k] >> 6] >> (eos[k] & 63)) & 1))
             n--;
         logits[eos[k]] = -INFINITY;
+        if (can_end && k < JM_MAX_EOS) {
+            logits[eos[k]] = keep[k];
+            n++;
+        }
     }
     return n;
 }
@@ -360,9 +371,14 @@ int32_t sd_jmask_allowed_v(sd_jmask *jm, const sd_jval *v, const void *state, co
     memcpy(out, bits, ((size_t)lim / 64) * sizeof *out);
     if (lim % 64) /* the tokenizer's last partial word; ids past it stay 0 */
         out[lim / 64] = bits[lim / 64] & (((uint64_t)1 << (lim % 64)) - 1);
-    for (int k = 0; k < n_eos; k++) /* no eos before the object closes (sd_jmask_apply) */
-        if (eos[k] >= 0 && eos[k] < vocab)
-            out[eos[k] >> 6] &= ~((uint64_t)1 << (eos[k] & 63));
+    const int can_end = v->can_end && v->can_end(v->ctx, state);
+    for (int k = 0; k < n_eos; k++) /* no eos before the document is whole (sd_jmask_apply_v) */
+        if (eos[k] >= 0 && eos[k] < vocab) {
+            if (can_end && k < JM_MAX_EOS)
+                out[eos[k] >> 6] |= (uint64_t)1 << (eos[k] & 63);
+            else
+                out[eos[k] >> 6] &= ~((uint64_t)1 << (eos[k] & 63));
+        }
     int32_t n = 0;
     for (size_t w = 0; w < words; w++)
         n += __builtin_popcountll(out[w]);
@@ -386,7 +402,7 @@ static int jv_plain(const void *ctx, const void *state)
     return sd__jfsm_in_plain_string((const sd_jfsm *)state);
 }
 
-const sd_jval sd_jval_json = {NULL, sizeof(sd_jfsm), jv_step, jv_complete, jv_plain};
+const sd_jval sd_jval_json = {NULL, sizeof(sd_jfsm), jv_step, jv_complete, NULL, jv_plain};
 
 int32_t sd_jmask_apply(sd_jmask *jm, const sd_jfsm *m, const int32_t *eos, int n_eos, float *logits,
                        int32_t vocab)

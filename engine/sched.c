@@ -431,25 +431,18 @@ static int sample_on_backend(const sd_sched *s, int n)
     return 1;
 }
 
-/* A JSON request's allowed tokens as the backend's mask (sd_sample_req.allow) in row m of
- * s->allow. 1 when no token is allowed (json_end set), 0, or an error. */
+/* A constrained request's allowed tokens as the backend's mask (sd_sample_req.allow) in row m
+ * of s->allow. 1 when no token is allowed (the request ends at its advance), 0, or an error. */
 static int json_allow(sd_sched *s, sd_sched_req *r, sd_sample_req *q, int m, sd_diag *d)
 {
     const size_t words = ((size_t)s->vocab + 63) / 64;
     if (!s->allow && !(s->allow = malloc(sizeof *s->allow * words * (size_t)s->max_seqs)))
         return sd_diag_set(d, SD_ENOMEM, "engine: out of memory for JSON masks");
-    if (!s->jm) {
-        int rc = sd_jmask_init(&s->jm, s->tok, d);
-        if (rc < 0)
-            return rc;
-    }
     uint64_t *a = s->allow + words * (size_t)m;
-    if (sd_jmask_allowed(s->jm, &r->jfsm, s->eos, s->n_eos, s->vocab, a) == 0) {
-        r->json_end = 1;
-        return 1;
-    }
-    q->allow = a;
-    return 0;
+    int rc = sd_sched__json_allow(s, r, a, d);
+    if (rc == 0)
+        q->allow = a;
+    return rc;
 }
 
 /* Builds a request for every sequence that gets a token this step (row k: one row each) and

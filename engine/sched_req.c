@@ -56,9 +56,6 @@ static int check_params(const sd_sched *s, const sd_request_params *p, sd_diag *
     for (int i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !p->stop[i][0])
             return sd_diag_set(d, SD_EINVAL, "stop: string %d is empty", i);
-    if (p->json_object && !s->tok)
-        return sd_diag_set(d, SD_EINVAL,
-                           "response_format: the model has no tokenizer to constrain JSON with");
     return check_bias(s, &p->sampling, d);
 }
 
@@ -108,8 +105,10 @@ int sd_sched_req_new(const sd_sched *s, const sd_request_params *p, sd_event_cb 
     }
     memcpy(r->tokens, p->prompt, sizeof *r->tokens * (size_t)p->n_prompt);
     sd_rng_seed(&r->rng, p->sampling.seed);
-    r->json = p->json_object != 0;
-    sd_jfsm_init(&r->jfsm);
+    if ((rc = sd_sched__json_init(s, r, p, d)) < 0) {
+        sd_sched_req_free(r);
+        return rc;
+    }
     if (s->tok) {
         /* special tokens (EOS, chat markers) are not part of the text, as OpenAI servers do */
         sd_tok_stream_init(&r->stream, s->tok, 1);
@@ -127,6 +126,7 @@ void sd_sched_req_free(sd_sched_req *r)
     if (!r)
         return;
     sd_stopstr_free(&r->stop);
+    sd_sched__json_free(r);
     free(r->bias);
     free(r->tokens);
     free(r->kv.blocks); /* the blocks themselves went back to the pool already */
@@ -273,33 +273,6 @@ int sd_sched__wants_token(const sd_sched_req *r)
     return r->n_tokens - r->n_prompt < r->max_tokens;
 }
 
-/* json_object: every token that cannot continue the JSON (or, once the object closed, end the
- * sequence) gets -inf before sampling. The mask is built at the first such request (a trie of
- * the vocabulary; engine/jsonc.h). Returns 0, SD_FINISH_STOP when no token is left (the JSON
- * cannot go on: not reachable with a byte-level vocabulary), or an error. */
-static int json_mask(sd_sched *s, sd_sched_req *r, float *row)
-{
-    if (!r->json)
-        return 0;
-    if (!s->jm) {
-        sd_diag d = {0};
-        int rc = sd_jmask_init(&s->jm, s->tok, &d);
-        if (rc < 0)
-            return rc;
-    }
-    return sd_jmask_apply(s->jm, &r->jfsm, s->eos, s->n_eos, row, s->vocab) > 0 ? 0 : SD_FINISH_STOP;
-}
-
-/* Advances the request's JSON state by the sampled token (EOS ends it: no bytes). */
-static int json_take(const sd_sched *s, sd_sched_req *r, int32_t tok)
-{
-    if (is_eos(s, tok))
-        return 0;
-    size_t n = 0;
-    const char *b = sd_tok_token_bytes(s->tok, tok, &n);
-    return b ? sd_jfsm_feed(&r->jfsm, b, n) : -1;
-}
-
 int sd_sched__advance(sd_sched *s, sd_sched_req *r, float *row, const sd_sample_out *o)
 {
     if (!r->prompt_done) {
@@ -316,7 +289,7 @@ int sd_sched__advance(sd_sched *s, sd_sched_req *r, float *row, const sd_sample_
     if (!o) {
         if (r->logprobs >= 0)
             memcpy(s->raw, row, sizeof *s->raw * (size_t)s->vocab);
-        int rc = json_mask(s, r, row);
+        int rc = sd_sched__json_mask(s, r, row);
         if (rc != 0)
             return rc;
         tok = sd_sample(row, s->vocab, &r->sampling, r->tokens, r->n_tokens, r->n_prompt, &r->rng,
@@ -324,7 +297,7 @@ int sd_sched__advance(sd_sched *s, sd_sched_req *r, float *row, const sd_sample_
     }
     if (tok < 0 || tok >= s->vocab)
         return SD_ERANGE; /* a backend's sampler answered nonsense */
-    if (r->json && json_take(s, r, tok) < 0)
+    if (r->json && sd_sched__json_take(s, r, tok) < 0)
         return SD_ERANGE; /* the mask let through a token the JSON cannot take */
     r->tokens[r->n_tokens++] = tok;
     atomic_fetch_add(&s->st_gen_tokens, 1ULL);

@@ -59,7 +59,8 @@ typedef struct sd_api_req {
     int logprobs; /* -1: none; k in [0, 20]: chosen token's logprob + top k */
     int stream, include_usage;
     int ignore_eos;
-    int json_object; /* response_format {"type": "json_object"} */
+    int json_object;   /* response_format {"type": "json_object"} */
+    char *json_schema; /* response_format json_schema: the schema as JSON text (owned) */
 } sd_api_req;
 
 /* Parses and validates a request body. Unknown fields are ignored; wrong types, out-of-range

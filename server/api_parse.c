@@ -162,10 +162,27 @@ static int parse_logit_bias(sd_api_req *r, json_t *o, sd_api_err *e)
     return 0;
 }
 
-/* response_format: "text", or "json_object" (the output is constrained to one JSON object:
- * engine/jsonc.h). A JSON schema, and chat tools, sparsed cannot honour: they are refused with
- * 400 rather than ignored, so that a client asking for them does not receive free text it takes
- * for a conforming answer. The neutral values (no tools, tool_choice "none") pass. */
+/* response_format json_schema: {"json_schema": {"name": ..., "schema": {...}, "strict": ...}}.
+ * The schema travels as compact JSON text; the engine compiles it at submit and refuses what it
+ * cannot enforce (400 naming the keyword). "strict" is accepted either way: what the schema
+ * says is always enforced. */
+static int parse_json_schema(sd_api_req *r, json_t *v, sd_api_err *e)
+{
+    json_t *js = json_object_get(v, "json_schema");
+    json_t *schema = json_is_object(js) ? json_object_get(js, "schema") : NULL;
+    if (!json_is_object(schema))
+        return sd_api_fail(e, 400, "response_format", "invalid_value",
+                           "'response_format' of type 'json_schema' needs 'json_schema': {'schema': {...}}");
+    if (!(r->json_schema = json_dumps(schema, JSON_COMPACT)))
+        return sd_api_fail(e, 500, NULL, NULL, "out of memory");
+    return 0;
+}
+
+/* response_format: "text", "json_object" (the output constrained to one JSON object:
+ * engine/jsonc.h) or "json_schema" (to a document the schema accepts: engine/jschema.h). Chat
+ * tools sparsed cannot honour: they are refused with 400 rather than ignored, so that a client
+ * asking for a tool call does not receive free text it takes for one. The neutral values (no
+ * tools, tool_choice "none") pass. */
 static int parse_format_and_tools(sd_api_req *r, json_t *o, sd_api_err *e)
 {
     json_t *v = field(o, "response_format");
@@ -174,13 +191,15 @@ static int parse_format_and_tools(sd_api_req *r, json_t *o, sd_api_err *e)
         if (!json_is_string(t))
             return sd_api_fail(e, 400, "response_format", "invalid_type",
                                "'response_format' must be an object with a string 'type'");
-        r->json_object = !strcmp(json_string_value(t), "json_object");
-        if (!r->json_object && strcmp(json_string_value(t), "text"))
+        const char *type = json_string_value(t);
+        r->json_object = !strcmp(type, "json_object");
+        if (!strcmp(type, "json_schema") && parse_json_schema(r, v, e))
+            return -1;
+        if (!r->json_object && !r->json_schema && strcmp(type, "text"))
             return sd_api_fail(e, 400, "response_format", "unsupported_value",
-                               "'response_format' type '%.40s' is not supported: sparsed constrains output "
-                               "to a JSON object ('json_object') but not to a schema; 'text' and "
-                               "'json_object' are accepted",
-                               json_string_value(t));
+                               "'response_format' type '%.40s' is not supported: 'text', 'json_object' and "
+                               "'json_schema' are",
+                               type);
     }
     json_t *tc = field(o, "tool_choice");
     int none = json_is_string(tc) && !strcmp(json_string_value(tc), "none");
@@ -449,5 +468,6 @@ void sd_api_req_free(sd_api_req *r)
     for (int i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     free(r->bias);
+    free(r->json_schema);
     memset(r, 0, sizeof *r);
 }

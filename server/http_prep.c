@@ -189,6 +189,7 @@ static int submit_all(sd_http *h, sd_http__gen *g, sd_api_err *e)
         p.logprobs = g->req.logprobs;
         p.prompt_logprobs = g->req.echo && g->req.logprobs >= 0;
         p.json_object = g->req.json_object;
+        p.json_schema = g->req.json_schema;
         sd_diag d = {0};
         pthread_mutex_lock(&g->mu);
         g->refs++; /* the engine's reference, dropped at the final event */

@@ -126,6 +126,57 @@ static void test_jmask_tiny_brute_force(void)
     vocab_free(&v);
 }
 
+/* A validator of the digits 0-9 forever (state: one count byte, padded to 8): whole after one
+ * digit, never complete. The mask must allow EOS beside the digit tokens exactly when can_end
+ * says so, with the same set through sd_jmask_allowed_v, and keep its cache apart from JSON
+ * mode's. */
+static int dg_step(const void *ctx, void *state, unsigned c)
+{
+    uint8_t *n = state;
+    if (c < '0' || c > '9')
+        return -1;
+    *n = 1;
+    return 0;
+}
+static int dg_never(const void *ctx, const void *state)
+{
+    return 0;
+}
+static int dg_can_end(const void *ctx, const void *state)
+{
+    return *(const uint8_t *)state != 0;
+}
+
+static void test_jmask_can_end(void)
+{
+    struct vocab v;
+    LOAD_TINY_OR_SKIP(v);
+    REQUIRE(v.eos >= 0);
+    const sd_jval dg = {&dg, 8, dg_step, dg_never, dg_can_end, dg_never};
+    uint64_t st[1] = {0}, *bits = calloc(((size_t)v.n + 63) / 64, sizeof *bits);
+    REQUIRE(bits);
+    for (int round = 0; round < 2; round++) { /* before a digit, then after one */
+        for (int32_t i = 0; i < v.n; i++)
+            v.logits[i] = 1;
+        int32_t got = sd_jmask_apply_v(v.jm, &dg, st, &v.eos, 1, v.logits, v.n), want = 0;
+        CHECK(sd_jmask_allowed_v(v.jm, &dg, st, &v.eos, 1, v.n, bits) == got);
+        for (int32_t i = 0; i < v.n; i++) {
+            size_t len = 0;
+            const char *b = sd_tok_token_bytes(v.t, i, &len);
+            int ok = i == v.eos ? round == 1 : b && len > 0 && !sd_tok_is_special(v.t, i);
+            for (size_t k = 0; ok && i != v.eos && k < len; k++)
+                ok = b[k] >= '0' && b[k] <= '9';
+            want += ok;
+            CHECK_MSG((v.logits[i] == 1) == ok && (int)((bits[i >> 6] >> (i & 63)) & 1) == ok,
+                      "round %d token %d", round, i);
+        }
+        CHECK_MSG(got == want && want > 1, "round %d: %d allowed, want %d", round, got, want);
+        *(uint8_t *)st = 1;
+    }
+    free(bits);
+    vocab_free(&v);
+}
+
 static void test_jmask_after_complete(void)
 {
     struct vocab v;
@@ -312,6 +363,7 @@ int main(void)
     RUN(test_jmask_init_errors);
     RUN(test_jmask_tiny_brute_force);
     RUN(test_jmask_after_complete);
+    RUN(test_jmask_can_end);
     RUN(test_jmask_greedy_generation);
     RUN(test_jmask_qwen3);
     return sd_test_done();

@@ -53,6 +53,10 @@ def narrowed_spec():
     parts["items"].update(additionalProperties=False)
     parts["items"]["properties"]["text"]["maxLength"] = 40
     del chat["top_logprobs"]  # valid only with logprobs: true, a rule the schema cannot state
+    # a generated schema would mostly use keywords the engine refuses (400, as documented)
+    rf = s["SamplingFields"]["properties"]["response_format"]
+    rf["properties"]["type"]["enum"] = ["text", "json_object"]
+    del rf["properties"]["json_schema"]
     # keys must be token ids of this model, which OpenAPI 3.0 cannot state for object keys
     s["SamplingFields"]["properties"]["logit_bias"] = {
         "type": "object", "additionalProperties": False,

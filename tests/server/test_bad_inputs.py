@@ -53,6 +53,12 @@ BAD_FIELDS = [
     ({"logit_bias": {"99999999": 1}}, "logit_bias"),
     ({"logit_bias": {str(i): 1 for i in range(1025)}}, "logit_bias"),
     ({"response_format": {"type": "json_schema"}}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string",
+                                                                                        "pattern": "a+"}}}},
+     "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "strin"}}}},
+     "response_format"),
+    ({"response_format": {"type": "xml"}}, "response_format"),
     ({"response_format": "json"}, "response_format"),
 ]
 
@@ -72,7 +78,6 @@ def test_bad_completion_fields(server, patch, param):
     ({"messages": [{"role": "user", "content": 5}]}, "messages"),
     ({"top_logprobs": 3}, "top_logprobs"), ({"logprobs": True, "top_logprobs": 50}, "top_logprobs"),
     ({"max_completion_tokens": -3}, "max_completion_tokens"),
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}, "response_format"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
     ({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "auto"}, "tools"),
     ({"functions": [{"name": "f"}]}, "functions"), ({"tools": {"a": 1}}, "tools"),

@@ -1,5 +1,5 @@
 """The OpenAI API through the official `openai` client: completions and chat, streaming and
-not, n > 1, stop, seeds, usage, logprobs, logit_bias, JSON mode — checked against `sparsed generate`, the HF
+not, n > 1, stop, seeds, usage, logprobs, logit_bias, JSON mode and schemas — checked against `sparsed generate`, the HF
 tokenizer and transformers' logits on the bundled model."""
 import json
 import math
@@ -191,6 +191,28 @@ def test_json_object_mode(client):
         for c in ch.choices:
             text[c.index] = text.get(c.index, "") + c.text
     assert [text[i] for i in range(4)] == [c.text for c in r.choices]
+
+
+PERSON = {"type": "object", "additionalProperties": False, "required": ["name", "age"],
+          "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"}}}
+
+
+def test_json_schema_mode(client):
+    """response_format json_schema: every choice that stopped is exactly the schema's object (the
+    tiny model may run an integer's digits on to max_tokens, so not all stop); the text is always
+    the start of one."""
+    fmt = {"response_format": {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON,
+                                                                       "strict": True}}}
+    r = client.completions.create(model="tiny", prompt='person = {"name": "Ada", "age": 36}\nother = ',
+                                  max_tokens=60, temperature=1.0, seed=41, n=8, extra_body=fmt)
+    stopped = [c for c in r.choices if c.finish_reason == "stop"]
+    assert stopped, [c.text for c in r.choices]
+    for c in stopped:
+        v = json.loads(c.text)
+        assert set(v) == {"name", "age"} and isinstance(v["name"], str) and len(v["name"]) <= 12, c.text
+        assert isinstance(v["age"], int) and not isinstance(v["age"], bool), c.text
+    for c in r.choices:
+        assert c.text.lstrip()[:1] in ("", "{"), c.text
 
 
 def chat_or_skip(client, **kw):

@@ -1,0 +1,114 @@
+/* jschema_impl: the compiled layout of a JSON schema, shared by jschema.c (compile) and
+ * jschema_step.c (the validator) and read by test_jschema's white-box checks; not for callers. */
+#ifndef SD_JSCHEMA_IMPL_H
+#define SD_JSCHEMA_IMPL_H
+
+#include "jschema.h"
+
+#define SD__JS_NONE 0xFFFF    /* no node; no upper bound */
+#define SD__JS_ARR_BIT 0x8000 /* in a frame's node id: the container is an array (else an object) */
+#define SD__JS_MAX_NODES 0x7FFF
+#define SD__JS_MAX_LEN 0xFFFE /* the largest minLength / maxLength */
+
+/* Kinds of first byte, one per JSON type (number and integer share '-0-9'). */
+enum { SD__JS_C_OBJ, SD__JS_C_ARR, SD__JS_C_STR, SD__JS_C_NUM, SD__JS_C_BOOL, SD__JS_C_NULL, SD__JS_N_CLASS };
+/* The class of a value's first byte (SD__JS_C_*), -1 if no value starts with it. */
+int sd__jschema_class(unsigned c);
+/* "type" bits */
+enum {
+    SD__JS_T_OBJ = 1,
+    SD__JS_T_ARR = 2,
+    SD__JS_T_STR = 4,
+    SD__JS_T_NUM = 8,
+    SD__JS_T_INT = 16,
+    SD__JS_T_BOOL = 32,
+    SD__JS_T_NULL = 64,
+};
+
+/* A schema node. A value starts at node e: its first byte's class i picks alt[i], the node that
+ * parses it (e itself, or one alternative of an anyOf; SD__JS_NONE: not allowed). The nodes
+ * alt[] leads to are plain value nodes; the fields below belong to those. */
+struct sd__js_node {
+    uint16_t alt[SD__JS_N_CLASS];
+    uint8_t types;      /* SD__JS_T_* */
+    uint8_t has_len;    /* a string length limit applies (minLength > 0 or maxLength) */
+    uint16_t prop_lo;   /* object: its properties are s->props[prop_lo, prop_lo + n_props) */
+    uint8_t n_props;    /* 0..255 */
+    uint8_t req_end;    /* 1 + the index of the last required property, 0 if none: '}' needs idx >= it */
+    uint16_t items;     /* array: the node of its elements */
+    uint8_t min_items;  /* 0..255 */
+    uint8_t item_cap;   /* the element count saturates here: maxItems if bounded, else minItems */
+    uint16_t max_items; /* 0..255, SD__JS_NONE unbounded */
+    uint16_t min_len, max_len; /* string: code points; max_len SD__JS_NONE unbounded */
+    uint16_t len_cap;          /* the count saturates here: max_len if bounded, else min_len */
+    uint16_t lit_lo, lit_n;    /* enum/const: the value is one of s->lits[lit_lo, lit_lo + lit_n) */
+};
+
+struct sd__js_prop {
+    uint32_t name;     /* offset in s->bytes of the key followed by its closing '"' */
+    uint16_t name_len; /* bytes, the quote included */
+    uint16_t child;    /* the node of the value */
+    uint8_t last;      /* while this is the first key that may come, the last one that may: the
+                        * first required key at or after it, else the object's last key */
+};
+
+/* An enum/const value as JSON text. A node's literals are one group sorted by bytes, so the
+ * literals sharing a prefix are a run of the group. */
+struct sd__js_lit {
+    uint32_t off; /* in s->bytes */
+    uint16_t len;
+    uint16_t end; /* one past the last literal of its group */
+};
+
+struct sd_jschema {
+    struct sd__js_node *nodes; /* [n_nodes] */
+    struct sd__js_prop *props; /* [n_props] */
+    struct sd__js_lit *lits;   /* [n_lits] */
+    char *bytes;               /* [n_bytes] property names and literals */
+    uint32_t n_nodes, n_props, n_lits;
+    size_t n_bytes;
+    uint16_t root;       /* the node of the top-level value */
+    uint16_t bool_lit;   /* the group "false", "true" of type boolean */
+    uint16_t null_lit;   /* the group "null" */
+    uint8_t depth;       /* frames per state: the deepest nesting the schema allows, capped */
+    uint32_t state_size; /* sizeof(struct sd__js_state) + 3 * depth, rounded up to 8 */
+};
+
+/* What compile (jschema.c) knows of a node beside the runtime fields, for link (jschema_step.c). */
+enum { SD__JS_K_VALUE, SD__JS_K_REF, SD__JS_K_ANY };
+struct sd__js_cnode {
+    char *path;    /* the node's JSON pointer, for messages */
+    uint8_t kind;  /* SD__JS_K_*: a value schema, a $ref (to ref), an anyOf (alternatives
+                    * alts[alt_lo, alt_lo + n_alt)) */
+    uint8_t mark;  /* link's scratch: anyOf resolution, 1 in progress, 2 done */
+    uint8_t dmark; /* depth: the same */
+    uint8_t depth; /* containers nested in a value of this node, its own included, capped */
+    uint16_t ref;
+    uint32_t alt_lo, n_alt;
+};
+
+/* Resolves the compiled graph into what the validator reads: follows $refs, fills each anyOf's
+ * first-byte table from its alternatives, sizes the state by the deepest nesting. SD_EINVAL for
+ * $ref loops, anyOf alternatives that overlap or contain themselves. */
+int sd__jschema_link(sd_jschema *s, struct sd__js_cnode *cn, uint16_t *alts, sd_diag *d);
+
+/* The state: this header, then uint16_t node[depth] (each open container's node, innermost
+ * last, SD__JS_ARR_BIT for arrays), then uint8_t idx[depth] (object: the index of the next
+ * property that may come; array: the elements begun, saturating at item_cap), then zeros. Only
+ * the innermost container has a position beyond "in a value" (phase). */
+struct sd__js_state {
+    uint8_t phase;   /* enum in jschema_step.c */
+    uint8_t depth;   /* open containers */
+    uint8_t ws;      /* length of the current whitespace run */
+    uint8_t utf8;    /* in strings: what the next UTF-8 continuation byte must be, 0 none */
+    uint8_t hex;     /* in \uXXXX: hex digits read */
+    uint8_t surr;    /* in \uXXXX: surrogate flags */
+    uint16_t cur;    /* the node of the value being read or expected */
+    uint16_t lit;    /* key: the first property still matching; literal: the first one matching */
+    uint16_t pos;    /* key, literal: bytes matched */
+    uint16_t len;    /* string with a length limit: code points so far, saturating at len_cap */
+    uint16_t zero;   /* always 0 (what would be padding) */
+    uint16_t node[]; /* [depth] */
+};
+
+#endif

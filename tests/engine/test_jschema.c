@@ -1,0 +1,284 @@
+/* test_jschema: the JSON Schema validator of structured outputs (engine/jschema.h): compile errors
+ * naming the node; state sizes; hand-written documents accepted whole, byte by byte and in
+ * random pieces, or rejected at the right byte; the whitespace and depth limits. */
+#include "tests/engine/jschema_ref.h"
+
+/* ---- compile ------------------------------------------------------------------------------------ */
+
+static void test_compile_errors(void)
+{
+    static const struct {
+        const char *schema, *msg;
+    } cases[] = {
+        {"{'type':'object','properties':{'age':{'type':'integer','minimum':0}}}",
+         "schema/properties/age: 'minimum' is not supported"},
+        {"{'type':'object','properties':{'a/b~':{'type':'integer','maximum':0}}}",
+         "schema/properties/a~1b~0: 'maximum' is not supported"},
+        {"{'type':'string','pattern':'a+'}", "schema: 'pattern' is not supported"},
+        {"{'type':'array','items':{'type':'string','format':'date'}}",
+         "schema/items: 'format' is not supported"},
+        {"{'allOf':[{'type':'null'}]}", "schema: 'allOf' is not supported"},
+        {"{'type':'object','name':'x'}", "schema: 'name' is not supported"},
+        {"{'type':", "schema: invalid JSON"},
+        {"{'type':'null','type':'null'}", "schema: invalid JSON"},
+        {"[]", "schema: a schema must be an object"},
+        {"true", "true/false schemas are not supported"},
+        {"{}", "schema: no 'type'"},
+        {"{'type':'strin'}", "schema: 'type' must be one of"},
+        {"{'type':[]}", "schema: 'type' must not be an empty array"},
+        {"{'type':'object','properties':{'a':{'type':'null'}},'required':['b']}",
+         "schema: required property 'b' is not in 'properties'"},
+        {"{'type':'object','additionalProperties':{'type':'string'}}",
+         "schema: 'additionalProperties' other than true/false is not supported"},
+        {"{'type':'object','properties':{'a\\'b':{'type':'null'}}}", "needs escaping"},
+        {"{'type':'array'}", "schema: 'items' is required"},
+        {"{'type':'array','items':[{'type':'null'}]}", "schema: 'items' as an array"},
+        {"{'type':'array','items':{'type':'null'},'maxItems':300}",
+         "schema: 'maxItems' must be an integer from 0 to 255"},
+        {"{'type':'array','items':{'type':'null'},'minItems':3,'maxItems':2}", "schema: 'minItems' is above"},
+        {"{'type':'string','maxLength':-1}", "schema: 'maxLength' must be an integer"},
+        {"{'enum':[{'a':1}]}", "schema: 'enum' values that are objects or arrays are not supported"},
+        {"{'type':'integer','enum':['a',1.5]}", "schema: no value of 'enum' fits"},
+        {"{'type':'string','enum':['abc'],'maxLength':2}", "schema: no value of 'enum' fits"},
+        {"{'enum':[]}", "schema: 'enum' must be a non-empty array"},
+        {"{'$ref':'#/$defs/X'}", "schema: '$ref' target #/$defs/X not found"},
+        {"{'$ref':'http://example.com/s.json'}", "schema: '$ref' must be a local JSON pointer"},
+        {"{'$ref':'#/$defs/A','$defs':{'A':{'$ref':'#/$defs/B'},'B':{'$ref':'#/$defs/A'}}}",
+         "'$ref' loops without reaching a schema"},
+        {"{'$ref':'#/$defs/A','type':'null','$defs':{'A':{'type':'null'}}}",
+         "schema: 'type' beside '$ref' is not supported"},
+        {"{'anyOf':[{'type':'integer'},{'type':'number'}]}", "schema: alternatives overlap"},
+        {"{'anyOf':[{'type':'object'},{'type':['null','object']}]}", "schema: alternatives overlap"},
+        {"{'anyOf':[{'type':'string'}],'oneOf':[{'type':'null'}]}", "beside 'anyOf' is not supported"},
+        {"{'anyOf':[]}", "schema: 'anyOf' must be an array of 1 to"},
+        {"{'type':'null','$defs':{'A':{'type':'object','properties':{'x':{'type':'strng'}}}}}",
+         "schema/$defs/A/properties/x: 'type' must be one of"},
+        {"{'type':'object','properties':{'a':{'$id':'x','type':'null'}}}",
+         "schema/properties/a: '$id' below the root is not supported"},
+        {"{'$ref':'#/$defs/A','$defs':{'A':{'anyOf':[{'$ref':'#/$defs/A'}]}}}",
+         "schema/$defs/A: 'anyOf' contains itself"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        sd_jschema *s = (sd_jschema *)&cases; /* must stay untouched */
+        sd_diag d = {0};
+        const char *json = q(cases[k].schema);
+        int rc = sd_jschema_compile(&s, json, strlen(json), &d);
+        CHECK_MSG(rc == SD_EINVAL && d.code == SD_EINVAL, "case %zu (%s): rc %d", k, json, rc);
+        CHECK_MSG(strstr(d.msg, cases[k].msg), "case %zu: message '%s', want '%s'", k, d.msg, cases[k].msg);
+        CHECK_MSG(s == (sd_jschema *)&cases, "case %zu: *ret written on failure", k);
+    }
+    sd_jschema_free(NULL);
+}
+
+/* The state: 16 bytes and 3 per level of nesting the schema allows, rounded up to 8. */
+static void test_compile_sizes(void)
+{
+    static const struct {
+        const char *schema;
+        size_t size;
+    } cases[] = {
+        {person, 24},                                          /* 2 levels */
+        {tree, 16 + 3 * SD_JSCHEMA_MAX_DEPTH},                 /* recursive: the limit */
+        {anyof, 24},                                           /* array, point object */
+        {str13, 16},                                           /* no container */
+        {"{'type':'object','additionalProperties':true}", 24}, /* {} only */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        sd_jschema *s = compile_ok(cases[k].schema);
+        CHECK_MSG(s && sd_jschema_state_size(s) == cases[k].size, "case %zu: %zu bytes", k,
+                  s ? sd_jschema_state_size(s) : 0);
+        sd_jschema_free(s);
+    }
+    for (size_t k = 0; k < N_SCHEMAS; k++) {
+        sd_jschema *s = compile_ok(all_schemas[k]);
+        CHECK(s && sd_jschema_state_size(s) % 8 == 0 && sd_jschema_state_size(s) <= SD_JSCHEMA_STATE_MAX);
+        sd_jschema_free(s);
+    }
+}
+
+/* ---- hand-written documents ------------------------------------------------------------------ */
+
+/* How a text that is not rejected ends: a whole document (complete: nothing may follow), one that
+ * may end or go on (a top-level number), a prefix that may not end. */
+enum { DOC = -1, END = -2, PREFIX = -3 };
+
+static const struct {
+    const char *schema, *text;
+    long reject; /* the index of the byte rejected, or DOC / END / PREFIX */
+} doc_cases[] = {
+    {person, "{'name':'Al','age':3,'tags':['a']}", DOC},
+    {person,
+     "{'name':'Al','age':-0,'email':null,'tags':['a','ab','b'],'address':{'city':'Paris'},"
+     "'score':1.5e3,'ok':true}",
+     DOC},
+    {person, "{ 'name' : 'x\\u00e9\\n\\'' ,\n  'age': 10, 'tags': [ 'b' ] }", DOC},
+    {person, "{'name':'','age':0,'email':'e@x','tags':['ab'],'address':{'city':'','zip':'9'}}", DOC},
+    {person, "{'name':'x','age':1,'tags':['a'],'score':-0.5E-2}", DOC},
+    {person, "{'nam':", 5},                                                   /* wrong key */
+    {person, "{'age':1,'name':'x'}", 2},                                      /* a required key skipped */
+    {person, "{'name':'x','age':1,'tags':['a'],'score':1,'email':null}", 44}, /* out of order */
+    {person, "{'name':'x','name':'y'}", 13},                                  /* duplicate */
+    {person, "{'name':'x','age':1}", 19},                                     /* missing required at '}' */
+    {person, "{'name':'x','age':1,'tags':['a'],'zzz':1}", 34},                /* extra key */
+    {person, "{'name':'x','age':1,'tags':['a'],'ok':true,}", 42},             /* ',' with no key left */
+    {person, "{'name':'x','age':1,'tags':['a','a','a','a']}", 39},            /* maxItems */
+    {person, "{'name':'x','age':1,'tags':[]}", 28},                           /* minItems */
+    {person, "{'name':'x','age':1.5", 19},                                    /* integer with a fraction */
+    {person, "{'name':'x','age':1e5", 19},                                    /* integer with an exponent */
+    {person, "{'name':'x','age':01", 19},
+    {person, "{'name':'x','age':1,'tags':['c']}", 29},       /* enum */
+    {person, "{'name':'x','age':1,'tags':['abc']}", 31},     /* enum, a longer value */
+    {person, "{'name':'x','age':1,'tags':['\\u0061']}", 29}, /* enum values only as written */
+    {person, "{'name':'x','age':'1'}", 18},                  /* wrong type */
+    {person, "{'name':null}", 8},
+    {person, "{'name':'x','age':1,'email':1}", 28},
+    {person, "{'name':'x','age':1,'tags':['a'],'ok':'true'}", 38},
+    {person, "{'name':'x','age':1,'tags':['a'],'address':{'city':'Berlin'}}", 57}, /* maxLength */
+    {person, "{'name':'x','age':1,'tags':['a'],'address':{}}", 44},                /* city required */
+    {person, "{'name':'x','age':1,'tags':['a'],'address':{'zip':'1'}}", 45},
+    {person, "{'name':'x','age':1,'tags':['a']} ", 33}, /* nothing after the end */
+    {person, "[", 0},
+    {tree,
+     "{'value':1,'children':[{'value':2,'children':[]},{'value':3,'children':[{'value':4,'children':[]}]}]}",
+     DOC},
+    {tree, "{'value':1,'children':[{'value':2}]}", 33},
+    {tree, "{'value':1,'children':[null]}", 23},
+    {anyof, "[{'kind':'pt','x':1,'y':2.5},null,'ab',{'kind':'pt','x':-1}]", DOC},
+    {anyof, "[]", DOC},
+    {anyof, " \n[ null ]", DOC},
+    {anyof, "['a']", 3},          /* minLength 2 */
+    {anyof, "[true]", 1},         /* no alternative starts with 't' */
+    {anyof, "[{'x':1}]", 3},      /* kind is required and first */
+    {anyof, "[{'kind':'pb'", 11}, /* const */
+    {anyof, "[null,null,null,null,null]", 20},
+    {lits, "12", DOC},
+    {lits, "1", END}, /* a top-level number */
+    {lits, "-3.5", DOC},
+    {lits, "0.1", DOC},
+    {lits, "2.0", DOC},
+    {lits, "'x\\'y'", DOC},
+    {lits, "null", DOC},
+    {lits, "13", 1},
+    {lits, "2,", 1}, /* a prefix of 2.0 */
+    {lits, "false", 0},
+    {lits, "'y'", 1},
+    {str13, "'\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80'", DOC}, /* 3 code points in 9 bytes */
+    {str13, "'\\u00e9\\ud83d\\ude00x'", DOC},               /* escapes count as what they stand for */
+    {str13, "''", 1},
+    {str13, "'abcd'", 4},
+    {str13, "'\\u00e9\\ud83d\\ude00x\\n'", 20},
+    {str13, "'a\\ud800'", 8}, /* a high surrogate alone */
+    {str13, "'\xc0\x80'", 1},
+    {str13, "'\xe0\x80\x80'", 2},     /* overlong */
+    {str13, "'\xed\xa0\x80'", 2},     /* a surrogate */
+    {str13, "'\xf4\x90\x80\x80'", 2}, /* beyond U+10FFFF */
+    {str13, "'\xf5'", 1},
+    {nums, "[1,2,3.5,-4e+2,0]", DOC},
+    {nums, "[1]", 2},
+    {nums, "[1,]", 3},
+    {keys, "{'ab':null,'abc':null,'req':[1,12,-3,1]}", DOC},
+    {keys, "{'a':null,'abc':null,'req':[],'\xc3\xa9t\xc3\xa9':true,'':null}", DOC},
+    {keys, "{'req':[12],'\xc3\xa9t\xc3\xa9':-7}", DOC},
+    {keys, "{'ab':null,'ab':null}", 14}, /* after ab: abc or req */
+    {keys, "{'abc':null,'a':null}", 13},
+    {keys, "{'a':null,'\xc3\xa9t\xc3\xa9':true}", 11}, /* req comes first */
+    {keys, "{'req':[13]}", 9},
+    {keys, "{'req':[1.0]}", 9},
+    {keys, "{'req':[],'\xc3\xa9t\xc3\xa9':1.5}", 19},
+    {keys, "{'req':[1", PREFIX},
+    {person, "{'name':'x','age':1,'tags':['a']", PREFIX},
+    {lits, "-3.", PREFIX},
+    {lits, "'x", PREFIX},
+    {"{'type':'integer'}", "-", PREFIX},
+    {"{'type':'integer'}", "-10", END},
+    {"{'type':'number'}", "1.5e", PREFIX},
+    {"{'type':'number'}", "1.5e7", END},
+    {"{'type':['null','boolean']}", " null", DOC},
+};
+
+/* Each text fed byte by byte is rejected where expected (or not at all); whole texts and random
+ * pieces end as expected; nothing is accepted after a complete document. */
+static void test_documents(void)
+{
+    uint64_t rng = 5;
+    for (size_t k = 0; k < sizeof doc_cases / sizeof *doc_cases; k++) {
+        sd_jschema *s = compile_ok(doc_cases[k].schema);
+        if (!s)
+            continue;
+        const char *t = q(doc_cases[k].text);
+        size_t n = strlen(t);
+        long at = reject_at(s, t), want = doc_cases[k].reject;
+        CHECK_MSG(at == (want >= 0 ? want : -1), "case %zu (%s): rejected at %ld, want %ld", k, t, at, want);
+        tstate st;
+        sd_jschema_init(s, &st);
+        int fed = sd_jschema_feed(s, &st, t, n) == 0;
+        CHECK_MSG(fed == (want < 0), "case %zu whole", k);
+        CHECK_MSG(!fed || sd_jschema_complete(s, &st) == (want == DOC), "case %zu complete", k);
+        CHECK_MSG(!fed || sd_jschema_can_end(s, &st) == (want == DOC || want == END), "case %zu can_end", k);
+        for (int rep = 0; rep < 20 && want < 0; rep++)
+            CHECK_MSG(accepts(s, t, n, &rng, rep ? 6 : 1) == (want != PREFIX), "case %zu in pieces", k);
+        for (int c = 0; c < 256 && want == DOC; c++) {
+            char b = (char)c;
+            CHECK_MSG(sd_jschema_feed(s, &st, &b, 1) == -1, "case %zu: byte %d after the end", k, c);
+        }
+        sd_jschema_free(s);
+    }
+}
+
+/* Runs of 32 whitespace bytes pass between tokens, 33 do not; inside strings spaces are text. */
+static void test_whitespace_limit(void)
+{
+    static const char *const before[] = {"",
+                                         "{",
+                                         "{'name'",
+                                         "{'name':",
+                                         "{'name':'x'",
+                                         "{'name':'x','age':12",
+                                         "{'name':'x','age':1,'tags':["};
+    sd_jschema *s = compile_ok(person);
+    REQUIRE(s);
+    char ws[SD_JSCHEMA_MAX_WS + 1];
+    for (int i = 0; i < SD_JSCHEMA_MAX_WS + 1; i++)
+        ws[i] = " \t\n\r"[i % 4];
+    tstate st, ok;
+    for (size_t k = 0; k < sizeof before / sizeof *before; k++) {
+        REQUIRE(feed_from_start(s, &st, before[k]) == 0);
+        ok = st;
+        CHECK_MSG(sd_jschema_feed(s, &ok, ws, SD_JSCHEMA_MAX_WS) == 0, "after '%s'", before[k]);
+        CHECK_MSG(sd_jschema_feed(s, &ok, " ", 1) == -1, "33 bytes after '%s'", before[k]);
+        CHECK_MSG(sd_jschema_feed(s, &st, ws, SD_JSCHEMA_MAX_WS + 1) == -1, "after '%s'", before[k]);
+    }
+    char text[300] = "{'name':'";
+    memset(text + 9, ' ', 200);
+    strcpy(text + 209, "'");
+    CHECK(feed_from_start(s, &st, text) == 0);
+    sd_jschema_free(s);
+}
+
+/* The tree allows 32 containers: 16 levels of node + children; the 17th node is rejected. */
+static void test_depth_limit(void)
+{
+    sd_jschema *s = compile_ok(tree);
+    REQUIRE(s);
+    char text[2048];
+    size_t n = 0;
+    for (int d = 0; d < SD_JSCHEMA_MAX_DEPTH / 2; d++)
+        n += (size_t)sprintf(text + n, "{'value':%d,'children':[", d);
+    tstate st;
+    REQUIRE(feed_from_start(s, &st, text) == 0);
+    CHECK(sd_jschema_feed(s, &st, "{", 1) == -1);
+    for (int d = 0; d < SD_JSCHEMA_MAX_DEPTH / 2; d++)
+        CHECK(!sd_jschema_complete(s, &st) && sd_jschema_feed(s, &st, "]}", 2) == 0);
+    CHECK(sd_jschema_complete(s, &st));
+    sd_jschema_free(s);
+}
+
+int main(void)
+{
+    RUN(test_compile_errors);
+    RUN(test_compile_sizes);
+    RUN(test_documents);
+    RUN(test_whitespace_limit);
+    RUN(test_depth_limit);
+    return sd_test_done();
+}
