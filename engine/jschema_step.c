@@ -4,6 +4,7 @@
  * Also the link step of compiling, which turns the node graph into the tables the machine
  * dispatches on (first-byte alternatives) and sizes its state. */
 #include "jschema_impl.h"
+#include "jsonc_utf8.h"
 
 #include <string.h>
 
@@ -37,34 +38,6 @@ enum {
     P_NUM_EXP,   /* in the exponent digits */
     P_DONE,      /* the top-level value has ended: nothing more */
 };
-
-/* \uXXXX flags: the escape must be a low surrogate (it follows a high one); its first digit was
- * D; it is a high surrogate (so a low one must follow). */
-enum { SURR_LOW = 1, SURR_D = 2, SURR_HIGH = 4 };
-
-/* What the next byte of a UTF-8 character must be (jst.utf8). Lead bytes E0, ED, F0 and F4
- * restrict their second byte to rule out overlong forms, surrogates and > U+10FFFF. */
-enum { U_NONE, U_CONT1, U_CONT2, U_CONT3, U_E0, U_ED, U_F0, U_F4 };
-
-static const struct {
-    uint8_t lo, hi, next;
-} utf8_next[] = {
-    [U_CONT1] = {0x80, 0xBF, U_NONE}, [U_CONT2] = {0x80, 0xBF, U_CONT1}, [U_CONT3] = {0x80, 0xBF, U_CONT2},
-    [U_E0] = {0xA0, 0xBF, U_CONT1},   [U_ED] = {0x80, 0x9F, U_CONT1},    [U_F0] = {0x90, 0xBF, U_CONT2},
-    [U_F4] = {0x80, 0x8F, U_CONT2},
-};
-
-/* The pending-continuation code after lead byte c (>= 0x80), U_NONE if c cannot lead. */
-static uint8_t utf8_lead(unsigned c)
-{
-    if (c < 0xC2 || c > 0xF4) /* C0, C1: overlong; F5..FF: beyond U+10FFFF */
-        return U_NONE;
-    if (c < 0xE0)
-        return U_CONT1;
-    if (c < 0xF0)
-        return c == 0xE0 ? U_E0 : c == 0xED ? U_ED : U_CONT2;
-    return c == 0xF0 ? U_F0 : c == 0xF4 ? U_F4 : U_CONT3;
-}
 
 int sd__jschema_class(unsigned c)
 {

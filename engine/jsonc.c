@@ -1,6 +1,7 @@
 /* jsonc: the JSON-object validator (sd_jfsm), a byte-level state machine small enough to copy
  * at every node of the vocabulary trie that jsonc_mask.c walks. */
 #include "jsonc.h"
+#include "jsonc_utf8.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -35,34 +36,6 @@ enum {
     J_NUM_EXP,   /* in the exponent digits */
     J_DONE,      /* the top-level object has closed: nothing more */
 };
-
-/* \uXXXX flags: the escape must be a low surrogate (it follows a high one); its first digit
- * was D; it is a high surrogate (so a low one must follow). */
-enum { SURR_LOW = 1, SURR_D = 2, SURR_HIGH = 4 };
-
-/* What the next byte of a UTF-8 character must be (m->utf8). Lead bytes E0, ED, F0 and F4
- * restrict their second byte to rule out overlong forms, surrogates and > U+10FFFF. */
-enum { U_NONE, U_CONT1, U_CONT2, U_CONT3, U_E0, U_ED, U_F0, U_F4 };
-
-static const struct {
-    uint8_t lo, hi, next;
-} utf8_next[] = {
-    [U_CONT1] = {0x80, 0xBF, U_NONE}, [U_CONT2] = {0x80, 0xBF, U_CONT1}, [U_CONT3] = {0x80, 0xBF, U_CONT2},
-    [U_E0] = {0xA0, 0xBF, U_CONT1},   [U_ED] = {0x80, 0x9F, U_CONT1},    [U_F0] = {0x90, 0xBF, U_CONT2},
-    [U_F4] = {0x80, 0x8F, U_CONT2},
-};
-
-/* The pending-continuation code after lead byte c (>= 0x80), U_NONE if c cannot lead. */
-static uint8_t utf8_lead(unsigned c)
-{
-    if (c < 0xC2 || c > 0xF4) /* C0, C1: overlong; F5..FF: beyond U+10FFFF */
-        return U_NONE;
-    if (c < 0xE0)
-        return U_CONT1;
-    if (c < 0xF0)
-        return c == 0xE0 ? U_E0 : c == 0xED ? U_ED : U_CONT2;
-    return c == 0xF0 ? U_F0 : c == 0xF4 ? U_F4 : U_CONT3;
-}
 
 /* Moves to state s; sub and aux belong to one state, so they are cleared to keep the struct
  * canonical (equal states, equal bytes). */
