@@ -70,6 +70,8 @@ int sd__jfsm_in_plain_string(const sd_jfsm *m);
 #define SD_JVAL_MAX_STATE 128
 typedef struct sd_jval {
     const void *ctx; /* the validator's constant part (a compiled schema), NULL for JSON mode */
+    uint64_t id;     /* tells validators apart in the mask's cache: never reused while the mask
+                        lives (a freed schema's address may come back for another); 0: JSON mode */
     size_t size;     /* bytes of a state, <= SD_JVAL_MAX_STATE */
     int (*step)(const void *ctx, void *state, unsigned byte); /* 0, or -1: rejected (state unspecified) */
     int (*complete)(const void *ctx, const void *state);      /* 1: a whole document; no byte may follow */

@@ -28,7 +28,7 @@ struct jnode {
 enum { PLAIN_PATH = 1, PLAIN_ALL = 2 };
 
 struct jslot {
-    const void *ctx; /* the validator's constant part: states of two schemas never match */
+    uint64_t id; /* the validator's (sd_jval.id): states of two schemas never match */
     size_t size;
     unsigned char key[SD_JVAL_MAX_STATE];
     uint64_t used; /* jm->clock at the last use; 0: empty */
@@ -246,7 +246,7 @@ static const uint64_t *jm_lookup(sd_jmask *jm, const sd_jval *v, const void *sta
     jm->clock++;
     for (int s = 0; s < JM_SLOTS; s++) {
         struct jslot *sl = &jm->slots[s];
-        if (sl->used && sl->ctx == v->ctx && sl->size == v->size && memcmp(sl->key, state, v->size) == 0) {
+        if (sl->used && sl->id == v->id && sl->size == v->size && memcmp(sl->key, state, v->size) == 0) {
             sl->used = jm->clock;
             return jm->bits + (size_t)s * jm->n_words;
         }
@@ -256,7 +256,7 @@ static const uint64_t *jm_lookup(sd_jmask *jm, const sd_jval *v, const void *sta
     uint64_t *bits = jm->bits + (size_t)victim * jm->n_words;
     jm_walk(jm, v, state, bits);
     struct jslot *sl = &jm->slots[victim];
-    sl->ctx = v->ctx;
+    sl->id = v->id;
     sl->size = v->size;
     memcpy(sl->key, state, v->size);
     sl->used = jm->clock;
@@ -402,7 +402,7 @@ static int jv_plain(const void *ctx, const void *state)
     return sd__jfsm_in_plain_string((const sd_jfsm *)state);
 }
 
-const sd_jval sd_jval_json = {NULL, sizeof(sd_jfsm), jv_step, jv_complete, NULL, jv_plain};
+const sd_jval sd_jval_json = {NULL, 0, sizeof(sd_jfsm), jv_step, jv_complete, NULL, jv_plain};
 
 int32_t sd_jmask_apply(sd_jmask *jm, const sd_jfsm *m, const int32_t *eos, int n_eos, float *logits,
                        int32_t vocab)

@@ -97,6 +97,7 @@ struct sd_sched {
     atomic_int st_running, st_waiting, st_blocks_used, st_blocks_cached;
     atomic_ullong st_prefix_query, st_prefix_hit;
     atomic_ullong st_prompt_tokens, st_gen_tokens, st_steps, st_preemptions;
+    atomic_ullong next_jv_id; /* the id of the next request's schema validator (sd_jval.id) */
 };
 
 /* sched_req.c */

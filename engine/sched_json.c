@@ -56,7 +56,9 @@ int sd_sched__json_init(const sd_sched *s, sd_sched_req *r, const sd_request_par
     if (!(r->jst = calloc(1, size)))
         return sd_diag_set(d, SD_ENOMEM, "request: out of memory");
     sd_jschema_init(r->schema, r->jst);
-    r->jv = (sd_jval){r->schema, size, js_step, js_complete, js_can_end, js_plain};
+    /* submit runs on any thread, so the counter is atomic; const: it is the only thing written */
+    uint64_t id = 1 + atomic_fetch_add((atomic_ullong *)&s->next_jv_id, 1);
+    r->jv = (sd_jval){r->schema, id, size, js_step, js_complete, js_can_end, js_plain};
     return 0;
 }
 

@@ -147,12 +147,17 @@ static int dg_can_end(const void *ctx, const void *state)
     return *(const uint8_t *)state != 0;
 }
 
+static int lt_step(const void *ctx, void *state, unsigned c)
+{
+    return c >= 'a' && c <= 'z' ? 0 : -1;
+}
+
 static void test_jmask_can_end(void)
 {
     struct vocab v;
     LOAD_TINY_OR_SKIP(v);
     REQUIRE(v.eos >= 0);
-    const sd_jval dg = {&dg, 8, dg_step, dg_never, dg_can_end, dg_never};
+    const sd_jval dg = {NULL, 1, 8, dg_step, dg_never, dg_can_end, dg_never};
     uint64_t st[1] = {0}, *bits = calloc(((size_t)v.n + 63) / 64, sizeof *bits);
     REQUIRE(bits);
     for (int round = 0; round < 2; round++) { /* before a digit, then after one */
@@ -173,6 +178,25 @@ static void test_jmask_can_end(void)
         CHECK_MSG(got == want && want > 1, "round %d: %d allowed, want %d", round, got, want);
         *(uint8_t *)st = 1;
     }
+    /* another validator with the same context, size and state bytes but its own id: its own set
+     * (keyed on the context alone, the cache would hand it the digits') */
+    const sd_jval lt = {NULL, 2, 8, lt_step, dg_never, NULL, dg_never};
+    st[0] = 0;
+    int32_t digits = sd_jmask_allowed_v(v.jm, &dg, st, &v.eos, 1, v.n, bits);
+    for (int32_t i = 0; i < v.n; i++)
+        v.logits[i] = 1;
+    sd_jmask_apply_v(v.jm, &lt, st, &v.eos, 1, v.logits, v.n);
+    size_t len = 0;
+    int32_t a = -1, zero = -1;
+    for (int32_t i = 0; i < v.n && (a < 0 || zero < 0); i++) {
+        const char *b = sd_tok_token_bytes(v.t, i, &len);
+        if (b && len == 1 && b[0] == 'a')
+            a = i;
+        if (b && len == 1 && b[0] == '0')
+            zero = i;
+    }
+    REQUIRE(a >= 0 && zero >= 0 && digits > 0);
+    CHECK(v.logits[a] == 1 && v.logits[zero] == -INFINITY);
     free(bits);
     vocab_free(&v);
 }
