@@ -105,6 +105,17 @@ function chatParams() {
   if (seed !== null) p.seed = seed;
   if ($("p-ignore-eos").checked) p.ignore_eos = true;
   if (info) p.model = info.model;
+  const fmt = $("p-format").value;
+  if (fmt === "json_object") p.response_format = { type: "json_object" };
+  if (fmt === "json_schema") {
+    let schema;
+    try {
+      schema = JSON.parse($("p-schema").value);
+    } catch (e) {
+      throw new Error("Schema: not valid JSON (" + e.message + ")");
+    }
+    p.response_format = { type: "json_schema", json_schema: { name: "console", schema, strict: true } };
+  }
   return p;
 }
 
@@ -163,7 +174,14 @@ function setStreaming(on) {
 
 async function send(text) {
   const mode = $("p-mode").value;
-  const body = chatParams();
+  let body;
+  try {
+    body = chatParams();
+  } catch (e) { // a schema that does not parse: said before anything is sent, the text kept
+    show($("chat-error"), e.message);
+    $("prompt").value = text;
+    return;
+  }
   let path;
   if (mode === "chat") {
     const msgs = [];
@@ -257,6 +275,9 @@ function initChat() {
   const syncMode = () => { $("p-system-label").hidden = $("p-mode").value !== "chat"; };
   $("p-mode").addEventListener("change", syncMode);
   syncMode();
+  const syncFormat = () => { $("p-schema-label").hidden = $("p-format").value !== "json_schema"; };
+  $("p-format").addEventListener("change", syncFormat);
+  syncFormat();
 }
 
 // ---- Metrics: Prometheus text -> numbers, histograms -> percentiles -----------------------

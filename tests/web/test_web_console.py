@@ -127,6 +127,34 @@ def test_raw_completion_mode(server, page):
         json.loads(body)["choices"][0]["text"]
 
 
+def test_json_output_modes(server, page):
+    """Output: JSON object sends response_format and shows what the API answers to the same request
+    (one JSON object); JSON schema with a schema that does not parse says so and sends nothing."""
+    d = page
+    from selenium.webdriver.support.ui import Select
+    Select(d.find_element("id", "p-mode")).select_by_value("completion")
+    assert not d.find_element("id", "p-schema").is_displayed()
+    Select(d.find_element("id", "p-format")).select_by_value("json_object")
+    set_field(d, "p-temperature", 0)
+    set_field(d, "p-max-tokens", 80)
+    prompt = 'headers = {"Content-Type": "application/json"}; params = '  # one line: Enter would send
+    send(d, prompt)
+    wait(lambda: "tokens" in last_reply(d).find_element("css selector", ".stats").text, 60, "the completion")
+    status, _, body = server.post("/v1/completions", {"prompt": prompt, "temperature": 0, "max_tokens": 80,
+                                                      "response_format": {"type": "json_object"}})
+    want = json.loads(body)["choices"][0]
+    got = last_reply(d).find_element("css selector", ".text").get_attribute("textContent")
+    assert got == want["text"] and want["finish_reason"] == "stop" and isinstance(json.loads(got), dict)
+    Select(d.find_element("id", "p-format")).select_by_value("json_schema")
+    assert d.find_element("id", "p-schema").is_displayed()
+    set_field(d, "p-schema", "{not json")
+    n = len(d.find_elements("css selector", ".msg"))
+    send(d, "x = ")
+    wait(lambda: "Schema" in d.find_element("id", "chat-error").text, 10, "the schema error")
+    assert len(d.find_elements("css selector", ".msg")) == n
+    assert d.find_element("id", "prompt").get_attribute("value") == "x = "
+
+
 def test_stop_frees_the_sequence(server, page):
     d = page
     set_field(d, "p-max-tokens", 1900)
