@@ -204,7 +204,10 @@ static int submit_all(sd_http *h, sd_http__gen *g, sd_api_err *e)
             g->refs--;
             pthread_mutex_unlock(&g->mu);
             return sd_api_fail(e, sd_http__status_of(rc), rc == SD_EINVAL ? engine_param(d.msg) : NULL,
-                               rc == SD_EFULL ? "queue_full" : NULL, "%s", sd_diag_str(&d, rc));
+                               rc == SD_EFULL    ? "queue_full"
+                               : rc == SD_EINVAL ? "invalid_value"
+                                                 : NULL,
+                               "%s", sd_diag_str(&d, rc));
         }
         c->eng_id = id;
         c->submitted = 1;

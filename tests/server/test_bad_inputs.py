@@ -68,7 +68,11 @@ def test_bad_completion_fields(server, patch, param):
     body = {"prompt": "def", "max_tokens": 2, **patch}
     if patch.get("prompt", 0) is None:
         del body["prompt"]
-    check_error(server.post("/v1/completions", body), 400, param)
+    err = check_error(server.post("/v1/completions", body), 400, param)
+    # the engine's checks at submit (a token id outside the vocabulary, a schema keyword) name
+    # their code too, as the parser's do
+    assert err["code"] in ("invalid_value", "invalid_type", "missing_required_parameter", "unsupported_value",
+                           "context_length_exceeded"), err
 
 
 @pytest.mark.parametrize("patch,param", [
