@@ -28,19 +28,38 @@ struct cc {
 
 /* ---- plumbing: errors, paths, growth ------------------------------------------------------ */
 
-static int fail_at(struct cc *c, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail_at(struct cc *c, const char *path, const char *fmt, ...)
+#define MSG_ROOM (SD_DIAG_MSG_MAX - 32) /* a message's bytes at most: callers may prefix theirs */
+#define PATH_ROOM 240                   /* a path's bytes at most in a message */
+
+/* The longest prefix of s[0, n) (valid UTF-8 up to n) that does not end inside a character:
+ * messages name properties and are cut to fit, and the server sends them in JSON strings. */
+static size_t utf8_whole(const char *s, size_t n)
 {
-    char msg[SD_DIAG_MSG_MAX];
+    size_t i = n;
+    while (i > 0 && ((unsigned char)s[i - 1] & 0xC0) == 0x80)
+        i--;
+    if (i == 0)
+        return 0;
+    unsigned lead = (unsigned char)s[i - 1];
+    size_t need = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    return n - (i - 1) >= need ? n : i - 1;
+}
+
+int sd__jschema_fail(sd_diag *d, const char *path, const char *fmt, ...)
+{
+    char msg[SD_DIAG_MSG_MAX], out[MSG_ROOM];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return sd_diag_set(c->d, SD_EINVAL, "%s: %s", path, msg);
+    size_t pn = strlen(path), keep = pn > PATH_ROOM ? utf8_whole(path, PATH_ROOM) : pn;
+    int n = snprintf(out, sizeof out, "%.*s%s: %s", (int)keep, path, keep < pn ? "..." : "", msg);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof out ? (size_t)n : utf8_whole(out, sizeof out - 1);
+    out[len] = '\0';
+    return sd_diag_set(d, SD_EINVAL, "%s", out);
 }
 
-#define FAIL(c, ...) fail_at((c), (c)->path, __VA_ARGS__)
+#define FAIL(c, ...) sd__jschema_fail((c)->d, (c)->path, __VA_ARGS__)
 
 static int oom(struct cc *c)
 {
@@ -79,6 +98,7 @@ static size_t path_push(struct cc *c, const char *seg)
             c->path[c->plen++] = *seg;
         }
     }
+    c->plen = utf8_whole(c->path, c->plen);
     c->path[c->plen] = '\0';
     return old;
 }
@@ -429,7 +449,8 @@ static int compile_ref(struct cc *c, uint16_t id, const json_t *ref)
     size_t saved_len = c->plen;
     memcpy(saved, c->path, sizeof saved);
     c->plen = (size_t)snprintf(c->path, sizeof c->path, "schema%s", r + 1);
-    c->plen = c->plen < sizeof c->path ? c->plen : sizeof c->path - 1;
+    c->plen = utf8_whole(c->path, c->plen < sizeof c->path ? c->plen : sizeof c->path - 1);
+    c->path[c->plen] = '\0';
     uint16_t to;
     int rc =
         ++c->nest > MAX_NEST ? FAIL(c, "'$ref' chains deeper than %d", MAX_NEST) : compile(c, target, &to);
@@ -457,6 +478,7 @@ static int compile_any(struct cc *c, uint16_t id, const json_t *list, const char
     SD_TRY(grow(c, &c->alts, &c->cap_alts, c->n_alts + n, sizeof *c->alts));
     memcpy(c->alts + c->n_alts, alt, n * sizeof *alt);
     c->cn[id].kind = SD__JS_K_ANY;
+    c->cn[id].one = kw[0] == 'o';
     c->cn[id].alt_lo = (uint32_t)c->n_alts;
     c->cn[id].n_alt = (uint32_t)n;
     c->n_alts += n;
@@ -480,6 +502,9 @@ static int required_marks(struct cc *c, const json_t *req, const json_t *props, 
         return 0;
     if (!json_is_array(req))
         return FAIL(c, "'required' must be an array of property names");
+    /* names are unique (JSON Schema), so no more than the properties: each costs a scan of them */
+    if (json_array_size(req) > json_object_size(props))
+        return FAIL(c, "'required' lists more names than 'properties' has");
     for (size_t i = 0; i < json_array_size(req); i++) {
         const char *name = json_string_value(json_array_get(req, i)), *k;
         json_t *v;
@@ -538,6 +563,7 @@ static int compile_object(struct cc *c, uint16_t id, json_t *sch)
         SD_TRY(bytes_add(c, k, len, &p->name));
         SD_TRY(bytes_add(c, "\"", 1, &(uint32_t){0}));
         p->name_len = (uint16_t)(len + 1);
+        p->req = required[i];
         p->child = child[i++];
     }
     /* backwards: the last candidate after each key, and where '}' becomes possible */

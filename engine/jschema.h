@@ -32,7 +32,8 @@
  *    values: at most one alternative per kind among object '{', array '[', string '"', number
  *    '-0-9', boolean 't' 'f', null 'n' (e.g. anyOf [{...object...}, {"type": "null"}]); no
  *    other keywords beside them. Alternatives that overlap (two objects, integer and number,
- *    two string enums) are rejected.
+ *    two string enums) are rejected, and so is a oneOf listing one schema twice (two $refs to
+ *    it: no value could match exactly one).
  *  - "$ref" to a local JSON pointer ("#", "#/$defs/Name", "#/definitions/Name", any "#/..."),
  *    recursion included; no other keywords beside it. "$defs" / "definitions" anywhere (their
  *    schemas are checked even when unused).
@@ -43,8 +44,10 @@
  * The text: one JSON value (any type the root schema allows); whitespace between tokens in runs
  * of at most SD_JSCHEMA_MAX_WS bytes (as JSON mode: models otherwise fall into endless
  * newlines), before the value too but not after it; containers nested at most
- * SD_JSCHEMA_MAX_DEPTH deep (the limit matters only for recursive schemas); strings as in
- * jsonc.h (valid UTF-8, \uXXXX forming valid UTF-16).
+ * SD_JSCHEMA_MAX_DEPTH deep (the limit matters for recursive or very deep schemas: near it, a
+ * container, key or element is taken only if what it requires inside still fits, so every
+ * accepted prefix can be completed; a schema all of whose documents nest deeper fails to
+ * compile); strings as in jsonc.h (valid UTF-8, \uXXXX forming valid UTF-16).
  *
  * The end: sd_jschema_complete says 1 once nothing can follow: after the closing brace, bracket
  * or quote of the top-level value, after true/false/null, or after an enum number that no other

@@ -42,7 +42,15 @@ struct sd__js_node {
     uint16_t min_len, max_len; /* string: code points; max_len SD__JS_NONE unbounded */
     uint16_t len_cap;          /* the count saturates here: max_len if bounded, else min_len */
     uint16_t lit_lo, lit_n;    /* enum/const: the value is one of s->lits[lit_lo, lit_lo + lit_n) */
+    /* The fewest containers, its own included, that a value needs when it is an object (obj_min),
+     * an array (arr_min), and when it is any value a node expects (min_depth: over alt[]);
+     * SD__JS_MIN_INF when none fits SD_JSCHEMA_MAX_DEPTH. The validator opens a container, takes
+     * a key or an element only where what they need still fits the nesting limit, so that every
+     * prefix it accepts can be completed. */
+    uint8_t obj_min, arr_min, min_depth;
 };
+
+#define SD__JS_MIN_INF 0xFF
 
 struct sd__js_prop {
     uint32_t name;     /* offset in s->bytes of the key followed by its closing '"' */
@@ -50,6 +58,7 @@ struct sd__js_prop {
     uint16_t child;    /* the node of the value */
     uint8_t last;      /* while this is the first key that may come, the last one that may: the
                         * first required key at or after it, else the object's last key */
+    uint8_t req;       /* a required property */
 };
 
 /* An enum/const value as JSON text. A node's literals are one group sorted by bytes, so the
@@ -77,12 +86,14 @@ struct sd_jschema {
 /* What compile (jschema.c) knows of a node beside the runtime fields, for link (jschema_step.c). */
 enum { SD__JS_K_VALUE, SD__JS_K_REF, SD__JS_K_ANY };
 struct sd__js_cnode {
-    char *path;    /* the node's JSON pointer, for messages */
-    uint8_t kind;  /* SD__JS_K_*: a value schema, a $ref (to ref), an anyOf (alternatives
-                    * alts[alt_lo, alt_lo + n_alt)) */
-    uint8_t mark;  /* link's scratch: anyOf resolution, 1 in progress, 2 done */
-    uint8_t dmark; /* depth: the same */
-    uint8_t depth; /* containers nested in a value of this node, its own included, capped */
+    char *path;               /* the node's JSON pointer, for messages */
+    uint8_t kind;             /* SD__JS_K_*: a value schema, a $ref (to ref), an anyOf (alternatives
+                               * alts[alt_lo, alt_lo + n_alt)) */
+    uint8_t mark;             /* link's scratch: $ref chains, then anyOf resolution; 1 in progress, 2 done */
+    uint8_t omax, amax, emax; /* containers nested in its values, their own included, as an object,
+                               * an array, any value it expects: link's, capped */
+    uint8_t one;              /* oneOf: a value two alternatives accept fails it even when they are one
+                               * schema (two $refs to it), so link rejects that overlap too */
     uint16_t ref;
     uint32_t alt_lo, n_alt;
 };
@@ -91,6 +102,11 @@ struct sd__js_cnode {
  * first-byte table from its alternatives, sizes the state by the deepest nesting. SD_EINVAL for
  * $ref loops, anyOf alternatives that overlap or contain themselves. */
 int sd__jschema_link(sd_jschema *s, struct sd__js_cnode *cn, uint16_t *alts, sd_diag *d);
+
+/* SD_EINVAL with "path: message" in d, short enough for a caller's prefix ("response_format: ")
+ * and never cut inside a UTF-8 character (property names appear in it). */
+int sd__jschema_fail(sd_diag *d, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* The state: this header, then uint16_t node[depth] (each open container's node, innermost
  * last, SD__JS_ARR_BIT for arrays), then uint8_t idx[depth] (object: the index of the next

@@ -82,9 +82,19 @@ static void value_done(jst *h)
     enter(h, h->depth ? P_AFTER : P_DONE, 0);
 }
 
+/* Whether a value expected at node e fits below the open containers: the fewest it nests
+ * (min_depth) within the limit. */
+static int fits(const sd_jschema *s, const jst *h, uint16_t e)
+{
+    return h->depth + (unsigned)s->nodes[e].min_depth <= s->depth;
+}
+
+/* Opens a container, if what it needs inside fits too (a required key or element that nests
+ * further): a container that could never close would leave the text at a dead end. */
 static int push(const sd_jschema *s, jst *h, uint16_t id, int is_arr)
 {
-    if (h->depth >= s->depth)
+    const struct sd__js_node *n = &s->nodes[id];
+    if (h->depth >= s->depth || h->depth + (unsigned)(is_arr ? n->arr_min : n->obj_min) > s->depth)
         return -1;
     h->node[h->depth] = (uint16_t)(id | (is_arr ? SD__JS_ARR_BIT : 0));
     frame_idx(s, h)[h->depth] = 0;
@@ -165,7 +175,7 @@ static int key_step(const sd_jschema *s, jst *h, unsigned c)
         unsigned j = k + 1, last = p[k].last;
         for (; j <= last; j++)
             if (p[j].name_len > pos && b[p[j].name + pos] == c &&
-                memcmp(b + p[j].name, b + p[k].name, pos) == 0)
+                memcmp(b + p[j].name, b + p[k].name, pos) == 0 && fits(s, h, p[j].child))
                 break;
         if (j > last)
             return -1;
@@ -345,6 +355,32 @@ static int value_start(const sd_jschema *s, jst *h, uint16_t e, unsigned c)
     }
 }
 
+/* The first key from the object's property idx on that may come and whose value fits (an
+ * optional key nesting too deep is left out: its value could not be written), -1 if none. */
+static int first_key(const sd_jschema *s, const jst *h, unsigned idx)
+{
+    int is_arr;
+    const struct sd__js_node *n = top_node(s, h, &is_arr);
+    const struct sd__js_prop *p = s->props + n->prop_lo;
+    if (idx >= n->n_props)
+        return -1;
+    for (unsigned j = idx; j <= p[idx].last; j++)
+        if (fits(s, h, p[j].child))
+            return (int)j;
+    return -1;
+}
+
+/* A key's opening quote: lit is the first candidate (key_step moves on from it). */
+static int key_begin(const sd_jschema *s, jst *h, unsigned idx)
+{
+    int k = first_key(s, h, idx);
+    if (k < 0)
+        return -1;
+    enter(h, P_KEY, 0);
+    h->lit = (uint16_t)k;
+    return 0;
+}
+
 /* After a value in the innermost container: ',' if another member may come, else its bracket
  * if nothing more is required. */
 static int after_step(const sd_jschema *s, jst *h, unsigned c)
@@ -359,18 +395,11 @@ static int after_step(const sd_jschema *s, jst *h, unsigned c)
         }
         return c == ']' && idx >= n->min_items ? pop(s, h) : -1;
     }
-    if (c == ',' && idx < n->n_props) {
+    if (c == ',' && first_key(s, h, idx) >= 0) {
         enter(h, P_OBJ_KEY, 0);
         return 0;
     }
     return c == '}' && idx >= n->req_end ? pop(s, h) : -1;
-}
-
-static int key_begin(jst *h, unsigned idx)
-{
-    enter(h, P_KEY, 0);
-    h->lit = (uint16_t)idx;
-    return 0;
 }
 
 /* Outside strings, numbers and literals: whitespace (in bounded runs), punctuation, values. */
@@ -392,9 +421,9 @@ static int struct_step(const sd_jschema *s, jst *h, unsigned c)
     case P_OBJ_OPEN:
         if (c == '}')
             return top_node(s, h, &is_arr)->req_end == 0 ? pop(s, h) : -1;
-        return c == '"' && top_node(s, h, &is_arr)->n_props ? key_begin(h, 0) : -1;
+        return c == '"' ? key_begin(s, h, 0) : -1;
     case P_OBJ_KEY:
-        return c == '"' ? key_begin(h, frame_idx(s, h)[h->depth - 1]) : -1;
+        return c == '"' ? key_begin(s, h, frame_idx(s, h)[h->depth - 1]) : -1;
     case P_COLON:
         if (c != ':')
             return -1;
@@ -463,8 +492,9 @@ struct lk {
 };
 
 #define DEPTH_INF (SD_JSCHEMA_MAX_DEPTH + 1)
+#define DEPTH_UNSET 0xFF
 
-/* The node a chain of $refs ends at (link_refs has ruled out loops). */
+/* The node a chain of $refs ends at (link_refs has pointed each $ref at its chain's end). */
 static uint16_t deref(const struct sd__js_cnode *cn, uint16_t id)
 {
     while (id != SD__JS_NONE && cn[id].kind == SD__JS_K_REF)
@@ -472,17 +502,30 @@ static uint16_t deref(const struct sd__js_cnode *cn, uint16_t id)
     return id;
 }
 
-/* Rejects $ref loops that never reach a schema, then points every reference past the $refs. */
+/* Rejects $ref loops that never reach a schema, then points every reference past the $refs.
+ * Each chain is walked once (following it from every node on it would cost its length squared:
+ * a second for 30000 chained $defs): its $refs are marked 1 on the way and 2 once pointed at its
+ * end; a walk that meets a 1 has looped. */
 static int link_refs(struct lk *c)
 {
     sd_jschema *s = c->s;
+    struct sd__js_cnode *cn = c->cn;
     for (uint32_t i = 0; i < s->n_nodes; i++) {
-        uint16_t id = (uint16_t)i;
-        for (uint32_t k = 0; c->cn[id].kind == SD__JS_K_REF; k++, id = c->cn[id].ref)
-            if (k > s->n_nodes)
-                return sd_diag_set(c->d, SD_EINVAL, "%s: '$ref' loops without reaching a schema",
-                                   c->cn[i].path);
+        uint16_t id = (uint16_t)i, end;
+        for (; cn[id].kind == SD__JS_K_REF && cn[id].mark == 0; id = cn[id].ref)
+            cn[id].mark = 1;
+        if (cn[id].kind == SD__JS_K_REF && cn[id].mark == 1)
+            return sd__jschema_fail(c->d, cn[i].path, "'$ref' loops without reaching a schema");
+        end = cn[id].kind == SD__JS_K_REF ? cn[id].ref : id; /* a 2 points at its end already */
+        for (id = (uint16_t)i; cn[id].kind == SD__JS_K_REF && cn[id].mark == 1;) {
+            uint16_t next = cn[id].ref;
+            cn[id].mark = 2;
+            cn[id].ref = end;
+            id = next;
+        }
     }
+    for (uint32_t i = 0; i < s->n_nodes; i++)
+        cn[i].mark = 0; /* any_alts' scratch next */
     for (uint32_t i = 0; i < s->n_nodes; i++) {
         s->nodes[i].items = deref(c->cn, s->nodes[i].items);
         for (uint32_t k = 0; c->cn[i].kind == SD__JS_K_ANY && k < c->cn[i].n_alt; k++)
@@ -516,8 +559,7 @@ static int any_alts(struct lk *c, uint16_t id)
     if (cn->mark == 2)
         return 0;
     if (cn->mark == 1)
-        return sd_diag_set(c->d, SD_EINVAL, "%s: 'anyOf' contains itself without a value in between",
-                           cn->path);
+        return sd__jschema_fail(c->d, cn->path, "'anyOf' contains itself without a value in between");
     cn->mark = 1;
     for (uint32_t i = 0; i < cn->n_alt; i++) {
         uint16_t a = c->alts[cn->alt_lo + i];
@@ -527,11 +569,12 @@ static int any_alts(struct lk *c, uint16_t id)
             uint16_t v = c->s->nodes[a].alt[k], *mine = &c->s->nodes[id].alt[k];
             if (v == SD__JS_NONE)
                 continue;
-            if (*mine != SD__JS_NONE && *mine != v)
-                return sd_diag_set(c->d, SD_EINVAL,
-                                   "%s: alternatives overlap: two accept a value starting with %s (they must "
-                                   "differ in type: object, array, string, number, boolean, null)",
-                                   cn->path, names[k]);
+            if (*mine != SD__JS_NONE && (*mine != v || cn->one))
+                return sd__jschema_fail(
+                    c->d, cn->path,
+                    "alternatives overlap: two accept a value starting with %s (they must "
+                    "differ in type: object, array, string, number, boolean, null)",
+                    names[k]);
             *mine = v;
         }
     }
@@ -539,43 +582,76 @@ static int any_alts(struct lk *c, uint16_t id)
     return 0;
 }
 
-static unsigned expect_depth(struct lk *c, uint16_t e);
-
-/* Containers nested in a value of node v, v's own included; DEPTH_INF on recursion (a node
- * met again while its depth is being computed lies on a cycle, and so do those between). */
-static unsigned value_depth(struct lk *c, uint16_t v)
+/* The deepest nesting of each node's values (cn[].omax, amax, emax), level by level: a value
+ * settles once all it may contain has, at the latest in the round of its depth; values on a
+ * cycle (recursion) never do, nor do those deeper than the limit: both count as DEPTH_INF.
+ * Iterative, so $defs chained thousands deep need no deep stack. */
+static unsigned link_max_depth(struct lk *c)
 {
-    const struct sd__js_node *n = &c->s->nodes[v];
-    if (c->cn[v].dmark)
-        return c->cn[v].dmark == 2 ? c->cn[v].depth : DEPTH_INF;
-    c->cn[v].dmark = 1;
-    unsigned d = 0;
-    if (n->alt[SD__JS_C_OBJ] == v || n->alt[SD__JS_C_ARR] == v) {
-        for (uint32_t i = 0; i < n->n_props && n->alt[SD__JS_C_OBJ] == v; i++) {
-            unsigned k = expect_depth(c, c->s->props[n->prop_lo + i].child);
-            d = k > d ? k : d;
+    sd_jschema *s = c->s;
+    struct sd__js_cnode *cn = c->cn;
+    for (uint32_t i = 0; i < s->n_nodes; i++)
+        cn[i].omax = cn[i].amax = cn[i].emax = DEPTH_UNSET;
+    for (unsigned round = 0; round <= SD_JSCHEMA_MAX_DEPTH; round++) {
+        for (uint32_t i = 0; i < s->n_nodes; i++) {
+            const struct sd__js_node *n = &s->nodes[i];
+            unsigned d = 0, ok = n->alt[SD__JS_C_OBJ] == i && cn[i].omax == DEPTH_UNSET;
+            for (uint32_t k = 0; ok && k < n->n_props; k++) {
+                unsigned x = cn[s->props[n->prop_lo + k].child].emax;
+                ok = x != DEPTH_UNSET;
+                d = x > d ? x : d;
+            }
+            if (ok)
+                cn[i].omax = (uint8_t)(d + 1 < DEPTH_INF ? d + 1 : DEPTH_INF);
+            if (n->alt[SD__JS_C_ARR] == i && cn[i].amax == DEPTH_UNSET && cn[n->items].emax != DEPTH_UNSET)
+                cn[i].amax = (uint8_t)(cn[n->items].emax + 1 < DEPTH_INF ? cn[n->items].emax + 1 : DEPTH_INF);
         }
-        if (n->alt[SD__JS_C_ARR] == v) {
-            unsigned k = expect_depth(c, n->items);
-            d = k > d ? k : d;
+        for (uint32_t i = 0; i < s->n_nodes; i++) {
+            const struct sd__js_node *n = &s->nodes[i];
+            uint16_t o = n->alt[SD__JS_C_OBJ], a = n->alt[SD__JS_C_ARR];
+            unsigned x = o == SD__JS_NONE ? 0 : cn[o].omax, y = a == SD__JS_NONE ? 0 : cn[a].amax;
+            if (cn[i].emax == DEPTH_UNSET && x != DEPTH_UNSET && y != DEPTH_UNSET)
+                cn[i].emax = (uint8_t)(x > y ? x : y); /* scalars nest nothing */
         }
-        d = d + 1 < DEPTH_INF ? d + 1 : DEPTH_INF;
     }
-    c->cn[v].dmark = 2;
-    c->cn[v].depth = (uint8_t)d;
-    return d;
+    unsigned root = cn[s->root].emax;
+    return root == DEPTH_UNSET ? DEPTH_INF : root;
 }
 
-/* The deepest nesting of a value expected at node e (any of its alternatives). */
-static unsigned expect_depth(struct lk *c, uint16_t e)
+/* obj_min, arr_min and min_depth (jschema_impl.h), level by level: an object needs lv
+ * containers once each required key's value needs fewer, an array once its elements do (or none
+ * are required). What needs fewer than lv is settled before level lv, so one pass per level
+ * suffices, recursion included; what no level up to the limit settles stays SD__JS_MIN_INF. */
+static void link_min_depth(sd_jschema *s)
 {
-    unsigned d = 0;
-    for (int k = 0; k < SD__JS_N_CLASS; k++) {
-        uint16_t v = c->s->nodes[e].alt[k];
-        unsigned x = v == SD__JS_NONE ? 0 : value_depth(c, v);
-        d = x > d ? x : d;
+    for (uint32_t i = 0; i < s->n_nodes; i++) {
+        struct sd__js_node *n = &s->nodes[i];
+        n->obj_min = n->arr_min = n->min_depth = SD__JS_MIN_INF;
+        for (int k = SD__JS_C_STR; k < SD__JS_N_CLASS; k++)
+            n->min_depth = n->alt[k] != SD__JS_NONE ? 0 : n->min_depth; /* a scalar needs none */
     }
-    return d;
+    for (unsigned lv = 1; lv <= SD_JSCHEMA_MAX_DEPTH; lv++) {
+        for (uint32_t i = 0; i < s->n_nodes; i++) {
+            struct sd__js_node *n = &s->nodes[i];
+            int ok = n->alt[SD__JS_C_OBJ] == i && n->obj_min == SD__JS_MIN_INF;
+            for (uint32_t k = 0; ok && k < n->n_props; k++) {
+                const struct sd__js_prop *p = &s->props[n->prop_lo + k];
+                ok = !p->req || s->nodes[p->child].min_depth < lv;
+            }
+            n->obj_min = ok ? (uint8_t)lv : n->obj_min;
+            if (n->alt[SD__JS_C_ARR] == i && n->arr_min == SD__JS_MIN_INF &&
+                (n->min_items == 0 || s->nodes[n->items].min_depth < lv))
+                n->arr_min = (uint8_t)lv;
+        }
+        for (uint32_t i = 0; i < s->n_nodes; i++) {
+            struct sd__js_node *n = &s->nodes[i];
+            uint16_t o = n->alt[SD__JS_C_OBJ], a = n->alt[SD__JS_C_ARR];
+            if (o != SD__JS_NONE && s->nodes[o].obj_min < n->min_depth)
+                n->min_depth = s->nodes[o].obj_min;
+            if (a != SD__JS_NONE && s->nodes[a].arr_min < n->min_depth)
+                n->min_depth = s->nodes[a].arr_min;
+        }
+    }
 }
 
 int sd__jschema_link(sd_jschema *s, struct sd__js_cnode *cn, uint16_t *alts, sd_diag *d)
@@ -588,7 +664,13 @@ int sd__jschema_link(sd_jschema *s, struct sd__js_cnode *cn, uint16_t *alts, sd_
     for (uint32_t i = 0; i < s->n_nodes; i++)
         if (cn[i].kind == SD__JS_K_ANY)
             SD_TRY(any_alts(&c, (uint16_t)i));
-    unsigned depth = expect_depth(&c, s->root);
+    link_min_depth(s);
+    if (s->nodes[s->root].min_depth == SD__JS_MIN_INF) /* e.g. a required key whose value is the object */
+        return sd__jschema_fail(d, cn[s->root].path,
+                                "no document nests fewer than %d containers (required properties or items "
+                                "recurse without end)",
+                                SD_JSCHEMA_MAX_DEPTH + 1);
+    unsigned depth = link_max_depth(&c);
     s->depth = (uint8_t)(depth < SD_JSCHEMA_MAX_DEPTH ? depth : SD_JSCHEMA_MAX_DEPTH);
     s->state_size = (uint32_t)((sizeof(struct sd__js_state) + 3u * s->depth + 7) & ~(size_t)7);
     return 0;

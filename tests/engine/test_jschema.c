@@ -1,6 +1,9 @@
 /* test_jschema: the JSON Schema validator of structured outputs (engine/jschema.h): compile errors
  * naming the node; state sizes; hand-written documents accepted whole, byte by byte and in
- * random pieces, or rejected at the right byte; the whitespace and depth limits. */
+ * random pieces, or rejected at the right byte; the whitespace and depth limits; no dead ends
+ * at the depth limit; messages that stay valid UTF-8; long $def chains on a small stack. */
+#include <pthread.h>
+
 #include "tests/engine/jschema_ref.h"
 
 /* ---- compile ------------------------------------------------------------------------------------ */
@@ -57,6 +60,19 @@ static void test_compile_errors(void)
          "schema/properties/a: '$id' below the root is not supported"},
         {"{'$ref':'#/$defs/A','$defs':{'A':{'anyOf':[{'$ref':'#/$defs/A'}]}}}",
          "schema/$defs/A: 'anyOf' contains itself"},
+        /* no finite document: each needs one more container, past any limit */
+        {"{'type':'object','properties':{'a':{'$ref':'#'}},'required':['a']}",
+         "schema: no document nests fewer than 33 containers"},
+        {"{'$ref':'#/$defs/L','$defs':{'L':{'type':'array','items':{'$ref':'#/$defs/L'},'minItems':1}}}",
+         "schema/$defs/L: no document nests fewer than 33 containers"},
+        /* null matches both alternatives, so no value passes the oneOf (anyOf is fine: below) */
+        {"{'oneOf':[{'$ref':'#/$defs/N'},{'$ref':'#/$defs/N'}],'$defs':{'N':{'type':'null'}}}",
+         "schema: alternatives overlap"},
+        {"{'oneOf':[{'$ref':'#/$defs/N'},{'anyOf':[{'$ref':'#/$defs/N'},{'type':'string'}]}],"
+         "'$defs':{'N':{'type':'null'}}}",
+         "schema: alternatives overlap"},
+        {"{'type':'object','properties':{'a':{'type':'null'}},'required':['a','a']}",
+         "schema: 'required' lists more names than 'properties' has"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         sd_jschema *s = (sd_jschema *)&cases; /* must stay untouched */
@@ -194,6 +210,7 @@ static const struct {
     {"{'type':'number'}", "1.5e", PREFIX},
     {"{'type':'number'}", "1.5e7", END},
     {"{'type':['null','boolean']}", " null", DOC},
+    {"{'anyOf':[{'$ref':'#/$defs/N'},{'$ref':'#/$defs/N'}],'$defs':{'N':{'type':'null'}}}", "null", DOC},
 };
 
 /* Each text fed byte by byte is rejected where expected (or not at all); whole texts and random
@@ -273,6 +290,170 @@ static void test_depth_limit(void)
     sd_jschema_free(s);
 }
 
+/* Near the depth limit a container, key or element is taken only if what it needs inside fits:
+ * 'b' needs two more levels, 'a' one. Without that, 32 times {'a': left no byte to take. */
+static const char deep[] = "{'type':'object','properties':{'a':{'$ref':'#'},'b':{'type':'array','items':"
+                           "{'type':'array','items':{'type':'null'},'minItems':1},'minItems':1}}}";
+
+/* Whether a copy of st takes text (q'd). */
+static int takes(const sd_jschema *s, const tstate *st, const char *text)
+{
+    tstate c = *st;
+    text = q(text);
+    return sd_jschema_feed(s, &c, text, strlen(text)) == 0;
+}
+
+static void test_depth_no_dead_end(void)
+{
+    sd_jschema *s = compile_ok(deep);
+    REQUIRE(s);
+    char text[512] = "";
+    for (int d = 1; d < SD_JSCHEMA_MAX_DEPTH; d++) /* d objects open, then one more: d + 1 */
+        strcat(text, "{'a':");
+    tstate st, c;
+    REQUIRE(feed_from_start(s, &st, text) == 0);
+    CHECK(sd_jschema_feed(s, &st, "{", 1) == 0); /* the 32nd container */
+    CHECK(!takes(s, &st, "'"));                  /* no key fits below it */
+    CHECK(sd_jschema_feed(s, &st, "}", 1) == 0); /* but it may close */
+    for (int d = 1; d < SD_JSCHEMA_MAX_DEPTH; d++)
+        CHECK(!sd_jschema_complete(s, &st) && sd_jschema_feed(s, &st, "}", 1) == 0);
+    CHECK(sd_jschema_complete(s, &st));
+    /* at depth 31 only 'a' (one level) fits; at depth 30 'b' (two) does too */
+    strcpy(text + strlen(text) - 5, "{'"); /* 30 times {'a': then {' */
+    REQUIRE(feed_from_start(s, &st, text) == 0);
+    CHECK(!takes(s, &st, "b") && takes(s, &st, "a"));
+    strcpy(text + strlen(text) - 7, "{'"); /* 29 times */
+    REQUIRE(feed_from_start(s, &st, text) == 0);
+    CHECK(takes(s, &st, "b':[[null]]}"));
+    sd_jschema_free(s);
+
+    /* random walks that open containers eagerly: every prefix taken has a next byte or may end,
+     * and what ends is valid */
+    static const char *const schemas[] = {
+        deep,
+        tree,
+        "{'anyOf':[{'type':'null'},{'type':'array','items':{'$ref':'#'},'minItems':2,'maxItems':3}]}",
+        "{'type':'object','properties':{'z':{'type':'null'},"
+        "'x':{'type':'object','properties':{'y':{'$ref':'#'}},'required':['y']}}}",
+    };
+    uint64_t rng = 77;
+    for (size_t k = 0; k < sizeof schemas / sizeof *schemas; k++) {
+        s = compile_ok(schemas[k]);
+        json_t *root = json_loads(q(schemas[k]), 0, NULL);
+        REQUIRE(s && root);
+        int n_deep = 0;
+        for (int walk = 0; walk < 200; walk++) {
+            char t[4096];
+            size_t n = 0;
+            sd_jschema_init(s, &st);
+            while (!sd_jschema_complete(s, &st) && n < sizeof t - 1) {
+                char ok[256];
+                int n_ok = 0;
+                for (int b = 0; b < 256; b++) {
+                    c = st;
+                    if (sd_jschema_step(s, &c, (unsigned)b) == 0)
+                        ok[n_ok++] = (char)b;
+                }
+                if (!n_ok) {
+                    CHECK_MSG(sd_jschema_can_end(s, &st), "schema %zu: dead end after %.*s", k, (int)n, t);
+                    break;
+                }
+                /* mostly open something, or start a key that does */
+                char b = ok[rnd(&rng, (unsigned)n_ok)];
+                for (int i = 0, open = rnd(&rng, 16) != 0; open && i < n_ok; i++)
+                    b = strchr("{[\"ax", ok[i]) ? ok[i] : b;
+                if (n > 1500) /* then close */
+                    for (int i = 0; i < n_ok; i++)
+                        b = strchr("}]\"", ok[i]) || (ok[i] == 'n' && b != '}' && b != ']') ? ok[i] : b;
+                sd_jschema_step(s, &st, (unsigned char)b);
+                t[n++] = b;
+                n_deep += st.h.depth >= SD_JSCHEMA_MAX_DEPTH - 1; /* the last schema's x needs two */
+            }
+            if (sd_jschema_complete(s, &st)) /* -1: a number too large for jansson */
+                CHECK_MSG(ref_valid(root, t, n) != 0, "schema %zu: %.*s", k, (int)n, t);
+        }
+        CHECK_MSG(n_deep > 0, "schema %zu never reached the limit", k);
+        json_decref(root);
+        sd_jschema_free(s);
+    }
+}
+
+/* Messages stay valid UTF-8 (the server sends them in JSON strings) and leave room for a
+ * caller's prefix, however long the names they quote. */
+static void test_message_utf8(void)
+{
+    static char name[3000], json[8000];
+    memset(name, 'x', 3);
+    for (int i = 0; i < 1000; i++)
+        memcpy(name + 3 + 2 * i, "\xc3\xa9", 2);
+    const char *const fmts[] = {
+        "{\"type\":\"object\",\"properties\":{\"%s\":{\"type\":\"null\",\"minimum\":1}}}",
+        "{\"type\":\"object\",\"properties\":{\"%s\\\"\":{\"type\":\"null\"}}}", /* needs escaping */
+        "{\"$ref\":\"#/$defs/%s\"}",                                             /* not found */
+    };
+    for (size_t k = 0; k < sizeof fmts / sizeof *fmts; k++)
+        for (size_t cut = 0; cut < 2; cut++) { /* 0 or 1 x first: both alignments of the characters */
+            snprintf(json, sizeof json, fmts[k], name + 3 - cut);
+            sd_jschema *s = NULL;
+            sd_diag d = {0};
+            CHECK(sd_jschema_compile(&s, json, strlen(json), &d) == SD_EINVAL);
+            json_t *m = json_string(d.msg);
+            CHECK_MSG(m, "case %zu/%zu: not UTF-8: %s", k, cut, d.msg);
+            CHECK_MSG(strlen(d.msg) <= SD_DIAG_MSG_MAX - 32, "case %zu: %zu bytes", k, strlen(d.msg));
+            CHECK_MSG(k != 0 || strstr(d.msg, "'minimum' is not supported"), "case %zu: %s", k, d.msg);
+            json_decref(m);
+        }
+}
+
+/* $defs chained thousands deep (listed deepest first, so compiling them nests little) on a small
+ * stack: link's passes must not recurse along the chain. Also a long $ref chain. */
+static void *compile_chain(void *arg)
+{
+    int kind = *(int *)arg, n = 6000;
+    size_t cap = (size_t)n * 96 + 64, len = 0;
+    char *json = malloc(cap);
+    if (!json)
+        return NULL;
+    len += (size_t)snprintf(json + len, cap - len, "{\"$ref\":\"#/$defs/D0\",\"$defs\":{");
+    for (int i = n - 1; i >= 0; i--) {
+        const char *sep = i ? "," : "";
+        if (i == n - 1)
+            len += (size_t)snprintf(json + len, cap - len, "\"D%d\":{\"type\":\"null\"}%s", i, sep);
+        else if (kind == 0)
+            len += (size_t)snprintf(
+                json + len, cap - len,
+                "\"D%d\":{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/D%d\"}}}%s", i, i + 1,
+                sep);
+        else
+            len += (size_t)snprintf(json + len, cap - len, "\"D%d\":{\"$ref\":\"#/$defs/D%d\"}%s", i, i + 1,
+                                    sep);
+    }
+    len += (size_t)snprintf(json + len, cap - len, "}}");
+    sd_jschema *s = NULL;
+    sd_diag d = {0};
+    int rc = sd_jschema_compile(&s, json, len, &d);
+    CHECK_MSG(rc == 0, "chain %d: %s", kind, sd_diag_str(&d, rc));
+    if (s)
+        CHECK_MSG(sd_jschema_state_size(s) == (kind == 0 ? 16 + 3 * SD_JSCHEMA_MAX_DEPTH : 16),
+                  "chain %d: %zu", kind, sd_jschema_state_size(s));
+    sd_jschema_free(s);
+    free(json);
+    return NULL;
+}
+
+static void test_long_chains(void)
+{
+    for (int kind = 0; kind < 2; kind++) {
+        pthread_attr_t at;
+        pthread_t th;
+        pthread_attr_init(&at);
+        pthread_attr_setstacksize(&at, 512 << 10);
+        REQUIRE(pthread_create(&th, &at, compile_chain, &kind) == 0);
+        pthread_join(th, NULL);
+        pthread_attr_destroy(&at);
+    }
+}
+
 int main(void)
 {
     RUN(test_compile_errors);
@@ -280,5 +461,8 @@ int main(void)
     RUN(test_documents);
     RUN(test_whitespace_limit);
     RUN(test_depth_limit);
+    RUN(test_depth_no_dead_end);
+    RUN(test_message_utf8);
+    RUN(test_long_chains);
     return sd_test_done();
 }
