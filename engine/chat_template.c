@@ -16,14 +16,35 @@ struct sd_chat_template {
     sd_jinja_tmpl *dflt;     /* the default template */
     sd_jinja_tmpl *tool_use; /* used when tools are given, or NULL */
     json_t *vars;            /* special tokens: {"bos_token": "...", ...} */
+    sd_chat_tools tools;     /* of the tool_use template if any, else of the default */
 };
 
-static int parse_source(sd_jinja_tmpl **ret, const char *src, const char *what, sd_diag *d)
+/* The markup a template source teaches for calls: its own words for it, not its structure. */
+static sd_chat_tools tools_of(const char *src)
+{
+    if (!strstr(src, "tools"))
+        return SD_CHAT_TOOLS_IGNORED;
+    if (strstr(src, "<tool_call>"))
+        return SD_CHAT_TOOLS_HERMES;
+    if (strstr(src, "<|python_tag|>") || strstr(src, "\"parameters\""))
+        return SD_CHAT_TOOLS_LLAMA;
+    return SD_CHAT_TOOLS_OTHER;
+}
+
+static int parse_source(sd_chat_template *t, sd_jinja_tmpl **ret, const char *src, const char *what,
+                        sd_diag *d)
 {
     int rc = sd_jinja_parse(ret, src, strlen(src), NULL, d);
     if (rc < 0)
         sd_diag_wrap(d, rc, "chat template %s", what);
+    else if (ret == &t->tool_use || !t->tool_use)
+        t->tools = tools_of(src);
     return rc;
+}
+
+sd_chat_tools sd_chat_template_tools(const sd_chat_template *t)
+{
+    return t ? t->tools : SD_CHAT_TOOLS_IGNORED;
 }
 
 int sd_chat_template_init(sd_chat_template **ret, const char *source, sd_diag *d)
@@ -35,7 +56,7 @@ int sd_chat_template_init(sd_chat_template **ret, const char *source, sd_diag *d
         free(t);
         return sd_diag_set(d, SD_ENOMEM, "chat template: out of memory");
     }
-    int rc = parse_source(&t->dflt, source, "(default)", d);
+    int rc = parse_source(t, &t->dflt, source, "(default)", d);
     if (rc < 0) {
         sd_chat_template_free(t);
         return rc;
@@ -101,7 +122,7 @@ static char *read_sibling_template(const char *config_path)
 static int load_templates(sd_chat_template *t, const json_t *ct, const char *path, sd_diag *d)
 {
     if (json_is_string(ct))
-        return parse_source(&t->dflt, json_string_value(ct), path, d);
+        return parse_source(t, &t->dflt, json_string_value(ct), path, d);
     if (json_is_array(ct)) {
         size_t i;
         json_t *e;
@@ -117,7 +138,7 @@ static int load_templates(sd_chat_template *t, const json_t *ct, const char *pat
                                                                : NULL;
             if (!slot || *slot)
                 continue;
-            int rc = parse_source(slot, src, name, d);
+            int rc = parse_source(t, slot, src, name, d);
             if (rc < 0)
                 return rc;
         }
@@ -128,7 +149,7 @@ static int load_templates(sd_chat_template *t, const json_t *ct, const char *pat
     char *src = read_sibling_template(path);
     if (!src)
         return sd_diag_set(d, SD_ENOTFOUND, "%s: no chat_template (nor chat_template.jinja beside it)", path);
-    int rc = parse_source(&t->dflt, src, "chat_template.jinja", d);
+    int rc = parse_source(t, &t->dflt, src, "chat_template.jinja", d);
     free(src);
     return rc;
 }
@@ -246,6 +267,23 @@ static int normalize_content(json_t *msg, size_t idx, sd_diag *d)
     return 0;
 }
 
+/* tool_calls[].function.arguments: a string holding a JSON object becomes the object. Clients send
+ * the string OpenAI returned; templates print arguments with tojson, which would quote it. */
+static void normalize_args(json_t *msg)
+{
+    size_t i;
+    json_t *call;
+    json_array_foreach(json_object_get(msg, "tool_calls"), i, call)
+    {
+        json_t *f = json_object_get(call, "function");
+        const char *args = json_string_value(json_object_get(f, "arguments"));
+        json_t *o = args ? json_loads(args, 0, NULL) : NULL;
+        if (json_is_object(o))
+            json_object_set(f, "arguments", o);
+        json_decref(o);
+    }
+}
+
 int sd_chat_messages_normalize(const json_t *messages, json_t **ret, sd_diag *d)
 {
     if (!ret || !json_is_array(messages))
@@ -262,6 +300,8 @@ int sd_chat_messages_normalize(const json_t *messages, json_t **ret, sd_diag *d)
             rc = sd_diag_set(d, SD_EINVAL, "messages[%zu] must be an object with a string \"role\"", i);
         else
             rc = normalize_content(msg, i, d);
+        if (rc == 0)
+            normalize_args(msg);
         if (rc < 0) {
             json_decref(out);
             return rc;

@@ -29,6 +29,16 @@ int sd_chat_template_load(sd_chat_template **ret, const char *tokenizer_config_p
 
 void sd_chat_template_free(sd_chat_template *t);
 
+/* What a template does with `tools`, read from its source (the tool_use template when there is
+ * one): the markup of the calls it teaches the model, which the server parses from replies. */
+typedef enum sd_chat_tools {
+    SD_CHAT_TOOLS_IGNORED = 0, /* never reads `tools`: the model is not shown them */
+    SD_CHAT_TOOLS_HERMES,      /* <tool_call>{"name": ..., "arguments": ...}</tool_call> (Qwen, Hermes) */
+    SD_CHAT_TOOLS_LLAMA,       /* {"name": ..., "parameters": ...} (Llama 3.1-3.3, <|python_tag|>) */
+    SD_CHAT_TOOLS_OTHER,       /* shows the tools, in a markup we do not parse */
+} sd_chat_tools;
+sd_chat_tools sd_chat_template_tools(const sd_chat_template *t);
+
 /* Renders `messages` (a JSON array, passed through as-is) with the variables transformers
  * passes: the special tokens, tools = null, documents = null, add_generation_prompt = false,
  * then every key of `extra` (a JSON object or NULL; e.g. add_generation_prompt, tools,
@@ -41,8 +51,9 @@ int sd_chat_template_render(const sd_chat_template *t, const json_t *messages, c
 /* Copies an OpenAI messages array into the form templates expect: content given as a list of
  * parts [{"type": "text", "text": ...}] becomes the concatenated string; null content becomes
  * "" (assistant messages with tool_calls); tool_calls[].function.arguments given as a JSON
- * string stays a string. Non-text parts are SD_ENOTSUP; a message that is not an object with
- * a string "role" is SD_EINVAL. *ret is a new reference. */
+ * string holding an object becomes that object (templates print it with tojson, as
+ * transformers' callers pass it; any other string stays a string). Non-text parts are SD_ENOTSUP; a message
+ * that is not an object with a string "role" is SD_EINVAL. *ret is a new reference. */
 int sd_chat_messages_normalize(const json_t *messages, json_t **ret, sd_diag *d);
 
 #ifdef __cplusplus

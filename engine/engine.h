@@ -44,6 +44,12 @@ typedef struct sd_request_params {
                                 (response_format json_object; engine/jsonc.h) */
     const char *json_schema; /* JSON Schema text: the text must be a document it accepts, then EOS
                                 (response_format json_schema; engine/jschema.h); compiled at submit */
+    const char *tool_spec;   /* JSON text [{"name": "...", "parameters": {JSON Schema}}, ...] (1..128
+                                tools): the text must be tool call(s) in the exact form of
+                                engine/toolcall.h, then EOS (tool_choice "required" or a named
+                                function); compiled at submit; not with json_object / json_schema */
+    int tool_parallel;       /* with tool_spec: 1, a JSON array of 1..SD_TCALL_MAX_CALLS calls; 0,
+                                exactly one call object */
     uint64_t priority;       /* lower runs first among waiting requests (0 = normal) */
 } sd_request_params;
 

@@ -696,3 +696,9 @@ void sd_jschema_free(sd_jschema *s)
     free(s->bytes);
     free(s);
 }
+
+void sd_jschema_set_max_ws(sd_jschema *s, unsigned n)
+{
+    if (s)
+        s->max_ws = (uint8_t)(n < SD_JSCHEMA_MAX_WS ? n : SD_JSCHEMA_MAX_WS);
+}

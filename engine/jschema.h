@@ -83,6 +83,10 @@ typedef struct sd_jschema sd_jschema;
  * success. */
 int sd_jschema_compile(sd_jschema **ret, const char *json, size_t len, sd_diag *d);
 void sd_jschema_free(sd_jschema *s); /* NULL: no-op */
+/* Caps runs of whitespace outside strings at n bytes (at most SD_JSCHEMA_MAX_WS, the default).
+ * Tool-call arguments take 1: a space after ':' and ',' as models write them, and no token spent
+ * on layout. Call before the schema is shared: it is the one change after compile. */
+void sd_jschema_set_max_ws(sd_jschema *s, unsigned n);
 
 /* Bytes of one state: fixed per schema, a multiple of 8, at most SD_JSCHEMA_STATE_MAX (16 plus 3
  * per level of container nesting the schema allows). States are canonical: texts that leave the

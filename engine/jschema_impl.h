@@ -80,6 +80,7 @@ struct sd_jschema {
     uint16_t bool_lit;   /* the group "false", "true" of type boolean */
     uint16_t null_lit;   /* the group "null" */
     uint8_t depth;       /* frames per state: the deepest nesting the schema allows, capped */
+    uint8_t max_ws;      /* the longest whitespace run (sd_jschema_set_max_ws) */
     uint32_t state_size; /* sizeof(struct sd__js_state) + 3 * depth, rounded up to 8 */
 };
 

@@ -408,7 +408,7 @@ static int struct_step(const sd_jschema *s, jst *h, unsigned c)
     if (h->phase == P_DONE)
         return -1;
     if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-        if (h->ws >= SD_JSCHEMA_MAX_WS)
+        if (h->ws >= s->max_ws)
             return -1;
         h->ws++;
         return 0;
@@ -672,6 +672,7 @@ int sd__jschema_link(sd_jschema *s, struct sd__js_cnode *cn, uint16_t *alts, sd_
                                 SD_JSCHEMA_MAX_DEPTH + 1);
     unsigned depth = link_max_depth(&c);
     s->depth = (uint8_t)(depth < SD_JSCHEMA_MAX_DEPTH ? depth : SD_JSCHEMA_MAX_DEPTH);
+    s->max_ws = SD_JSCHEMA_MAX_WS;
     s->state_size = (uint32_t)((sizeof(struct sd__js_state) + 3u * s->depth + 7) & ~(size_t)7);
     return 0;
 }

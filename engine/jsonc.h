@@ -66,8 +66,9 @@ int sd__jfsm_in_plain_string(const sd_jfsm *m);
 /* A byte-level validator the mask can walk: its states are `size` bytes (a multiple of 8: the
  * walk keeps them 8-byte aligned), copied by value and compared with memcmp (equal positions
  * must have equal bytes). JSON mode's is sd_jval_json
- * (states are sd_jfsm); a compiled JSON schema is another (engine/jschema.h). */
-#define SD_JVAL_MAX_STATE 128
+ * (states are sd_jfsm); a compiled JSON schema is another (engine/jschema.h), and so is a compiled
+ * tool list (engine/toolcall.h: a header and a jschema state, hence more than a schema's 128). */
+#define SD_JVAL_MAX_STATE 256
 typedef struct sd_jval {
     const void *ctx; /* the validator's constant part (a compiled schema), NULL for JSON mode */
     uint64_t id;     /* tells validators apart in the mask's cache: never reused while the mask

@@ -15,6 +15,7 @@
 #include "sched.h"
 #include "stopstr.h"
 #include "tokenizer.h"
+#include "toolcall.h"
 
 struct sd_sched_req {
     uint64_t id;
@@ -37,12 +38,13 @@ struct sd_sched_req {
     sd_kv_seq kv;       /* the block table: covers exactly positions [0, n_computed) between steps */
 
     sd_rng rng;
-    int json;           /* json_object / json_schema: the output is constrained (sched_json.c) */
+    int json;           /* json_object / json_schema / tool_spec: the output is constrained (sched_json.c) */
     int json_end;       /* no token can continue the JSON: the next advance ends the request */
-    sd_jval jv;         /* the validator: JSON mode's, or the schema's */
+    sd_jval jv;         /* the validator: JSON mode's, the schema's or the tool list's */
     void *jst;          /* its state: &jfsm, or owned */
     sd_jfsm jfsm;       /* JSON mode's state */
     sd_jschema *schema; /* json_schema: compiled, owned */
+    sd_tcall *tcall;    /* tool_spec: compiled, owned */
     int has_stream;
     sd_tok_stream stream;
     sd_stopstr stop;
@@ -106,9 +108,9 @@ void sd_sched__emit_error(sd_sched_req *r, int code, const char *msg);
 /* Stores prompt logprobs for the rows of a chunk that started at position `pos`. */
 void sd_sched__prompt_rows(sd_sched *s, sd_sched_req *r, int32_t pos, int32_t n, const float *rows);
 /* sched_json.c: a constrained request's validator from its params (0, or SD_EINVAL naming the
- * schema's problem); its free; its mask on a host row (0, SD_FINISH_STOP when nothing may come
- * next, or an error); the same as the backend's allow bitset (0, 1: nothing may come next and
- * json_end is set, or an error); and the chosen token's bytes into its state (0 / -1). */
+ * schema's or the tool list's problem); its free; its mask on a host row (0, SD_FINISH_STOP when nothing may
+ * come next, or an error); the same as the backend's allow bitset (0, 1: nothing may come next and json_end
+ * is set, or an error); and the chosen token's bytes into its state (0 / -1). */
 int sd_sched__json_init(const sd_sched *s, sd_sched_req *r, const sd_request_params *p, sd_diag *d);
 void sd_sched__json_free(sd_sched_req *r);
 int sd_sched__json_mask(sd_sched *s, sd_sched_req *r, float *row);

@@ -32,6 +32,27 @@ typedef struct sd_api_err {
 int sd_api_fail(sd_api_err *e, int status, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* tool_choice, once parsed. OFF: no tools, or "none" (the template does not see them). */
+typedef enum sd_api_tool_choice {
+    SD_TOOLS_OFF = 0,
+    SD_TOOLS_AUTO,     /* the model may call: its own markup is parsed from the text */
+    SD_TOOLS_REQUIRED, /* at least one call: the output is constrained to calls */
+    SD_TOOLS_NAMED,    /* one call of the named function, constrained */
+} sd_api_tool_choice;
+
+/* The tool-call markup a model's chat template teaches, which "auto" parses. */
+typedef enum sd_api_tool_fmt {
+    SD_TOOL_FMT_NONE = 0, /* nothing to parse (constrained calls are plain JSON) */
+    SD_TOOL_FMT_HERMES,   /* <tool_call>{"name": ..., "arguments": {...}}</tool_call> (Qwen, Hermes) */
+    SD_TOOL_FMT_LLAMA,    /* the whole reply {"name": ..., "parameters": {...}} (Llama 3.1-3.3) */
+} sd_api_tool_fmt;
+
+/* One tool call found in a reply. */
+typedef struct sd_api_tool_call {
+    char *name;
+    char *arguments; /* compact JSON text of an object */
+} sd_api_tool_call;
+
 typedef struct sd_api_prompt {
     char *text;   /* a text prompt (tokenized later), or NULL */
     int32_t *ids; /* [n_ids] token-id prompt, or NULL */
@@ -61,6 +82,12 @@ typedef struct sd_api_req {
     int ignore_eos;
     int json_object;   /* response_format {"type": "json_object"} */
     char *json_schema; /* response_format json_schema: the schema as JSON text (owned) */
+    /* chat tools (api_tools.c) */
+    sd_api_tool_choice tool_choice; /* SD_TOOLS_OFF unless tools were given and not "none" */
+    json_t *tools;                  /* "tools" as given (validated), for the chat template; or NULL */
+    int parallel_tool_calls;        /* default 1 */
+    char *tool_spec;                /* "required" / a named function: the engine's constraint (owned):
+                                       [{"name": ..., "parameters": {...}}] (engine/toolcall.h) */
 } sd_api_req;
 
 /* Parses and validates a request body. Unknown fields are ignored; wrong types, out-of-range
@@ -85,8 +112,11 @@ typedef struct sd_api_choice_out {
     size_t text_len;
     const sd_api_tok *toks; /* [n_toks]; NULL unless logprobs were asked */
     int n_toks;
-    size_t text_offset0; /* completions logprobs: offset (chars) of the first token's text */
-    const char *finish;  /* "stop" | "length" | NULL (not finished) */
+    size_t text_offset0;           /* completions logprobs: offset (chars) of the first token's text */
+    const char *finish;            /* "stop" | "length" | "tool_calls" | NULL (not finished) */
+    const sd_api_tool_call *calls; /* [n_calls] chat tool calls (message.tool_calls / delta) */
+    int n_calls;
+    int content_null; /* chat: "content": null (a reply of tool calls only) */
 } sd_api_choice_out;
 
 typedef struct sd_api_usage {
@@ -117,6 +147,19 @@ char *sd_api_error_json(const sd_api_err *e);
 char *sd_api_error_event(const sd_api_err *e);
 /* GET /v1/models */
 char *sd_api_models(const char *model_id, int64_t created, int32_t max_model_len);
+
+/* api_tools.c: "tools", "tool_choice", "parallel_tool_calls" and the legacy "functions" of a
+ * chat body into r (400s naming the field). Called by sd_api_parse. */
+int sd_api_parse_tools(sd_api_req *r, json_t *body, sd_api_err *e);
+/* How many bytes of a reply so far are content for sure (streamed as it comes): the rest may
+ * yet turn out to be a tool call. All of it without tools. */
+size_t sd_api_tools_safe(const sd_api_req *r, sd_api_tool_fmt fmt, const char *text, size_t len);
+/* A finished reply split into content, text[0, *content_len), and tool calls (*calls, malloc'd;
+ * free with sd_api_tool_calls_free). A reply whose calls do not parse, or name a function
+ * the request did not offer, is all content with no calls. -1: out of memory. */
+int sd_api_tools_split(const sd_api_req *r, sd_api_tool_fmt fmt, const char *text, size_t len,
+                       size_t *content_len, sd_api_tool_call **calls, int *n_calls);
+void sd_api_tool_calls_free(sd_api_tool_call *calls, int n);
 
 /* Writes `len` bytes as valid UTF-8 into a malloc'd string (invalid sequences become
  * U+FFFD), for token strings that cut a character in two. */

@@ -218,6 +218,45 @@ static char *sse(char *json)
     return s;
 }
 
+/* "call_" + 24 letters and digits, a hash of the response id, the choice and the call: unique
+ * across responses as their ids are, and the same when a stream's chunk is rebuilt. */
+static void call_id(const sd_api_meta *m, int choice, int k, char out[32])
+{
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = m->id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    h ^= ((uint64_t)(uint32_t)choice << 32) | (uint32_t)k;
+    memcpy(out, "call_", 5);
+    for (int i = 0; i < 24; i++) {
+        h ^= h >> 31; /* splitmix's finalizer, a round per character */
+        h *= 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+        out[5 + i] = digits[h % 62];
+    }
+    out[29] = 0;
+}
+
+/* message.tool_calls / delta.tool_calls ("index" only in deltas, as OpenAI sends them). */
+static json_t *tool_calls(const sd_api_meta *m, const sd_api_choice_out *c, int delta)
+{
+    json_t *a = json_array();
+    for (int k = 0; k < c->n_calls; k++) {
+        char id[32];
+        call_id(m, c->index, k, id);
+        json_t *t = json_object();
+        if (delta)
+            json_object_set_new(t, "index", json_integer(k));
+        json_object_set_new(t, "id", json_string(id));
+        json_object_set_new(t, "type", json_string("function"));
+        json_object_set_new(
+            t, "function",
+            json_pack("{s:s,s:s}", "name", c->calls[k].name, "arguments", c->calls[k].arguments));
+        json_array_append_new(a, t);
+    }
+    return a;
+}
+
 char *sd_api_response(const sd_api_meta *m, const sd_api_choice_out *c, int n, const sd_api_usage *u)
 {
     json_t *o = head(m, 0), *choices = json_array();
@@ -227,7 +266,10 @@ char *sd_api_response(const sd_api_meta *m, const sd_api_choice_out *c, int n, c
         if (m->kind == SD_API_CHAT) {
             json_t *msg = json_object();
             json_object_set_new(msg, "role", json_string("assistant"));
-            json_object_set_new(msg, "content", json_stringn(c[i].text, c[i].text_len));
+            json_object_set_new(msg, "content",
+                                c[i].content_null ? json_null() : json_stringn(c[i].text, c[i].text_len));
+            if (c[i].n_calls)
+                json_object_set_new(msg, "tool_calls", tool_calls(m, &c[i], 0));
             json_object_set_new(ch, "message", msg);
         } else {
             json_object_set_new(ch, "text", json_stringn(c[i].text, c[i].text_len));
@@ -253,6 +295,8 @@ char *sd_api_chunk(const sd_api_meta *m, const sd_api_choice_out *c, int role_on
         } else if (c->text_len) {
             json_object_set_new(delta, "content", json_stringn(c->text, c->text_len));
         }
+        if (!role_only && c->n_calls)
+            json_object_set_new(delta, "tool_calls", tool_calls(m, c, 1));
         json_object_set_new(ch, "delta", delta);
         json_object_set_new(ch, "logprobs", role_only || !c->n_toks ? json_null() : choice_logprobs(m, c));
     } else {

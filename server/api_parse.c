@@ -179,38 +179,38 @@ static int parse_json_schema(sd_api_req *r, json_t *v, sd_api_err *e)
 }
 
 /* response_format: "text", "json_object" (the output constrained to one JSON object:
- * engine/jsonc.h) or "json_schema" (to a document the schema accepts: engine/jschema.h). Chat
- * tools sparsed cannot honour: they are refused with 400 rather than ignored, so that a client
- * asking for a tool call does not receive free text it takes for one. The neutral values (no
- * tools, tool_choice "none") pass. */
-static int parse_format_and_tools(sd_api_req *r, json_t *o, sd_api_err *e)
+ * engine/jsonc.h) or "json_schema" (to a document the schema accepts: engine/jschema.h). */
+static int parse_format(sd_api_req *r, json_t *o, sd_api_err *e)
 {
     json_t *v = field(o, "response_format");
-    if (v) {
-        json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
-        if (!json_is_string(t))
-            return sd_api_fail(e, 400, "response_format", "invalid_type",
-                               "'response_format' must be an object with a string 'type'");
-        const char *type = json_string_value(t);
-        r->json_object = !strcmp(type, "json_object");
-        if (!strcmp(type, "json_schema") && parse_json_schema(r, v, e))
-            return -1;
-        if (!r->json_object && !r->json_schema && strcmp(type, "text"))
-            return sd_api_fail(e, 400, "response_format", "unsupported_value",
-                               "'response_format' type '%.40s' is not supported: 'text', 'json_object' and "
-                               "'json_schema' are",
-                               type);
-    }
-    json_t *tc = field(o, "tool_choice");
-    int none = json_is_string(tc) && !strcmp(json_string_value(tc), "none");
-    static const char *const tool_keys[] = {"tools", "functions"};
+    if (!v)
+        return 0;
+    json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
+    if (!json_is_string(t))
+        return sd_api_fail(e, 400, "response_format", "invalid_type",
+                           "'response_format' must be an object with a string 'type'");
+    const char *type = json_string_value(t);
+    r->json_object = !strcmp(type, "json_object");
+    if (!strcmp(type, "json_schema") && parse_json_schema(r, v, e))
+        return -1;
+    if (!r->json_object && !r->json_schema && strcmp(type, "text"))
+        return sd_api_fail(e, 400, "response_format", "unsupported_value",
+                           "'response_format' type '%.40s' is not supported: 'text', 'json_object' and "
+                           "'json_schema' are",
+                           type);
+    return 0;
+}
+
+/* Chat tools on the completions endpoint are refused rather than ignored, so that a client
+ * asking for a tool call does not receive free text it takes for one. */
+static int refuse_tools(json_t *o, sd_api_err *e)
+{
+    static const char *const keys[] = {"tools", "functions"};
     for (size_t i = 0; i < 2; i++) {
-        v = field(o, tool_keys[i]);
-        if (v && (!json_is_array(v) || json_array_size(v) > 0) && !none)
-            return sd_api_fail(e, 400, tool_keys[i], "unsupported_value",
-                               "'%s' is not supported: sparsed does not parse tool calls; send no tools or "
-                               "'tool_choice': 'none'",
-                               tool_keys[i]);
+        json_t *v = field(o, keys[i]);
+        if (v && (!json_is_array(v) || json_array_size(v) > 0))
+            return sd_api_fail(e, 400, keys[i], "unsupported_value",
+                               "'%s' belongs to /v1/chat/completions, not /v1/completions", keys[i]);
     }
     return 0;
 }
@@ -256,7 +256,7 @@ static int parse_common(sd_api_req *r, json_t *o, sd_api_err *e)
     v = field(o, "user");
     if (v && !json_is_string(v))
         return sd_api_fail(e, 400, "user", "invalid_type", "'user' must be a string");
-    return parse_stop(r, o, e) || parse_logit_bias(r, o, e) || parse_format_and_tools(r, o, e) ? -1 : 0;
+    return parse_stop(r, o, e) || parse_logit_bias(r, o, e) || parse_format(r, o, e) ? -1 : 0;
 }
 
 static int parse_ids(json_t *a, sd_api_prompt *p, sd_api_err *e)
@@ -327,7 +327,7 @@ static int parse_completion(sd_api_req *r, json_t *o, sd_api_err *e)
     if (get_int(o, "logprobs", 0, SD_MAX_TOP_LOGPROBS, &x, e))
         return -1;
     r->logprobs = (int)x;
-    if (get_bool(o, "echo", &r->echo, e))
+    if (get_bool(o, "echo", &r->echo, e) || refuse_tools(o, e))
         return -1;
     return parse_prompts(r, o, e);
 }
@@ -423,7 +423,7 @@ static int parse_chat(sd_api_req *r, json_t *o, sd_api_err *e)
                            "'top_logprobs' requires 'logprobs': true");
     r->logprobs = lp ? (int)x : -1;
     r->add_generation_prompt = 1;
-    if (get_bool(o, "add_generation_prompt", &r->add_generation_prompt, e))
+    if (get_bool(o, "add_generation_prompt", &r->add_generation_prompt, e) || sd_api_parse_tools(r, o, e))
         return -1;
     return parse_messages(r, o, e);
 }
@@ -469,5 +469,7 @@ void sd_api_req_free(sd_api_req *r)
         free(r->stop[i]);
     free(r->bias);
     free(r->json_schema);
+    json_decref(r->tools);
+    free(r->tool_spec);
     memset(r, 0, sizeof *r);
 }

@@ -99,6 +99,7 @@ struct sd_http__gen {
     char *out; /* SSE bytes built, [out_off, out_len) not yet handed to MHD */
     size_t out_len, out_cap, out_off;
     int role_sent, done_sent;
+    sd_api_tool_fmt tool_fmt; /* the markup "auto" tool calls are parsed in */
     const char *rid;
     sd_http__slot *slot; /* the model this request runs on (a reference) */
 };

@@ -41,6 +41,8 @@ static int render_chat(sd_http *h, sd_http__gen *g, char **ret, size_t *ret_len,
     int rc = sd_chat_messages_normalize(g->req.messages, &msgs, &d);
     if (rc == 0) {
         json_object_set_new(extra, "add_generation_prompt", json_boolean(g->req.add_generation_prompt));
+        if (g->req.tools)
+            json_object_set(extra, "tools", g->req.tools);
         rc = sd_chat_template_render(ct, msgs, extra, ret, ret_len, &d);
     }
     json_decref(msgs);
@@ -51,6 +53,35 @@ static int render_chat(sd_http *h, sd_http__gen *g, char **ret, size_t *ret_len,
 #else
     (void)h, (void)g, (void)ret, (void)ret_len;
     return sd_api_fail(e, 400, "messages", "no_chat_template",
+                       "chat templates are not supported by this build");
+#endif
+}
+
+/* The markup of "auto" tool calls, from the model's chat template. "auto" needs one we parse:
+ * a template that never shows the model its tools, or teaches a markup we cannot read, would
+ * turn every call into free text. "required" and named calls are constrained, so any model
+ * writes them (it sees the tools only if its template shows them). */
+static int tool_format(sd_http__gen *g, sd_api_err *e)
+{
+    if (g->req.tool_choice != SD_TOOLS_AUTO)
+        return 0;
+#ifdef SD_HAVE_CHAT_TEMPLATE
+    sd_chat_tools t = sd_chat_template_tools(g->slot->m.chat_template);
+    g->tool_fmt = t == SD_CHAT_TOOLS_HERMES  ? SD_TOOL_FMT_HERMES
+                  : t == SD_CHAT_TOOLS_LLAMA ? SD_TOOL_FMT_LLAMA
+                                             : SD_TOOL_FMT_NONE;
+    if (g->tool_fmt != SD_TOOL_FMT_NONE)
+        return 0;
+    return sd_api_fail(e, 400, "tool_choice", "unsupported_value",
+                       t == SD_CHAT_TOOLS_IGNORED
+                           ? "'tool_choice' 'auto': this model's chat template does not show tools to the "
+                             "model; send 'tool_choice': 'required' or name a function (the output is then "
+                             "constrained to calls)"
+                           : "'tool_choice' 'auto': this model's chat template teaches a tool-call markup "
+                             "sparsed does not parse (it reads <tool_call> and Llama 3's JSON); send "
+                             "'tool_choice': 'required' or name a function");
+#else
+    return sd_api_fail(e, 400, "tool_choice", "unsupported_value",
                        "chat templates are not supported by this build");
 #endif
 }
@@ -190,6 +221,8 @@ static int submit_all(sd_http *h, sd_http__gen *g, sd_api_err *e)
         p.prompt_logprobs = g->req.echo && g->req.logprobs >= 0;
         p.json_object = g->req.json_object;
         p.json_schema = g->req.json_schema;
+        p.tool_spec = g->req.tool_spec;
+        p.tool_parallel = g->req.parallel_tool_calls;
         sd_diag d = {0};
         pthread_mutex_lock(&g->mu);
         g->refs++; /* the engine's reference, dropped at the final event */
@@ -256,7 +289,8 @@ int sd_http__gen_prepare(sd_http *h, sd_http__gen *g, sd_http__conn *c, sd_api_e
     if (!g->slot && !(g->slot = sd_http__slot_get(h)))
         return sd_api_fail(e, 503, NULL, "model_loading", "the model is still loading");
     if (sd_api_parse(&g->req, kind, c->body ? c->body : "", c->len, e) < 0 ||
-        check_model(&g->slot->m, &g->req, e) < 0 || tokenize(h, g, e) < 0 || setup_choices(h, g, c, e) < 0)
+        check_model(&g->slot->m, &g->req, e) < 0 || tool_format(g, e) < 0 || tokenize(h, g, e) < 0 ||
+        setup_choices(h, g, c, e) < 0)
         return -1;
     return submit_all(h, g, e);
 }

@@ -34,7 +34,8 @@ def compile_reference(source):
 
 
 def normalize(messages):
-    """What sd_chat_messages_normalize does: text parts joined, null content as ""."""
+    """What sd_chat_messages_normalize does: text parts joined, null content as "", tool-call
+    arguments given as a string holding a JSON object turned into that object."""
     out = copy.deepcopy(messages)
     for m in out:
         c = m.get("content")
@@ -42,6 +43,15 @@ def normalize(messages):
             m["content"] = ""
         elif isinstance(c, list):
             m["content"] = "".join(p["text"] for p in c)
+        for call in m.get("tool_calls") or []:
+            f = call.get("function", {})
+            if isinstance(f.get("arguments"), str):
+                try:
+                    args = json.loads(f["arguments"])
+                except ValueError:
+                    continue
+                if isinstance(args, dict):
+                    f["arguments"] = args
     return out
 
 

@@ -2,12 +2,14 @@
  * scheduler on the CPU backend and the bundled tiny model. Greedy and sampled requests end
  * with EOS after a text that jansson parses as one object (or, cut by max_tokens, that the
  * validator still takes as a prefix); a plain request beside them is unchanged; a schema the
- * engine cannot enforce is refused at submit. */
+ * engine cannot enforce is refused at submit; forced tool calls (tool_spec) end with EOS after
+ * one call or an array of them. */
 #include <jansson.h>
 
 #include "engine/jschema.h"
 #include "engine/jsonc.h"
 #include "engine/sched.h"
+#include "engine/toolcall.h"
 
 #include "tests/engine/sched_util.h"
 
@@ -183,6 +185,108 @@ static void test_json_schema(void)
     free(ids);
 }
 
+/* tool_spec: sampled at temperature 1, every request ends with EOS (not max_tokens) after a whole
+ * call (or an array of calls) that the validator completes and jansson parses, naming one of the
+ * two tools with the arguments its schema asks for. Bounded arguments (a short string, an enum)
+ * keep the calls short whatever the model samples. */
+static const char tool_spec[] =
+    "[{\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "
+    "{\"type\": \"string\", \"maxLength\": 8}, \"unit\": {\"enum\": [\"c\", \"f\"]}}, \"required\": "
+    "[\"city\", \"unit\"]}}, {\"name\": \"get_time\"}]";
+
+static void check_call(const json_t *c, const char *text)
+{
+    const char *name = json_string_value(json_object_get(c, "name"));
+    const json_t *args = json_object_get(c, "arguments");
+    CHECK_MSG(json_object_size(c) == 2 && name && json_is_object(args), "call: %s", text);
+    if (!name || !json_is_object(args))
+        return;
+    if (strcmp(name, "get_time") == 0)
+        CHECK_MSG(json_object_size(args) == 0, "get_time: %s", text);
+    else
+        CHECK_MSG(strcmp(name, "get_weather") == 0 && json_is_string(json_object_get(args, "city")) &&
+                      json_is_string(json_object_get(args, "unit")),
+                  "get_weather: %s", text);
+}
+
+static void check_tool_text(const sd_tcall *tc, const res *r, int parallel)
+{
+    CHECK_MSG(r->n_final == 1 && r->n_error == 0 && r->finish == SD_FINISH_STOP,
+              "finish %d after %d tokens: %s", r->finish, r->n, r->text);
+    uint64_t st[SD_JVAL_MAX_STATE / 8];
+    sd_tcall_init(tc, st);
+    CHECK_MSG(sd_tcall_feed(tc, st, r->text, r->text_len) == 0 && sd_tcall_complete(tc, st), "text: %s",
+              r->text);
+    json_t *v = json_loadb(r->text, r->text_len, 0, NULL);
+    CHECK_MSG(v && (parallel ? json_is_array(v) : json_is_object(v)), "parse: %s", r->text);
+    for (size_t i = 0; parallel && i < json_array_size(v); i++)
+        check_call(json_array_get(v, i), r->text);
+    if (v && !parallel)
+        check_call(v, r->text);
+    json_decref(v);
+}
+
+static void test_tool_calls(void)
+{
+    /* two prompts, each priming one of the tools */
+    int32_t n[2], *ids[2];
+    ids[0] = encode("call = {\"name\": \"get_time\", \"arguments\": {}}\ncall = ", &n[0]);
+    ids[1] = encode("w = {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": "
+                    "\"c\"}}\nw = [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": "
+                    "\"f\"}}, {\"name\": \"get_time\", \"arguments\": {}}]\nw = ",
+                    &n[1]);
+    REQUIRE(ids[0] && ids[1]);
+    sd_backend *b = backend_new(256, 16);
+    REQUIRE(b);
+    sd_engine_opts o;
+    opts(&o, 8, 512);
+    res rs[8] = {0};
+    sd_request_params p[8];
+    for (int i = 0; i < 8; i++) { /* 0-3 one call, 4-7 parallel */
+        json_params(&p[i], ids[i & 1], n[i & 1], 1, 300 + (uint64_t)i);
+        p[i].json_object = 0;
+        p[i].sampling.temperature = 1.0f;
+        p[i].sampling.top_p = 1.0f;
+        p[i].tool_spec = tool_spec;
+        p[i].tool_parallel = i >= 4;
+        p[i].max_tokens = 400; /* up to 16 calls of ~13-35 tokens (the model may well make 16) */
+    }
+    REQUIRE(run_all(b, &o, p, rs, 8, NULL) == 0);
+    sd_tcall *tc[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++)
+        REQUIRE(sd_tcall_compile(&tc[k], tool_spec, strlen(tool_spec), k, NULL) == 0);
+    int weather = 0;
+    for (int i = 0; i < 8; i++) {
+        fprintf(stderr, "  request %d (%d tokens): %s\n", i, rs[i].n, rs[i].text);
+        check_tool_text(tc[i >= 4], &rs[i], i >= 4);
+        weather += strstr(rs[i].text, "get_weather") != NULL;
+        res_reset(&rs[i]);
+    }
+    CHECK_MSG(weather > 0 && weather < 8, "%d of 8 requests called get_weather: both tools should appear",
+              weather);
+    for (int k = 0; k < 2; k++)
+        sd_tcall_free(tc[k]);
+
+    /* refused at submit: a bad tool list, naming the tool; tools beside response_format */
+    sd_sched *s = NULL;
+    sd_diag d = {0};
+    REQUIRE(sd_sched_init(&s, M, b, &o, NULL) == 0);
+    sd_sched_req *r = NULL;
+    p[0].tool_spec = "[{\"name\": \"f\"}, {\"name\": \"g\", \"parameters\": {\"type\": \"object\", "
+                     "\"properties\": {\"x\": {\"type\": \"string\", \"pattern\": \"a\"}}}}]";
+    CHECK(sd_sched_req_new(s, &p[0], on_event, NULL, 1, &r, &d) == SD_EINVAL);
+    CHECK_MSG(strcmp(d.msg, "tools[1] (g): parameters/properties/x: 'pattern' is not supported") == 0,
+              "message: %s", d.msg);
+    p[0].tool_spec = tool_spec;
+    p[0].json_object = 1;
+    CHECK(sd_sched_req_new(s, &p[0], on_event, NULL, 1, &r, &d) == SD_EINVAL);
+    CHECK_MSG(strstr(d.msg, "tools: ") == d.msg && strstr(d.msg, "response_format"), "message: %s", d.msg);
+    sd_sched_free(s);
+    sd_backend_free(b);
+    free(ids[0]);
+    free(ids[1]);
+}
+
 int main(void)
 {
     sd_diag d = {0};
@@ -194,6 +298,7 @@ int main(void)
     RUN(test_json_requests);
     RUN(test_json_cut_by_max_tokens);
     RUN(test_json_schema);
+    RUN(test_tool_calls);
     sd_model_free(M);
     return sd_test_done();
 }

@@ -82,8 +82,11 @@ def test_bad_completion_fields(server, patch, param):
     ({"messages": [{"role": "user", "content": 5}]}, "messages"),
     ({"top_logprobs": 3}, "top_logprobs"), ({"logprobs": True, "top_logprobs": 50}, "top_logprobs"),
     ({"max_completion_tokens": -3}, "max_completion_tokens"),
-    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
-    ({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "auto"}, "tools"),
+    # the bundled template never shows tools: "auto" (the default with tools) is refused
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tool_choice"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "auto"}, "tool_choice"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "any"}, "tool_choice"),
+    ({"tools": [{"type": "function", "function": {"name": "f b"}}], "tool_choice": "required"}, "tools"),
     ({"functions": [{"name": "f"}]}, "functions"), ({"tools": {"a": 1}}, "tools"),
 ])
 def test_bad_chat_fields(server, patch, param):

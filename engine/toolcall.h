@@ -1,0 +1,69 @@
+/* toolcall: constrained tool calls (OpenAI `tool_choice: "required"` or a named function).
+ *
+ * sd_tcall_compile turns a list of tools into a byte-level incremental validator of the same
+ * shape as engine/jschema.h's, which the vocabulary mask (engine/jsonc.h, sd_jval) walks. The
+ * text it accepts is exactly, with no whitespace freedom outside the arguments:
+ *
+ *   one call (parallel 0):  {"name": "NAME", "arguments": ARGS}
+ *   parallel (parallel 1):  [CALL, CALL, ...]   1..SD_TCALL_MAX_CALLS calls, ", " between them
+ *
+ * NAME is one of the tools' names byte for byte; ARGS is a JSON object that the chosen tool's
+ * "parameters" schema accepts (compiled with engine/jschema.h: its subset and depth limit inside
+ * ARGS, whitespace runs of at most one byte there, as `{"a": 1, "b": 2}` has; no whitespace
+ * before ARGS' opening brace). Nothing may follow the
+ * last '}' (one call) or ']' (parallel): the text then ends with end-of-sequence.
+ *
+ * The spec: JSON text, an array of 1..SD_TCALL_MAX_TOOLS objects {"name": NAME, "parameters":
+ * SCHEMA}; other keys (e.g. "description") are ignored. Names match [A-Za-z0-9_-]{1,64} and are
+ * distinct. "parameters" absent or null means {"type": "object", "properties": {}} (ARGS is then
+ * `{}`); a schema must accept only objects.
+ *
+ * Threading: an sd_tcall is read-only after compile. A state is a plain buffer owned by its
+ * request, 8-byte aligned (malloc'd, or slots of sd_tcall_state_size bytes in one such buffer). */
+#ifndef SD_TOOLCALL_H
+#define SD_TOOLCALL_H
+
+#include <stddef.h>
+
+#include "diag.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SD_TCALL_MAX_TOOLS 128       /* tools in a spec at most */
+#define SD_TCALL_MAX_NAME 64         /* bytes of a tool name at most */
+#define SD_TCALL_MAX_CALLS 16        /* calls in a parallel array at most */
+#define SD_TCALL_STATE_MAX (8 + 128) /* sd_tcall_state_size is never larger: a header + a jschema state */
+
+/* A compiled tool list: immutable after compile, shareable across threads. */
+typedef struct sd_tcall sd_tcall;
+
+/* Compiles a tool list given as JSON text (len bytes, no terminator needed); parallel: 1 for an
+ * array of calls, 0 for exactly one. SD_EINVAL with a message naming the problem, starting with
+ * "tools" ("tools: invalid JSON ...", "tools[2]: name 'a b' must match [A-Za-z0-9_-]{1,64}",
+ * "tools[2] (get_weather): parameters/properties/x: 'pattern' is not supported"); SD_ENOMEM. *ret
+ * is set only on success. */
+int sd_tcall_compile(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d);
+void sd_tcall_free(sd_tcall *t); /* NULL: no-op */
+
+/* Bytes of one state: fixed per tool list, a multiple of 8, at most SD_TCALL_STATE_MAX. States are
+ * canonical: texts that leave the validator in the same place give states equal under memcmp. */
+size_t sd_tcall_state_size(const sd_tcall *t);
+/* Sets state to the start of the text. */
+void sd_tcall_init(const sd_tcall *t, void *state);
+/* One byte: 0 while the text is still a valid prefix; -1 when rejected (state unspecified). */
+int sd_tcall_step(const sd_tcall *t, void *state, unsigned byte);
+/* n bytes, all or nothing: -1 leaves state as it was. */
+int sd_tcall_feed(const sd_tcall *t, void *state, const char *bytes, size_t n);
+/* 1 once the whole text has been read (after the final '}' or ']'): every byte is then rejected. */
+int sd_tcall_complete(const sd_tcall *t, const void *state);
+/* 1 when the text may end here: the same as complete (a tool call never ends in a number). */
+int sd_tcall_can_end(const sd_tcall *t, const void *state);
+/* 1 inside an argument string whose content is unconstrained (sd_jschema_in_plain_string). */
+int sd_tcall_in_plain_string(const sd_tcall *t, const void *state);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

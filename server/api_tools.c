@@ -1,0 +1,359 @@
+/* api_tools: OpenAI chat tools — the request fields ("tools", "tool_choice",
+ * "parallel_tool_calls") and the tool calls found in a reply.
+ *
+ * Two ways a reply carries calls:
+ *  - "required" or a named function: the engine constrains the output to calls written as
+ *    {"name": ..., "arguments": {...}} (an array of them with parallel calls; engine/toolcall.h),
+ *    so nothing of it is content and it always parses unless cut short by max_tokens;
+ *  - "auto": the model writes its own markup, which its chat template taught it
+ *    (sd_api_tool_fmt); text before the first call is content, streamed as it comes. */
+#include "server/api.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_TOOLS 128
+#define MAX_CALLS 64
+#define MAX_NAME 64
+
+static const char TAG_OPEN[] = "<tool_call>", TAG_CLOSE[] = "</tool_call>";
+static const char PYTHON_TAG[] = "<|python_tag|>";
+
+/* A field's value, NULL when absent or JSON null (OpenAI treats null as "not given"). */
+static json_t *given(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_null(v) ? NULL : v;
+}
+
+/* OpenAI's rule for function names: 1-64 of [A-Za-z0-9_-]. */
+static int valid_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > MAX_NAME)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '-')
+            return 0;
+    return 1;
+}
+
+static const char *tool_name(json_t *tool)
+{
+    return json_string_value(json_object_get(json_object_get(tool, "function"), "name"));
+}
+
+/* tools[i]: {"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}} */
+static int check_tool(json_t *tools, size_t i, sd_api_err *e)
+{
+    json_t *t = json_array_get(tools, i), *f = json_object_get(t, "function");
+    json_t *type = json_object_get(t, "type");
+    if (!json_is_object(t) || !json_is_string(type) || strcmp(json_string_value(type), "function"))
+        return sd_api_fail(e, 400, "tools", "invalid_value",
+                           "tools[%zu] must be {\"type\": \"function\", \"function\": {...}}", i);
+    const char *name = json_string_value(json_object_get(f, "name"));
+    if (!json_is_object(f) || !name || !valid_name(name))
+        return sd_api_fail(e, 400, "tools", "invalid_value",
+                           "tools[%zu].function.name must be 1-64 letters, digits, '_' or '-'", i);
+    json_t *desc = given(f, "description"), *params = given(f, "parameters"), *strict = given(f, "strict");
+    if ((desc && !json_is_string(desc)) || (params && !json_is_object(params)) ||
+        (strict && !json_is_boolean(strict)))
+        return sd_api_fail(e, 400, "tools", "invalid_type",
+                           "tools[%zu] (%s): 'description' must be a string, 'parameters' an object, "
+                           "'strict' a boolean",
+                           i, name);
+    for (size_t j = 0; j < i; j++)
+        if (!strcmp(tool_name(json_array_get(tools, j)), name))
+            return sd_api_fail(e, 400, "tools", "invalid_value", "tools[%zu]: function '%s' is given twice",
+                               i, name);
+    return 0;
+}
+
+/* The index of the tool named `name`, or -1. */
+static int find_tool(json_t *tools, const char *name)
+{
+    for (size_t i = 0; name && i < json_array_size(tools); i++)
+        if (!strcmp(tool_name(json_array_get(tools, i)), name))
+            return (int)i;
+    return -1;
+}
+
+/* tool_choice: "none" | "auto" | "required" | {"type": "function", "function": {"name": ...}} */
+static int parse_choice(sd_api_req *r, json_t *tc, json_t *tools, int *named, sd_api_err *e)
+{
+    size_t n = json_array_size(tools);
+    const char *s = json_string_value(tc);
+    if (!tc || (s && !strcmp(s, "auto"))) {
+        r->tool_choice = n ? SD_TOOLS_AUTO : SD_TOOLS_OFF;
+        return 0;
+    }
+    if (s && !strcmp(s, "none")) {
+        r->tool_choice = SD_TOOLS_OFF;
+        return 0;
+    }
+    if (s && strcmp(s, "required"))
+        return sd_api_fail(e, 400, "tool_choice", "invalid_value",
+                           "'tool_choice' must be 'none', 'auto', 'required' or "
+                           "{\"type\": \"function\", \"function\": {\"name\": ...}}; got '%.40s'",
+                           s);
+    const char *name = s ? NULL : json_string_value(json_object_get(json_object_get(tc, "function"), "name"));
+    if (!s && (!json_is_object(tc) || !name))
+        return sd_api_fail(e, 400, "tool_choice", "invalid_type",
+                           "'tool_choice' as an object must be {\"type\": \"function\", \"function\": "
+                           "{\"name\": ...}}");
+    if (!n)
+        return sd_api_fail(e, 400, "tool_choice", "invalid_value",
+                           "'tool_choice' '%s' needs a non-empty 'tools' list", s ? s : name);
+    if (!s && (*named = find_tool(tools, name)) < 0)
+        return sd_api_fail(e, 400, "tool_choice", "invalid_value",
+                           "'tool_choice' names function '%.64s', which is not in 'tools'", name);
+    r->tool_choice = s ? SD_TOOLS_REQUIRED : SD_TOOLS_NAMED;
+    return 0;
+}
+
+/* The engine's constraint: [{"name", "parameters"}] of every tool, or of the named one. */
+static int build_spec(sd_api_req *r, json_t *tools, int named, sd_api_err *e)
+{
+    json_t *spec = json_array();
+    for (size_t i = 0; spec && i < json_array_size(tools); i++) {
+        if (named >= 0 && (size_t)named != i)
+            continue;
+        json_t *f = json_object_get(json_array_get(tools, i), "function");
+        json_t *params = given(f, "parameters");
+        if (json_is_object(params) && !json_object_size(params))
+            params = NULL; /* {}: a function without arguments, as OpenAI reads it */
+        json_t *one = json_pack("{s:s}", "name", tool_name(json_array_get(tools, i)));
+        if (!one || (params && json_object_set(one, "parameters", params)) ||
+            json_array_append_new(spec, one)) {
+            json_decref(spec);
+            spec = NULL;
+        }
+    }
+    r->tool_spec = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
+    json_decref(spec);
+    return r->tool_spec ? 0 : sd_api_fail(e, 500, NULL, NULL, "out of memory");
+}
+
+int sd_api_parse_tools(sd_api_req *r, json_t *o, sd_api_err *e)
+{
+    r->parallel_tool_calls = 1;
+    static const char *const legacy[] = {"functions", "function_call"};
+    for (size_t i = 0; i < 2; i++)
+        if (given(o, legacy[i]))
+            return sd_api_fail(e, 400, legacy[i], "unsupported_value",
+                               "'%s' (deprecated by OpenAI) is not supported: send 'tools' and 'tool_choice'",
+                               legacy[i]);
+    json_t *ptc = given(o, "parallel_tool_calls");
+    if (ptc && !json_is_boolean(ptc))
+        return sd_api_fail(e, 400, "parallel_tool_calls", "invalid_type",
+                           "'parallel_tool_calls' must be a boolean");
+    r->parallel_tool_calls = !ptc || json_is_true(ptc);
+    json_t *tools = given(o, "tools");
+    if (tools && (!json_is_array(tools) || json_array_size(tools) > MAX_TOOLS))
+        return sd_api_fail(e, 400, "tools", "invalid_type", "'tools' must be a list of at most %d functions",
+                           MAX_TOOLS);
+    for (size_t i = 0; i < json_array_size(tools); i++)
+        if (check_tool(tools, i, e))
+            return -1;
+    int named = -1;
+    if (parse_choice(r, given(o, "tool_choice"), tools, &named, e))
+        return -1;
+    if (r->tool_choice == SD_TOOLS_OFF)
+        return 0;
+    if (r->json_object || r->json_schema)
+        return sd_api_fail(e, 400, "response_format", "invalid_value",
+                           "'response_format' json_object / json_schema cannot be combined with tools; send "
+                           "'tool_choice': 'none' or no 'response_format'");
+    r->tools = json_incref(tools);
+    return r->tool_choice == SD_TOOLS_AUTO ? 0 : build_spec(r, tools, named, e);
+}
+
+/* ---- replies ---- */
+
+static size_t skip_ws(const char *s, size_t i, size_t len)
+{
+    while (i < len && isspace((unsigned char)s[i]))
+        i++;
+    return i;
+}
+
+static size_t trim_end(const char *s, size_t n)
+{
+    while (n && isspace((unsigned char)s[n - 1]))
+        n--;
+    return n;
+}
+
+static const char *find(const char *s, size_t len, const char *pat)
+{
+    size_t m = strlen(pat);
+    for (size_t i = 0; i + m <= len; i++)
+        if (!memcmp(s + i, pat, m))
+            return s + i;
+    return NULL;
+}
+
+/* The length of the longest end of s[0, len) that begins `pat` without completing it. */
+static size_t partial_tail(const char *s, size_t len, const char *pat)
+{
+    size_t m = strlen(pat);
+    for (size_t k = m - 1 < len ? m - 1 : len; k > 0; k--)
+        if (!memcmp(s + len - k, pat, k))
+            return k;
+    return 0;
+}
+
+/* Llama: a reply that opens with '{' or the python tag (or may yet: a prefix of it) is held. */
+static int llama_may_call(const char *s, size_t i, size_t len)
+{
+    size_t m = strlen(PYTHON_TAG), k = len - i < m ? len - i : m;
+    return i == len || s[i] == '{' || !memcmp(s + i, PYTHON_TAG, k);
+}
+
+size_t sd_api_tools_safe(const sd_api_req *r, sd_api_tool_fmt fmt, const char *text, size_t len)
+{
+    if (r->tool_choice == SD_TOOLS_OFF)
+        return len;
+    if (r->tool_choice != SD_TOOLS_AUTO)
+        return 0;
+    if (fmt == SD_TOOL_FMT_HERMES) {
+        const char *p = find(text, len, TAG_OPEN);
+        /* whitespace before a call is not content: hold it until something else follows */
+        return trim_end(text, p ? (size_t)(p - text) : len - partial_tail(text, len, TAG_OPEN));
+    }
+    if (fmt == SD_TOOL_FMT_LLAMA)
+        return llama_may_call(text, skip_ws(text, 0, len), len) ? 0 : len;
+    return len;
+}
+
+void sd_api_tool_calls_free(sd_api_tool_call *calls, int n)
+{
+    for (int i = 0; calls && i < n; i++) {
+        free(calls[i].name);
+        free(calls[i].arguments);
+    }
+    free(calls);
+}
+
+typedef struct calls_buf {
+    sd_api_tool_call *v;
+    int n;
+    int oom;
+} calls_buf;
+
+/* One call object {"name": s, <argkey>: {...}} (arguments as an object, or a string holding
+ * one) naming an offered tool, appended to b. 0: taken; -1: not a call. */
+static int take_call(const sd_api_req *r, calls_buf *b, json_t *o, const char *argkey)
+{
+    const char *name = json_string_value(json_object_get(o, "name"));
+    json_t *args = json_object_get(o, argkey), *parsed = NULL;
+    if (json_is_string(args))
+        args = parsed = json_loads(json_string_value(args), 0, NULL);
+    int ok = json_is_object(o) && json_object_size(o) == 2 && find_tool(r->tools, name) >= 0 &&
+             json_is_object(args) && b->n < MAX_CALLS;
+    if (ok) {
+        sd_api_tool_call *v = realloc(b->v, (size_t)(b->n + 1) * sizeof *v);
+        if (v) {
+            b->v = v;
+            v[b->n] = (sd_api_tool_call){strdup(name), json_dumps(args, JSON_COMPACT)};
+            b->oom |= !v[b->n].name || !v[b->n].arguments;
+            b->n++;
+        }
+        b->oom |= !v;
+    }
+    json_decref(parsed);
+    return ok ? 0 : -1;
+}
+
+/* Parses one JSON value at s[*i, len) (leading whitespace allowed), advancing *i past it. */
+static json_t *load_at(const char *s, size_t *i, size_t len)
+{
+    json_error_t je;
+    size_t at = skip_ws(s, *i, len);
+    json_t *v = json_loadb(s + at, len - at, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY, &je);
+    if (v)
+        *i = at + (size_t)je.position;
+    return v;
+}
+
+/* The constrained form: one call object, or (parallel calls) an array of them. */
+static int split_json(const sd_api_req *r, calls_buf *b, const char *s, size_t len)
+{
+    json_t *v = json_loadb(s, len, JSON_DECODE_ANY, NULL);
+    int rc = json_is_object(v) ? take_call(r, b, v, "arguments") : json_array_size(v) ? 0 : -1;
+    for (size_t i = 0; json_is_array(v) && rc == 0 && i < json_array_size(v); i++)
+        rc = take_call(r, b, json_array_get(v, i), "arguments");
+    json_decref(v);
+    return rc;
+}
+
+/* Hermes: <tool_call> {call} </tool_call>, repeated, with only whitespace between and after (the
+ * last closing tag may be missing: the model may stop right after the object). */
+static int split_hermes(const sd_api_req *r, calls_buf *b, const char *s, size_t len, size_t *content_len)
+{
+    const char *p = find(s, len, TAG_OPEN);
+    if (!p)
+        return -1;
+    *content_len = trim_end(s, (size_t)(p - s));
+    size_t i = (size_t)(p - s), ot = strlen(TAG_OPEN), ct = strlen(TAG_CLOSE);
+    while (i < len) {
+        if (len - i < ot || memcmp(s + i, TAG_OPEN, ot))
+            return -1;
+        i += ot;
+        json_t *v = load_at(s, &i, len);
+        int rc = v ? take_call(r, b, v, "arguments") : -1;
+        json_decref(v);
+        if (rc < 0)
+            return -1;
+        i = skip_ws(s, i, len);
+        if (i < len && (len - i < ct || memcmp(s + i, TAG_CLOSE, ct)))
+            return -1;
+        i = skip_ws(s, i < len ? i + ct : i, len);
+    }
+    return 0;
+}
+
+/* Llama 3.x: the whole reply is {"name": ..., "parameters": {...}} (after the python tag, if
+ * the detokenizer kept it), several separated by ';'. */
+static int split_llama(const sd_api_req *r, calls_buf *b, const char *s, size_t len)
+{
+    size_t i = skip_ws(s, 0, len), m = strlen(PYTHON_TAG);
+    if (len - i >= m && !memcmp(s + i, PYTHON_TAG, m))
+        i += m;
+    for (;;) {
+        json_t *v = load_at(s, &i, len);
+        int rc = v ? take_call(r, b, v, json_object_get(v, "parameters") ? "parameters" : "arguments") : -1;
+        json_decref(v);
+        if (rc < 0)
+            return -1;
+        i = skip_ws(s, i, len);
+        if (i == len)
+            return 0;
+        if (s[i++] != ';')
+            return -1;
+    }
+}
+
+int sd_api_tools_split(const sd_api_req *r, sd_api_tool_fmt fmt, const char *text, size_t len,
+                       size_t *content_len, sd_api_tool_call **calls, int *n_calls)
+{
+    calls_buf b = {0};
+    size_t content = 0;
+    int rc = -1;
+    if (r->tool_choice == SD_TOOLS_REQUIRED || r->tool_choice == SD_TOOLS_NAMED)
+        rc = split_json(r, &b, text, len);
+    else if (r->tool_choice == SD_TOOLS_AUTO && fmt == SD_TOOL_FMT_HERMES)
+        rc = split_hermes(r, &b, text, len, &content);
+    else if (r->tool_choice == SD_TOOLS_AUTO && fmt == SD_TOOL_FMT_LLAMA)
+        rc = split_llama(r, &b, text, len);
+    if (rc < 0 || b.oom) { /* no calls: the reply is all content */
+        sd_api_tool_calls_free(b.v, b.n);
+        b = (calls_buf){.oom = b.oom};
+        content = len;
+    }
+    *content_len = content;
+    *calls = b.v;
+    *n_calls = b.n;
+    return b.oom ? -1 : 0;
+}

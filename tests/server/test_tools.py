@@ -1,0 +1,151 @@
+"""Chat tool calls through the official `openai` client on the bundled model: "required" and a
+named function constrain the reply to calls of the offered functions (any model writes them,
+even one whose template never shows it the tools); streamed calls equal whole ones; "auto"
+needs a template that teaches a markup sparsed parses (the bundled one does not: 400), and with
+one (tests/fixtures/templates/hermes_tools.jinja) the tools and earlier calls reach the prompt
+exactly as Python jinja2 renders them."""
+import json
+import shutil
+
+import pytest
+
+from conftest import MODEL, ROOT
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "required": ["city"], "additionalProperties": False,
+                   "properties": {"city": {"type": "string", "maxLength": 16},
+                                  "unit": {"enum": ["celsius", "fahrenheit"]}}}}}
+TIME = {"type": "function", "function": {"name": "get_time", "parameters": {}}}
+TOOLS = [WEATHER, TIME]
+MSGS = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def check_call(call):
+    """A call of an offered function with arguments its schema accepts; returns them parsed."""
+    assert call.type == "function" and call.id.startswith("call_") and len(call.id) == 29, call
+    args = json.loads(call.function.arguments)
+    if call.function.name == "get_weather":
+        assert set(args) <= {"city", "unit"} and isinstance(args["city"], str) and len(args["city"]) <= 16, args
+        assert args.get("unit", "celsius") in ("celsius", "fahrenheit"), args
+    else:
+        assert call.function.name == "get_time" and args == {}, call
+    return args
+
+
+def test_required_calls(client):
+    # up to 16 calls of ~15-30 tokens: enough room for all (the tiny model does run to 16)
+    r = client.chat.completions.create(model="tiny", messages=MSGS, tools=TOOLS, tool_choice="required",
+                                       max_tokens=600, temperature=1.0, seed=5, n=6)
+    for c in r.choices:
+        assert c.finish_reason == "tool_calls" and c.message.content is None, c
+        assert 1 <= len(c.message.tool_calls) <= 16
+        for call in c.message.tool_calls:
+            check_call(call)
+        ids = [call.id for call in c.message.tool_calls]
+        assert len(set(ids)) == len(ids)
+    # without parallel calls: exactly one each
+    r = client.chat.completions.create(model="tiny", messages=MSGS, tools=TOOLS, tool_choice="required",
+                                       parallel_tool_calls=False, max_tokens=120, temperature=1.0, seed=6, n=6)
+    assert all(c.finish_reason == "tool_calls" and len(c.message.tool_calls) == 1 for c in r.choices), r
+
+
+def test_named_function(client):
+    choice = {"type": "function", "function": {"name": "get_weather"}}
+    r = client.chat.completions.create(model="tiny", messages=MSGS, tools=TOOLS, tool_choice=choice,
+                                       max_tokens=120, temperature=0.8, seed=2, n=4, parallel_tool_calls=False)
+    for c in r.choices:
+        (call,) = c.message.tool_calls
+        assert call.function.name == "get_weather"
+        check_call(call)
+
+
+def test_stream_equals_whole(client):
+    kw = dict(model="tiny", messages=MSGS, tools=TOOLS, tool_choice="required", max_tokens=600,
+              temperature=1.0, seed=9, n=2)
+    whole = client.chat.completions.create(**kw)
+    calls, finish, content = {}, {}, {}
+    for chunk in client.chat.completions.create(stream=True, **kw):
+        for c in chunk.choices:
+            content[c.index] = content.get(c.index, "") + (c.delta.content or "")
+            for t in c.delta.tool_calls or []:
+                assert t.id.startswith("call_") and t.type == "function"
+                calls.setdefault(c.index, []).append((t.index, t.function.name, t.function.arguments))
+            if c.finish_reason:
+                finish[c.index] = c.finish_reason
+    for c in whole.choices:
+        want = [(k, t.function.name, t.function.arguments) for k, t in enumerate(c.message.tool_calls)]
+        assert calls[c.index] == want and finish[c.index] == c.finish_reason and content[c.index] == ""
+
+
+def test_cut_short_is_content(client):
+    """A call that max_tokens cuts is no call: the text comes back as content, finish "length"."""
+    r = client.chat.completions.create(model="tiny", messages=MSGS, tools=TOOLS, tool_choice="required",
+                                       max_tokens=3, temperature=0)
+    c = r.choices[0]
+    assert c.finish_reason == "length" and not c.message.tool_calls and c.message.content.startswith("[{")
+
+
+def test_auto_needs_a_tool_template(client):
+    import openai
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="tiny", messages=MSGS, tools=TOOLS, max_tokens=4)
+    assert e.value.body["param"] == "tool_choice" and "does not show tools" in e.value.body["message"]
+    # "none": the tools are not shown and the reply is text
+    r = client.chat.completions.create(model="tiny", messages=MSGS, tools=TOOLS, tool_choice="none", max_tokens=4)
+    assert r.choices[0].message.tool_calls is None and isinstance(r.choices[0].message.content, str)
+
+
+def test_unsupported_parameters_schema(client):
+    import openai
+    bad = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"x": {"type": "string", "pattern": "^a"}}}}}
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="tiny", messages=MSGS, tools=[bad], tool_choice="required",
+                                       max_tokens=4)
+    assert "pattern" in e.value.body["message"], e.value.body
+
+
+@pytest.fixture(scope="module")
+def hermes_model(tmp_path_factory):
+    """The bundled model with a chat template that shows tools and teaches <tool_call>."""
+    d = tmp_path_factory.mktemp("hermes")
+    for f in MODEL.iterdir():
+        if f.name != "tokenizer_config.json":
+            (d / f.name).symlink_to(f)
+    cfg = json.loads((MODEL / "tokenizer_config.json").read_text())
+    cfg["chat_template"] = (ROOT / "tests" / "fixtures" / "templates" / "hermes_tools.jinja").read_text()
+    (d / "tokenizer_config.json").write_text(json.dumps(cfg))
+    return d, cfg
+
+
+def test_auto_renders_tools_and_calls(start_server, hermes_model):
+    """With a template that shows tools, "auto" is accepted; the prompt holds the tools and an earlier
+    call (its arguments sent as the JSON string OpenAI returned) as jinja2 renders them."""
+    openai = pytest.importorskip("openai")
+    jinja2 = pytest.importorskip("jinja2")
+    tokenizers = pytest.importorskip("tokenizers")
+    d, cfg = hermes_model
+    srv = start_server(args=["--model", str(d)])
+    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    convo = MSGS + [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21}"}]
+    r = client.chat.completions.create(model=client.models.list().data[0].id, messages=convo, tools=TOOLS,
+                                       max_tokens=8, temperature=0)
+    c = r.choices[0]
+    assert c.finish_reason in ("stop", "length", "tool_calls")
+    if c.message.tool_calls:  # the tiny model is not trained to call; if it does, the calls are well formed
+        for call in c.message.tool_calls:
+            check_call(call)
+    norm = [{**m, "content": m["content"] or ""} for m in convo]
+    norm[1]["tool_calls"] = [{**norm[1]["tool_calls"][0], "function": {"name": "get_weather",
+                                                                        "arguments": {"city": "Paris"}}}]
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)  # as transformers sets it up
+    env.filters["tojson"] = lambda v, indent=None: json.dumps(v, ensure_ascii=False, indent=indent)
+    text = env.from_string(cfg["chat_template"]).render(
+        messages=norm, tools=TOOLS, bos_token=cfg["bos_token"], add_generation_prompt=True)
+    assert "<tools>" in text and '"arguments": {"city": "Paris"}' in text
+    tok = tokenizers.Tokenizer.from_file(str(MODEL / "tokenizer.json"))
+    assert r.usage.prompt_tokens == len(tok.encode(text, add_special_tokens=False).ids)
