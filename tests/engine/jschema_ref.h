@@ -9,33 +9,8 @@
 #include <stdint.h>
 
 #include "engine/jschema_impl.h" /* white-box: the zero-padding check reads the state layout */
+#include "tests/engine/text_util.h"
 #include "tests/harness.h"
-
-static inline uint64_t rng_next(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
-static inline unsigned rnd(uint64_t *s, unsigned n)
-{
-    return (unsigned)(rng_next(s) % n);
-}
-
-/* s with every ' turned into " (one of 8 rotating buffers). */
-static inline const char *q(const char *s)
-{
-    static char ring[8][4096];
-    static unsigned next;
-    char *b = ring[next++ % 8];
-    size_t i = 0;
-    for (; s[i] && i + 1 < sizeof ring[0]; i++)
-        b[i] = s[i] == '\'' ? '"' : s[i];
-    b[i] = '\0';
-    return b;
-}
 
 /* A state buffer: aligned and typed like the library's own (its header, then frame bytes). */
 typedef union {

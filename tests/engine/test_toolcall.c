@@ -7,28 +7,8 @@
 
 #include "engine/jsonc.h"
 #include "engine/toolcall.h"
+#include "tests/engine/text_util.h"
 #include "tests/harness.h"
-
-/* s with every ' turned into " (one of 8 rotating buffers). */
-static const char *q(const char *s)
-{
-    static char ring[8][8192];
-    static unsigned next;
-    char *b = ring[next++ % 8];
-    size_t i = 0;
-    for (; s[i] && i + 1 < sizeof ring[0]; i++)
-        b[i] = s[i] == '\'' ? '"' : s[i];
-    b[i] = '\0';
-    return b;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
 
 typedef union {
     uint64_t w[SD_TCALL_STATE_MAX / 8];
