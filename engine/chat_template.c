@@ -17,6 +17,7 @@ struct sd_chat_template {
     sd_jinja_tmpl *tool_use; /* used when tools are given, or NULL */
     json_t *vars;            /* special tokens: {"bos_token": "...", ...} */
     sd_chat_tools tools;     /* of the tool_use template if any, else of the default */
+    int thinks;              /* either template speaks of </think> */
 };
 
 /* The markup a template source teaches for calls: its own words for it, not its structure. */
@@ -39,12 +40,19 @@ static int parse_source(sd_chat_template *t, sd_jinja_tmpl **ret, const char *sr
         sd_diag_wrap(d, rc, "chat template %s", what);
     else if (ret == &t->tool_use || !t->tool_use)
         t->tools = tools_of(src);
+    if (rc == 0 && strstr(src, "</think>"))
+        t->thinks = 1;
     return rc;
 }
 
 sd_chat_tools sd_chat_template_tools(const sd_chat_template *t)
 {
     return t ? t->tools : SD_CHAT_TOOLS_IGNORED;
+}
+
+int sd_chat_template_thinks(const sd_chat_template *t)
+{
+    return t ? t->thinks : 0;
 }
 
 int sd_chat_template_init(sd_chat_template **ret, const char *source, sd_diag *d)

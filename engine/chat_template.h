@@ -38,6 +38,9 @@ typedef enum sd_chat_tools {
     SD_CHAT_TOOLS_OTHER,       /* shows the tools, in a markup we do not parse */
 } sd_chat_tools;
 sd_chat_tools sd_chat_template_tools(const sd_chat_template *t);
+/* 1 when a template speaks of "</think>" (Qwen3, DeepSeek-R1): its model writes reasoning in
+ * <think> ... </think> before the answer. */
+int sd_chat_template_thinks(const sd_chat_template *t);
 
 /* Renders `messages` (a JSON array, passed through as-is) with the variables transformers
  * passes: the special tokens, tools = null, documents = null, add_generation_prompt = false,

@@ -69,6 +69,7 @@ typedef struct sd_api_req {
     /* chat */
     json_t *messages; /* normalised: content as strings */
     int add_generation_prompt;
+    json_t *template_kwargs; /* chat_template_kwargs: more variables for the template, or NULL */
     /* both */
     int32_t max_tokens; /* -1: default (completions 16; chat: up to the context) */
     int n;
@@ -112,8 +113,11 @@ typedef struct sd_api_choice_out {
     size_t text_len;
     const sd_api_tok *toks; /* [n_toks]; NULL unless logprobs were asked */
     int n_toks;
-    size_t text_offset0;           /* completions logprobs: offset (chars) of the first token's text */
-    const char *finish;            /* "stop" | "length" | "tool_calls" | NULL (not finished) */
+    size_t text_offset0;   /* completions logprobs: offset (chars) of the first token's text */
+    const char *finish;    /* "stop" | "length" | "tool_calls" | NULL (not finished) */
+    const char *reasoning; /* [reasoning_len] chat: reasoning_content (server/reply.h) */
+    size_t reasoning_len;
+    int has_reasoning;             /* whole responses: message.reasoning_content is given */
     const sd_api_tool_call *calls; /* [n_calls] chat tool calls (message.tool_calls / delta) */
     int n_calls;
     int content_null; /* chat: "content": null (a reply of tool calls only) */

@@ -268,6 +268,9 @@ char *sd_api_response(const sd_api_meta *m, const sd_api_choice_out *c, int n, c
             json_object_set_new(msg, "role", json_string("assistant"));
             json_object_set_new(msg, "content",
                                 c[i].content_null ? json_null() : json_stringn(c[i].text, c[i].text_len));
+            if (c[i].has_reasoning)
+                json_object_set_new(msg, "reasoning_content",
+                                    json_stringn(c[i].reasoning ? c[i].reasoning : "", c[i].reasoning_len));
             if (c[i].n_calls)
                 json_object_set_new(msg, "tool_calls", tool_calls(m, &c[i], 0));
             json_object_set_new(ch, "message", msg);
@@ -295,6 +298,8 @@ char *sd_api_chunk(const sd_api_meta *m, const sd_api_choice_out *c, int role_on
         } else if (c->text_len) {
             json_object_set_new(delta, "content", json_stringn(c->text, c->text_len));
         }
+        if (!role_only && c->reasoning_len)
+            json_object_set_new(delta, "reasoning_content", json_stringn(c->reasoning, c->reasoning_len));
         if (!role_only && c->n_calls)
             json_object_set_new(delta, "tool_calls", tool_calls(m, c, 1));
         json_object_set_new(ch, "delta", delta);

@@ -425,6 +425,11 @@ static int parse_chat(sd_api_req *r, json_t *o, sd_api_err *e)
     r->add_generation_prompt = 1;
     if (get_bool(o, "add_generation_prompt", &r->add_generation_prompt, e) || sd_api_parse_tools(r, o, e))
         return -1;
+    json_t *kw = field(o, "chat_template_kwargs");
+    if (kw && !json_is_object(kw))
+        return sd_api_fail(e, 400, "chat_template_kwargs", "invalid_type",
+                           "'chat_template_kwargs' must be an object (e.g. {\"enable_thinking\": false})");
+    r->template_kwargs = json_incref(kw);
     return parse_messages(r, o, e);
 }
 
@@ -470,6 +475,7 @@ void sd_api_req_free(sd_api_req *r)
     free(r->bias);
     free(r->json_schema);
     json_decref(r->tools);
+    json_decref(r->template_kwargs);
     free(r->tool_spec);
     memset(r, 0, sizeof *r);
 }

@@ -8,6 +8,7 @@
  *  - "auto": the model writes its own markup, which its chat template taught it
  *    (sd_api_tool_fmt); text before the first call is content, streamed as it comes. */
 #include "server/api.h"
+#include "server/textscan.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -171,39 +172,6 @@ int sd_api_parse_tools(sd_api_req *r, json_t *o, sd_api_err *e)
 
 /* ---- replies ---- */
 
-static size_t skip_ws(const char *s, size_t i, size_t len)
-{
-    while (i < len && isspace((unsigned char)s[i]))
-        i++;
-    return i;
-}
-
-static size_t trim_end(const char *s, size_t n)
-{
-    while (n && isspace((unsigned char)s[n - 1]))
-        n--;
-    return n;
-}
-
-static const char *find(const char *s, size_t len, const char *pat)
-{
-    size_t m = strlen(pat);
-    for (size_t i = 0; i + m <= len; i++)
-        if (!memcmp(s + i, pat, m))
-            return s + i;
-    return NULL;
-}
-
-/* The length of the longest end of s[0, len) that begins `pat` without completing it. */
-static size_t partial_tail(const char *s, size_t len, const char *pat)
-{
-    size_t m = strlen(pat);
-    for (size_t k = m - 1 < len ? m - 1 : len; k > 0; k--)
-        if (!memcmp(s + len - k, pat, k))
-            return k;
-    return 0;
-}
-
 /* Llama: a reply that opens with '{' or the python tag (or may yet: a prefix of it) is held. */
 static int llama_may_call(const char *s, size_t i, size_t len)
 {
@@ -218,12 +186,13 @@ size_t sd_api_tools_safe(const sd_api_req *r, sd_api_tool_fmt fmt, const char *t
     if (r->tool_choice != SD_TOOLS_AUTO)
         return 0;
     if (fmt == SD_TOOL_FMT_HERMES) {
-        const char *p = find(text, len, TAG_OPEN);
+        const char *p = sd_scan_find(text, len, TAG_OPEN);
         /* whitespace before a call is not content: hold it until something else follows */
-        return trim_end(text, p ? (size_t)(p - text) : len - partial_tail(text, len, TAG_OPEN));
+        return sd_scan_trim_end(text,
+                                p ? (size_t)(p - text) : len - sd_scan_partial_tail(text, len, TAG_OPEN));
     }
     if (fmt == SD_TOOL_FMT_LLAMA)
-        return llama_may_call(text, skip_ws(text, 0, len), len) ? 0 : len;
+        return llama_may_call(text, sd_scan_ws(text, 0, len), len) ? 0 : len;
     return len;
 }
 
@@ -270,7 +239,7 @@ static int take_call(const sd_api_req *r, calls_buf *b, json_t *o, const char *a
 static json_t *load_at(const char *s, size_t *i, size_t len)
 {
     json_error_t je;
-    size_t at = skip_ws(s, *i, len);
+    size_t at = sd_scan_ws(s, *i, len);
     json_t *v = json_loadb(s + at, len - at, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY, &je);
     if (v)
         *i = at + (size_t)je.position;
@@ -292,10 +261,10 @@ static int split_json(const sd_api_req *r, calls_buf *b, const char *s, size_t l
  * last closing tag may be missing: the model may stop right after the object). */
 static int split_hermes(const sd_api_req *r, calls_buf *b, const char *s, size_t len, size_t *content_len)
 {
-    const char *p = find(s, len, TAG_OPEN);
+    const char *p = sd_scan_find(s, len, TAG_OPEN);
     if (!p)
         return -1;
-    *content_len = trim_end(s, (size_t)(p - s));
+    *content_len = sd_scan_trim_end(s, (size_t)(p - s));
     size_t i = (size_t)(p - s), ot = strlen(TAG_OPEN), ct = strlen(TAG_CLOSE);
     while (i < len) {
         if (len - i < ot || memcmp(s + i, TAG_OPEN, ot))
@@ -306,10 +275,10 @@ static int split_hermes(const sd_api_req *r, calls_buf *b, const char *s, size_t
         json_decref(v);
         if (rc < 0)
             return -1;
-        i = skip_ws(s, i, len);
+        i = sd_scan_ws(s, i, len);
         if (i < len && (len - i < ct || memcmp(s + i, TAG_CLOSE, ct)))
             return -1;
-        i = skip_ws(s, i < len ? i + ct : i, len);
+        i = sd_scan_ws(s, i < len ? i + ct : i, len);
     }
     return 0;
 }
@@ -318,7 +287,7 @@ static int split_hermes(const sd_api_req *r, calls_buf *b, const char *s, size_t
  * the detokenizer kept it), several separated by ';'. */
 static int split_llama(const sd_api_req *r, calls_buf *b, const char *s, size_t len)
 {
-    size_t i = skip_ws(s, 0, len), m = strlen(PYTHON_TAG);
+    size_t i = sd_scan_ws(s, 0, len), m = strlen(PYTHON_TAG);
     if (len - i >= m && !memcmp(s + i, PYTHON_TAG, m))
         i += m;
     for (;;) {
@@ -327,7 +296,7 @@ static int split_llama(const sd_api_req *r, calls_buf *b, const char *s, size_t 
         json_decref(v);
         if (rc < 0)
             return -1;
-        i = skip_ws(s, i, len);
+        i = sd_scan_ws(s, i, len);
         if (i == len)
             return 0;
         if (s[i++] != ';')

@@ -84,6 +84,9 @@ static const opt opts[] = {
     {"log_priority_prefix", OPT_BOOL, O(log_priority_prefix), "false", 0, 0, NULL,
      "prefix log lines with <N> syslog priorities for journald (reloadable)"},
     {"web_ui", OPT_BOOL, O(web_ui), "true", 0, 0, NULL, "serve the web console (chat, server, jobs) at /"},
+    {"split_reasoning", OPT_BOOL, O(split_reasoning), "true", 0, 0, NULL,
+     "chat replies of models whose template thinks (<think> ... </think>): the thinking as "
+     "reasoning_content, the rest as content"},
     {"admin_token", OPT_STR, O(admin_token), "", 0, 0, NULL,
      "bearer token of the admin API /admin/v1 (none and no token file => admin API off)"},
     {"admin_token_file", OPT_STR, O(admin_token_file), "", 0, 0, NULL,

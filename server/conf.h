@@ -44,11 +44,13 @@ typedef struct sd_conf {
     char *log_level;
     int log_priority_prefix; /* bool */
     int web_ui;              /* bool: serve the web console at / */
-    char *admin_token;       /* "" => admin API off unless admin_token_file (server/admin.c) */
-    char *admin_token_file;  /* "" => none; the first non-comment line is the token */
-    char *state_dir;         /* admin job records (<state_dir>/jobs) */
-    char *admin_listen;      /* "" => /admin/ on the main listener; else "HOST:PORT" serving only /admin/ */
-    int job_memory_budget;   /* MiB a prune job may be estimated to need; 0 => no limit */
+    int split_reasoning; /* bool: chat replies of thinking models: <think> ... </think> as reasoning_content
+                          */
+    char *admin_token;   /* "" => admin API off unless admin_token_file (server/admin.c) */
+    char *admin_token_file; /* "" => none; the first non-comment line is the token */
+    char *state_dir;        /* admin job records (<state_dir>/jobs) */
+    char *admin_listen;     /* "" => /admin/ on the main listener; else "HOST:PORT" serving only /admin/ */
+    int job_memory_budget;  /* MiB a prune job may be estimated to need; 0 => no limit */
 } sd_conf;
 
 /* Fills every option with its default (strings malloc'd). */

@@ -25,6 +25,7 @@ typedef struct sd_http_opts {
     int max_body_bytes;
     double request_timeout;   /* idle seconds */
     int web_ui;               /* serve the web console at / (server/web.c) */
+    int split_reasoning;      /* thinking models' chat replies: reasoning_content apart (server/reply.h) */
     int gpu_first, gpu_count; /* the backend's GPUs, reported on /metrics; gpu_count 0: none */
     int tensor_parallel;      /* ranks of the model's tensor-parallel group, on /info (0: 1) */
     /* admin_port > 0: a second listener on admin_host:admin_port serves /admin/ and nothing

@@ -262,55 +262,48 @@ static int out_put(sd_http__gen *g, char *s)
     return 0;
 }
 
-/* With tools, a finished choice's text splits into content and calls (api_tools.c): o's text
- * becomes the content from `from` on, and a reply of calls finishes with "tool_calls". The
- * caller frees o->calls. */
-static void tools_split(sd_http__gen *g, gen_choice *c, size_t from, sd_api_choice_out *o)
+/* A chat choice's next increment (server/reply.h: reasoning, content, and at the end the tool
+ * calls, which finish it with "tool_calls"). The caller frees o->calls. */
+static void chat_delta(sd_http__gen *g, gen_choice *c, int final, sd_reply_pos *pos, sd_api_choice_out *o)
 {
-    size_t content = c->len;
-    sd_api_tool_call *calls = NULL;
-    int n = 0;
-    if (sd_api_tools_split(&g->req, g->tool_fmt, c->text ? c->text : "", c->len, &content, &calls, &n) < 0)
+    sd_reply_delta d;
+    if (sd_reply_next(&g->reply, c->text ? c->text : "", c->len, final, pos, &d) < 0)
         sd_log_warn(g->rid, "tool calls: out of memory; the reply is sent as text");
-    if (content < from) /* streamed already: the split never moves before what was safe */
-        content = from;
-    o->text_len = content - from;
-    o->calls = calls;
-    o->n_calls = n;
-    o->content_null = n > 0 && content == 0;
-    if (n > 0 && o->finish && strcmp(o->finish, "abort"))
+    o->text = d.content ? d.content : "";
+    o->text_len = d.content_len;
+    o->reasoning = d.reasoning;
+    o->reasoning_len = d.reasoning_len;
+    o->has_reasoning = d.had_reasoning;
+    o->calls = d.calls;
+    o->n_calls = d.n_calls;
+    o->content_null = d.content_null;
+    if (d.n_calls > 0 && o->finish && strcmp(o->finish, "abort"))
         o->finish = "tool_calls";
 }
 
 static void choice_chunk(sd_http__gen *g, gen_choice *c)
 {
     int echo_lp = g->req.echo && g->req.logprobs >= 0;
-    if (c->err_code || (echo_lp && !c->got_prompt && !c->final))
+    if (c->err_code || c->finish_sent || (echo_lp && !c->got_prompt && !c->final))
         return;
-    int tools = g->req.tool_choice != SD_TOOLS_OFF, fin = c->final && !c->finish_sent;
-    size_t limit = c->len; /* what may be sent as content now */
-    if (tools && !fin) {
-        size_t safe = sd_api_tools_safe(&g->req, g->tool_fmt, c->text ? c->text : "", c->len);
-        limit = safe > c->sent ? safe : c->sent;
-    }
-    int new_text = limit > c->sent, new_toks = c->n_toks > c->toks_sent;
-    if (!new_text && !new_toks && !fin)
-        return;
+    int fin = c->final;
     sd_api_choice_out o = {.index = c->index,
                            .text = c->text ? c->text + c->sent : "",
-                           .text_len = limit - c->sent,
+                           .text_len = c->len - c->sent,
                            .toks = c->toks ? c->toks + c->toks_sent : NULL,
                            .n_toks = c->n_toks - c->toks_sent,
                            .text_offset0 = c->chars_sent,
                            .finish = fin ? c->finish : NULL};
-    if (tools && fin)
-        tools_split(g, c, c->sent, &o);
+    if (g->meta.kind == SD_API_CHAT)
+        chat_delta(g, c, fin, &c->rpos, &o);
+    if (!o.text_len && !o.reasoning_len && !o.n_toks && !fin)
+        return;
     int rc = out_put(g, sd_api_chunk(&g->meta, &o, 0, g->req.include_usage));
     sd_api_tool_calls_free((sd_api_tool_call *)o.calls, o.n_calls);
     if (rc < 0)
         return;
     c->chars_sent += sd_api_utf8_chars(o.text, o.text_len);
-    c->sent += o.text_len;
+    c->sent = g->meta.kind == SD_API_CHAT ? c->len : c->sent + o.text_len;
     c->toks_sent = c->n_toks;
     c->finish_sent |= fin;
 }
@@ -420,8 +413,9 @@ static enum MHD_Result send_final(sd_http *h, struct MHD_Connection *conn, sd_ht
                                       .toks = ch->toks,
                                       .n_toks = ch->n_toks,
                                       .finish = ch->finish};
-        if (g->req.tool_choice != SD_TOOLS_OFF)
-            tools_split(g, ch, 0, &outs[i]);
+        sd_reply_pos pos = {0, 0};
+        if (g->meta.kind == SD_API_CHAT)
+            chat_delta(g, ch, 1, &pos, &outs[i]);
         u.completion += ch->n_generated;
     }
     char *body = sd_api_response(&g->meta, outs, g->n_ch, &u);

@@ -10,6 +10,7 @@
 #include "server/api.h"
 #include "engine/gpu_sensor.h"
 #include "server/http.h"
+#include "server/reply.h"
 
 typedef struct sd_http__gen sd_http__gen;
 
@@ -72,6 +73,7 @@ typedef struct gen_choice { /* one choice: one engine request */
     int32_t n_generated;
     int32_t n_cached; /* prompt tokens the prefix cache supplied (SD_EV_DONE) */
     double t_last;
+    sd_reply_pos rpos; /* chat streams: how far reasoning and content went out */
     int err_code;
     char err_msg[256];
 } gen_choice;
@@ -99,7 +101,7 @@ struct sd_http__gen {
     char *out; /* SSE bytes built, [out_off, out_len) not yet handed to MHD */
     size_t out_len, out_cap, out_off;
     int role_sent, done_sent;
-    sd_api_tool_fmt tool_fmt; /* the markup "auto" tool calls are parsed in */
+    sd_reply_cfg reply; /* chat: how replies split into reasoning, content, tool calls */
     const char *rid;
     sd_http__slot *slot; /* the model this request runs on (a reference) */
 };

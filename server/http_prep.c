@@ -36,7 +36,8 @@ static int render_chat(sd_http *h, sd_http__gen *g, char **ret, size_t *ret_len,
     const sd_chat_template *ct = g->slot->m.chat_template;
     if (!ct)
         return sd_api_fail(e, 400, "messages", "no_chat_template", "the model has no chat template");
-    json_t *msgs = NULL, *extra = json_object();
+    /* chat_template_kwargs first: the request's own fields (add_generation_prompt, tools) win */
+    json_t *msgs = NULL, *extra = g->req.template_kwargs ? json_copy(g->req.template_kwargs) : json_object();
     sd_diag d = {0};
     int rc = sd_chat_messages_normalize(g->req.messages, &msgs, &d);
     if (rc == 0) {
@@ -49,6 +50,9 @@ static int render_chat(sd_http *h, sd_http__gen *g, char **ret, size_t *ret_len,
     json_decref(extra);
     if (rc < 0)
         return sd_api_fail(e, 400, "messages", "template_error", "chat template: %s", sd_diag_str(&d, rc));
+    g->reply.req = &g->req;
+    g->reply.think = h->o.split_reasoning && sd_chat_template_thinks(ct);
+    g->reply.think_open = g->reply.think && sd_reply_think_open(*ret, *ret_len);
     return 0;
 #else
     (void)h, (void)g, (void)ret, (void)ret_len;
@@ -67,10 +71,10 @@ static int tool_format(sd_http__gen *g, sd_api_err *e)
         return 0;
 #ifdef SD_HAVE_CHAT_TEMPLATE
     sd_chat_tools t = sd_chat_template_tools(g->slot->m.chat_template);
-    g->tool_fmt = t == SD_CHAT_TOOLS_HERMES  ? SD_TOOL_FMT_HERMES
-                  : t == SD_CHAT_TOOLS_LLAMA ? SD_TOOL_FMT_LLAMA
-                                             : SD_TOOL_FMT_NONE;
-    if (g->tool_fmt != SD_TOOL_FMT_NONE)
+    g->reply.fmt = t == SD_CHAT_TOOLS_HERMES  ? SD_TOOL_FMT_HERMES
+                   : t == SD_CHAT_TOOLS_LLAMA ? SD_TOOL_FMT_LLAMA
+                                              : SD_TOOL_FMT_NONE;
+    if (g->reply.fmt != SD_TOOL_FMT_NONE)
         return 0;
     return sd_api_fail(e, 400, "tool_choice", "unsupported_value",
                        t == SD_CHAT_TOOLS_IGNORED

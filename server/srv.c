@@ -446,7 +446,8 @@ static int start(srv *s, sd_diag *d)
                        .max_connections_per_ip = s->conf->max_connections_per_ip,
                        .max_body_bytes = s->conf->max_body_bytes,
                        .request_timeout = s->conf->request_timeout,
-                       .web_ui = s->conf->web_ui};
+                       .web_ui = s->conf->web_ui,
+                       .split_reasoning = s->conf->split_reasoning};
     if (!strcmp(s->conf->backend, "cuda")) { /* GPUs 0..N-1 with one-process TP, else `device` */
         ho.gpu_count = s->conf->tp_rank < 0 ? s->conf->tensor_parallel : 1;
         ho.gpu_first = ho.gpu_count > 1 ? 0 : s->conf->device;

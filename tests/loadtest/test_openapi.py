@@ -57,6 +57,11 @@ def narrowed_spec():
     # documented), and distinct names are a rule the schema cannot state: tests/server/test_tools.py
     for k in ("tools", "tool_choice", "parallel_tool_calls"):
         del chat[k]
+    # free-form objects may hold integers beyond 64 bits, which the JSON parser refuses (documented)
+    chat["chat_template_kwargs"] = {"type": "object", "additionalProperties": False,
+                                    "properties": {"enable_thinking": {"type": "boolean"}}}
+    s["ToolCall"]["additionalProperties"] = False
+    s["ToolCall"]["properties"]["function"]["additionalProperties"] = False
     # a generated schema would mostly use keywords the engine refuses (400, as documented)
     rf = s["SamplingFields"]["properties"]["response_format"]
     rf["properties"]["type"]["enum"] = ["text", "json_object"]

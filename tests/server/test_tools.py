@@ -109,14 +109,7 @@ def test_unsupported_parameters_schema(client):
 @pytest.fixture(scope="module")
 def hermes_model(tmp_path_factory):
     """The bundled model with a chat template that shows tools and teaches <tool_call>."""
-    d = tmp_path_factory.mktemp("hermes")
-    for f in MODEL.iterdir():
-        if f.name != "tokenizer_config.json":
-            (d / f.name).symlink_to(f)
-    cfg = json.loads((MODEL / "tokenizer_config.json").read_text())
-    cfg["chat_template"] = (ROOT / "tests" / "fixtures" / "templates" / "hermes_tools.jinja").read_text()
-    (d / "tokenizer_config.json").write_text(json.dumps(cfg))
-    return d, cfg
+    return model_with_template(tmp_path_factory, "hermes_tools")
 
 
 def test_auto_renders_tools_and_calls(start_server, hermes_model):
@@ -149,3 +142,52 @@ def test_auto_renders_tools_and_calls(start_server, hermes_model):
     assert "<tools>" in text and '"arguments": {"city": "Paris"}' in text
     tok = tokenizers.Tokenizer.from_file(str(MODEL / "tokenizer.json"))
     assert r.usage.prompt_tokens == len(tok.encode(text, add_special_tokens=False).ids)
+
+
+def model_with_template(tmp_path_factory, name):
+    """The bundled model with tests/fixtures/templates/<name>.jinja as its chat template."""
+    d = tmp_path_factory.mktemp(name)
+    for f in MODEL.iterdir():
+        if f.name != "tokenizer_config.json":
+            (d / f.name).symlink_to(f)
+    cfg = json.loads((MODEL / "tokenizer_config.json").read_text())
+    cfg["chat_template"] = (ROOT / "tests" / "fixtures" / "templates" / f"{name}.jinja").read_text()
+    (d / "tokenizer_config.json").write_text(json.dumps(cfg))
+    return d, cfg
+
+
+def test_reasoning_split(start_server, tmp_path_factory):
+    """A template that opens <think> in the prompt: the reply's thinking is reasoning_content, the
+    rest content; the parts put together are the raw text /v1/completions gives for the same
+    prompt; streamed parts equal whole ones; chat_template_kwargs enable_thinking false closes
+    the block in the prompt, so the reply is all content; split_reasoning false keeps it raw."""
+    openai = pytest.importorskip("openai")
+    d, _ = model_with_template(tmp_path_factory, "think")
+    srv = start_server(args=["--model", str(d)])
+    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    model = client.models.list().data[0].id
+    msgs = [{"role": "user", "content": "def add(a, b):"}]
+    kw = dict(model=model, messages=msgs, max_tokens=40, temperature=0)
+    r = client.chat.completions.create(**kw)
+    m = r.choices[0].message
+    reasoning = m.model_extra.get("reasoning_content")
+    assert reasoning is not None
+    raw = client.completions.create(model=model, prompt="<|im_start|>user\ndef add(a, b):<|im_end|>\n"
+                                    "<|im_start|>assistant\n<think>\n", max_tokens=40, temperature=0).choices[0].text
+    if "</think>" in raw:
+        head, tail = raw.split("</think>", 1)
+        assert reasoning == head and m.content == tail.lstrip()
+    else:  # the tiny model does not know the tag: all of it is thinking
+        assert reasoning == raw and m.content == ""
+    parts = {"reasoning_content": "", "content": ""}
+    for chunk in client.chat.completions.create(stream=True, **kw):
+        for c in chunk.choices:
+            parts["content"] += c.delta.content or ""
+            parts["reasoning_content"] += (c.delta.model_extra or {}).get("reasoning_content") or ""
+    assert parts == {"reasoning_content": reasoning, "content": m.content}
+    off = client.chat.completions.create(extra_body={"chat_template_kwargs": {"enable_thinking": False}}, **kw)
+    assert "reasoning_content" not in off.choices[0].message.model_extra
+    assert off.usage.prompt_tokens > r.usage.prompt_tokens  # "\n</think>\n\n" more in the prompt
+    raw_srv = start_server(args=["--model", str(d), "--split-reasoning", "false"])
+    rc = openai.OpenAI(base_url=raw_srv.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    assert rc.chat.completions.create(**kw).choices[0].message.content == raw

@@ -1,0 +1,99 @@
+/* reply: a chat reply's text split into reasoning, content and tool calls (server/reply.h). */
+#include "server/reply.h"
+
+#include <string.h>
+
+#include "server/textscan.h"
+
+static const char THINK_OPEN[] = "<think>", THINK_CLOSE[] = "</think>";
+
+int sd_reply_think_open(const char *prompt, size_t len)
+{
+    const char *open = NULL, *close = NULL, *p;
+    for (size_t i = 0; (p = sd_scan_find(prompt + i, len - i, THINK_OPEN)); i = (size_t)(p - prompt) + 1)
+        open = p;
+    for (size_t i = 0; (p = sd_scan_find(prompt + i, len - i, THINK_CLOSE)); i = (size_t)(p - prompt) + 1)
+        close = p;
+    return open && (!close || close < open);
+}
+
+/* Where the parts lie in text[0, len): reasoning [r_from, r_to), content from c_from on
+ * (len when it has not begun). 0 when the start is still undecided (whitespace, or a prefix of
+ * "<think>"): nothing can be handed out yet. */
+typedef struct parts {
+    size_t r_from, r_to, c_from;
+    int reasoning;
+} parts;
+
+static int locate(const sd_reply_cfg *cfg, const char *t, size_t len, int final, parts *p)
+{
+    *p = (parts){0, 0, 0, 0};
+    if (!cfg->think)
+        return 1;
+    size_t open = strlen(THINK_OPEN), close = strlen(THINK_CLOSE);
+    if (!cfg->think_open) {
+        size_t j = sd_scan_ws(t, 0, len), k = len - j < open ? len - j : open;
+        if (!final && !memcmp(t + j, THINK_OPEN, k) && k < open)
+            return 0; /* "", "  " or "<thi": may yet open a block */
+        if (k < open || memcmp(t + j, THINK_OPEN, open))
+            return 1; /* no thinking: all content */
+        p->r_from = j + open;
+    }
+    p->reasoning = 1;
+    const char *e = sd_scan_find(t + p->r_from, len - p->r_from, THINK_CLOSE);
+    if (e) {
+        p->r_to = (size_t)(e - t);
+        p->c_from = sd_scan_ws(t, p->r_to + close, len);
+    } else {
+        p->r_to = final ? len : len - sd_scan_partial_tail(t + p->r_from, len - p->r_from, THINK_CLOSE);
+        p->c_from = len;
+    }
+    return 1;
+}
+
+/* The content's end that may go out now, [c_from, *end), and at the end the calls. */
+static int content_end(const sd_reply_cfg *cfg, const char *t, size_t len, int final, size_t c_from,
+                       size_t *end, sd_reply_delta *out)
+{
+    const char *c = t + c_from;
+    size_t n = len - c_from, keep = n;
+    int rc = 0;
+    if (cfg->req->tool_choice == SD_TOOLS_OFF)
+        keep = n;
+    else if (!final)
+        keep = sd_api_tools_safe(cfg->req, cfg->fmt, c, n);
+    else
+        rc = sd_api_tools_split(cfg->req, cfg->fmt, c, n, &keep, &out->calls, &out->n_calls);
+    *end = c_from + keep;
+    return rc;
+}
+
+int sd_reply_next(const sd_reply_cfg *cfg, const char *text, size_t len, int final, sd_reply_pos *pos,
+                  sd_reply_delta *out)
+{
+    memset(out, 0, sizeof *out);
+    parts p;
+    if (!locate(cfg, text, len, final, &p))
+        return 0;
+    if (p.reasoning) {
+        size_t from = pos->reasoning > p.r_from ? pos->reasoning : p.r_from;
+        if (p.r_to > from) {
+            out->reasoning = text + from;
+            out->reasoning_len = p.r_to - from;
+            pos->reasoning = p.r_to;
+        }
+        out->had_reasoning = final;
+    }
+    if (p.c_from >= len && !final)
+        return 0;
+    size_t end = len;
+    int rc = content_end(cfg, text, len, final, p.c_from, &end, out);
+    size_t from = pos->content > p.c_from ? pos->content : p.c_from;
+    if (end > from) { /* never behind what was sent: the held-back part only ever grows into content */
+        out->content = text + from;
+        out->content_len = end - from;
+        pos->content = end;
+    }
+    out->content_null = final && out->n_calls > 0 && end <= p.c_from;
+    return rc;
+}

@@ -1,0 +1,144 @@
+/* test_reply: chat replies split into reasoning, content and tool calls (server/reply.c) —
+ * whole replies of each shape, and the same texts streamed byte by byte: the increments add up
+ * to the whole split, and nothing handed out is ever taken back (no partial tag as reasoning or
+ * content). */
+#include "server/reply.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/harness.h"
+
+#define TIME_TOOL "{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}}"
+
+typedef struct split {
+    char reasoning[512], content[512];
+    int n_calls, content_null, had_reasoning;
+} split;
+
+static void append(char *dst, const char *s, size_t n)
+{
+    size_t l = strlen(dst);
+    memcpy(dst + l, s, n);
+    dst[l + n] = 0;
+}
+
+static void take(split *sp, const sd_reply_delta *d)
+{
+    if (d->reasoning_len)
+        append(sp->reasoning, d->reasoning, d->reasoning_len);
+    if (d->content_len)
+        append(sp->content, d->content, d->content_len);
+    sp->n_calls += d->n_calls;
+    sp->content_null |= d->content_null;
+    sp->had_reasoning |= d->had_reasoning;
+    sd_api_tool_calls_free(d->calls, d->n_calls);
+}
+
+static split whole(const sd_reply_cfg *cfg, const char *t)
+{
+    split sp = {0};
+    sd_reply_pos pos = {0, 0};
+    sd_reply_delta d;
+    CHECK(sd_reply_next(cfg, t, strlen(t), 1, &pos, &d) == 0);
+    take(&sp, &d);
+    return sp;
+}
+
+/* Streams t a byte at a time (then final) and checks the increments match the whole split. */
+static void check_stream(const sd_reply_cfg *cfg, const char *t)
+{
+    split want = whole(cfg, t), got = {0};
+    sd_reply_pos pos = {0, 0};
+    size_t n = strlen(t);
+    for (size_t i = 1; i <= n; i++) {
+        sd_reply_delta d;
+        CHECK(sd_reply_next(cfg, t, i, 0, &pos, &d) == 0);
+        CHECK_MSG(d.n_calls == 0, "calls before the end at %zu of %s", i, t);
+        take(&got, &d);
+        /* what went out is a prefix of the final parts: never taken back */
+        CHECK_MSG(!strncmp(want.reasoning, got.reasoning, strlen(got.reasoning)), "%s: reasoning '%s' at %zu",
+                  t, got.reasoning, i);
+        CHECK_MSG(!strncmp(want.content, got.content, strlen(got.content)), "%s: content '%s' at %zu", t,
+                  got.content, i);
+    }
+    sd_reply_delta d;
+    CHECK(sd_reply_next(cfg, t, n, 1, &pos, &d) == 0);
+    take(&got, &d);
+    CHECK_MSG(!strcmp(want.reasoning, got.reasoning) && !strcmp(want.content, got.content), "%s: '%s' '%s'",
+              t, got.reasoning, got.content);
+    CHECK(want.n_calls == got.n_calls && want.content_null == got.content_null);
+}
+
+static void test_thinking(void)
+{
+    sd_api_req r = {.tool_choice = SD_TOOLS_OFF};
+    sd_reply_cfg cfg = {.req = &r, .think = 1};
+    static const struct {
+        int open;
+        const char *text, *reasoning, *content;
+    } cases[] = {
+        {0, "<think>\nLet me see.\n</think>\n\nHello!", "\nLet me see.\n", "Hello!"},
+        {0, "  <think>a</think>b", "a", "b"},
+        {0, "Hello <think> there", "", "Hello <think> there"},
+        {0, "<thi", "", "<thi"},                      /* ended before it could open */
+        {0, "<think>still going", "still going", ""}, /* cut by max_tokens: all reasoning */
+        {0, "", "", ""},
+        {1, "a plan</think>\n\nThe answer.", "a plan", "The answer."},
+        {1, "<</think>x</", "<", "x</"},
+        {1, "no close yet </thin", "no close yet </thin", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cfg.think_open = cases[i].open;
+        split s = whole(&cfg, cases[i].text);
+        CHECK_MSG(!strcmp(s.reasoning, cases[i].reasoning) && !strcmp(s.content, cases[i].content),
+                  "case %zu: '%s' / '%s'", i, s.reasoning, s.content);
+        int reasoned =
+            cases[i].open || strstr(cases[i].text, "<think>") == cases[i].text + strspn(cases[i].text, " ");
+        CHECK_MSG(s.had_reasoning == reasoned, "case %zu", i);
+        check_stream(&cfg, cases[i].text);
+    }
+    /* off: all content, tags and all */
+    cfg.think = 0;
+    split s = whole(&cfg, "<think>a</think>b");
+    CHECK(!strcmp(s.content, "<think>a</think>b") && !s.had_reasoning);
+}
+
+static void test_thinking_then_calls(void)
+{
+    sd_api_req r;
+    sd_api_err e;
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"t\"}],\"tools\":[" TIME_TOOL "]}";
+    REQUIRE(sd_api_parse(&r, SD_API_CHAT, body, strlen(body), &e) == 0);
+    sd_reply_cfg cfg = {.req = &r, .fmt = SD_TOOL_FMT_HERMES, .think = 1};
+    const char *t =
+        "<think>\nI need the time.\n</think>\n\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n"
+        "</tool_call>";
+    split s = whole(&cfg, t);
+    CHECK(!strcmp(s.reasoning, "\nI need the time.\n") && s.n_calls == 1 && s.content_null && !s.content[0]);
+    check_stream(&cfg, t);
+    const char *t2 =
+        "<think>x</think>Sure. <tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>";
+    s = whole(&cfg, t2);
+    CHECK(!strcmp(s.content, "Sure.") && s.n_calls == 1 && !s.content_null);
+    check_stream(&cfg, t2);
+    sd_api_req_free(&r);
+}
+
+static void test_think_open(void)
+{
+    CHECK(sd_reply_think_open("<|im_start|>assistant\n<think>\n", 29));
+    const char *closed = "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+    CHECK(!sd_reply_think_open(closed, strlen(closed)));
+    const char *again = "<think>a</think> then <think>";
+    CHECK(sd_reply_think_open(again, strlen(again)));
+    CHECK(!sd_reply_think_open("plain", 5));
+}
+
+int main(void)
+{
+    RUN(test_thinking);
+    RUN(test_thinking_then_calls);
+    RUN(test_think_open);
+    return sd_test_done();
+}
