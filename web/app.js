@@ -172,6 +172,23 @@ function setStreaming(on) {
   $("stop").disabled = !on;
 }
 
+// The reply's folding "Thinking" block (reasoning_content), made at its first piece.
+function thinking(div, out) {
+  let t = div.querySelector(".think");
+  if (!t) {
+    t = document.createElement("details");
+    t.className = "think";
+    t.open = true;
+    const s = document.createElement("summary");
+    s.textContent = "Thinking";
+    const body = document.createElement("div");
+    body.className = "think-text";
+    t.append(s, body);
+    out.before(t);
+  }
+  return t.querySelector(".think-text");
+}
+
 async function send(text) {
   const mode = $("p-mode").value;
   let body;
@@ -216,7 +233,15 @@ async function send(text) {
       const c = ev.choices && ev.choices[0];
       if (!c) return;
       const piece = mode === "chat" ? (c.delta && c.delta.content) || "" : c.text || "";
+      const thought = mode === "chat" && c.delta ? c.delta.reasoning_content || "" : "";
+      if (thought) { // a thinking model's reasoning_content: apart, folded once the answer starts
+        if (tFirst === null) tFirst = performance.now();
+        tLast = performance.now();
+        thinking(div, out).textContent += thought;
+      }
       if (piece) {
+        const t = div.querySelector(".think");
+        if (t && !out.textContent) t.open = false;
         if (tFirst === null) tFirst = performance.now();
         tLast = performance.now();
         chunks++;

@@ -112,6 +112,39 @@ def test_chat_streams_the_models_reply(server, page):
     screenshot(d, "chat")
 
 
+def test_thinking_model_shows_reasoning_apart(start_server, tmp_path):
+    """A model whose template opens <think> (tests/fixtures/templates/think.jinja): the reply's
+    reasoning_content streams into the folding Thinking block, the content into the text, both
+    equal to the API's whole answer."""
+    cfg = json.loads((srv.MODEL / "tokenizer_config.json").read_text())
+    cfg["chat_template"] = (srv.ROOT / "tests" / "fixtures" / "templates" / "think.jinja").read_text()
+    model = tmp_path / "think"
+    model.mkdir()
+    for f in srv.MODEL.iterdir():
+        if f.name != "tokenizer_config.json":
+            (model / f.name).symlink_to(f)
+    (model / "tokenizer_config.json").write_text(json.dumps(cfg))
+    s = start_server(args=["--model", str(model)])
+    d = browser()
+    try:
+        d.get(s.url + "/")
+        wait(lambda: d.find_element("id", "chat-model").get_attribute("textContent") not in ("…", ""), 20, "model")
+        set_field(d, "p-temperature", 0)
+        set_field(d, "p-max-tokens", 24)
+        send(d, "def add(a, b):")
+        wait(lambda: "tokens" in last_reply(d).find_element("css selector", ".stats").text, 60, "the reply")
+        status, _, body = s.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "def add(a, b):"}],
+                                                          "temperature": 0, "max_tokens": 24})
+        msg = json.loads(body)["choices"][0]["message"]
+        reply = last_reply(d)
+        think = reply.find_element("css selector", ".think-text").get_attribute("textContent")
+        assert think == msg["reasoning_content"] and think
+        assert reply.find_element("css selector", ".text").get_attribute("textContent") == msg["content"]
+        assert not [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+    finally:
+        d.quit()
+
+
 def test_raw_completion_mode(server, page):
     d = page
     from selenium.webdriver.support.ui import Select
