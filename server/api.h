@@ -47,11 +47,20 @@ typedef enum sd_api_tool_fmt {
     SD_TOOL_FMT_LLAMA,    /* the whole reply {"name": ..., "parameters": {...}} (Llama 3.1-3.3) */
 } sd_api_tool_fmt;
 
-/* One tool call found in a reply. */
+/* One tool call of a reply, or in a stream the next piece of one. */
 typedef struct sd_api_tool_call {
-    char *name;
-    char *arguments; /* compact JSON text of an object */
+    int index;       /* the call's place in the reply: its id and its "index" in deltas */
+    char *name;      /* NULL in a stream's later pieces of a call */
+    char *arguments; /* JSON text of an object, or the next piece of it */
 } sd_api_tool_call;
+
+/* A call of the constrained form (engine/toolcall.h) as far as a text goes: offsets into it. */
+typedef struct sd_api_call_span {
+    size_t name, name_len; /* the name's bytes (so far) */
+    size_t args, args_len; /* the arguments' bytes so far */
+    int named;             /* the name has ended */
+    int done;              /* the arguments have ended */
+} sd_api_call_span;
 
 typedef struct sd_api_prompt {
     char *text;   /* a text prompt (tokenized later), or NULL */
@@ -156,14 +165,18 @@ char *sd_api_models(const char *model_id, int64_t created, int32_t max_model_len
  * chat body into r (400s naming the field). Called by sd_api_parse. */
 int sd_api_parse_tools(sd_api_req *r, json_t *body, sd_api_err *e);
 /* How many bytes of a reply so far are content for sure (streamed as it comes): the rest may
- * yet turn out to be a tool call. All of it without tools. */
+ * yet turn out to be a tool call. All of it without tools, none of a constrained reply. */
 size_t sd_api_tools_safe(const sd_api_req *r, sd_api_tool_fmt fmt, const char *text, size_t len);
-/* A finished reply split into content, text[0, *content_len), and tool calls (*calls, malloc'd;
- * free with sd_api_tool_calls_free). A reply whose calls do not parse, or name a function
- * the request did not offer, is all content with no calls. -1: out of memory. */
+/* A finished "auto" reply split into content, text[0, *content_len), and tool calls (*calls,
+ * malloc'd; free with sd_api_tool_calls_free). A reply whose calls do not parse, or name a
+ * function the request did not offer, is all content with no calls. -1: out of memory.
+ * (Constrained replies are read with sd_api_tools_scan.) */
 int sd_api_tools_split(const sd_api_req *r, sd_api_tool_fmt fmt, const char *text, size_t len,
                        size_t *content_len, sd_api_tool_call **calls, int *n_calls);
 void sd_api_tool_calls_free(sd_api_tool_call *calls, int n);
+/* The calls of a constrained reply ("required" / a named function: the exact form of
+ * engine/toolcall.h) that text[0, len) has begun, at most max; returns how many. */
+int sd_api_tools_scan(const char *text, size_t len, int parallel, sd_api_call_span *spans, int max);
 
 /* Writes `len` bytes as valid UTF-8 into a malloc'd string (invalid sequences become
  * U+FFFD), for token strings that cut a character in two. */

@@ -242,16 +242,19 @@ static json_t *tool_calls(const sd_api_meta *m, const sd_api_choice_out *c, int 
 {
     json_t *a = json_array();
     for (int k = 0; k < c->n_calls; k++) {
-        char id[32];
-        call_id(m, c->index, k, id);
-        json_t *t = json_object();
+        const sd_api_tool_call *tc = &c->calls[k];
+        json_t *t = json_object(), *f = json_object();
         if (delta)
-            json_object_set_new(t, "index", json_integer(k));
-        json_object_set_new(t, "id", json_string(id));
-        json_object_set_new(t, "type", json_string("function"));
-        json_object_set_new(
-            t, "function",
-            json_pack("{s:s,s:s}", "name", c->calls[k].name, "arguments", c->calls[k].arguments));
+            json_object_set_new(t, "index", json_integer(tc->index));
+        if (tc->name) { /* a stream's later pieces of a call carry only arguments */
+            char id[32];
+            call_id(m, c->index, tc->index, id);
+            json_object_set_new(t, "id", json_string(id));
+            json_object_set_new(t, "type", json_string("function"));
+            json_object_set_new(f, "name", json_string(tc->name));
+        }
+        json_object_set_new(f, "arguments", json_string(tc->arguments));
+        json_object_set_new(t, "function", f);
         json_array_append_new(a, t);
     }
     return a;

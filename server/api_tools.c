@@ -225,7 +225,7 @@ static int take_call(const sd_api_req *r, calls_buf *b, json_t *o, const char *a
         sd_api_tool_call *v = realloc(b->v, (size_t)(b->n + 1) * sizeof *v);
         if (v) {
             b->v = v;
-            v[b->n] = (sd_api_tool_call){strdup(name), json_dumps(args, JSON_COMPACT)};
+            v[b->n] = (sd_api_tool_call){b->n, strdup(name), json_dumps(args, JSON_COMPACT)};
             b->oom |= !v[b->n].name || !v[b->n].arguments;
             b->n++;
         }
@@ -244,17 +244,6 @@ static json_t *load_at(const char *s, size_t *i, size_t len)
     if (v)
         *i = at + (size_t)je.position;
     return v;
-}
-
-/* The constrained form: one call object, or (parallel calls) an array of them. */
-static int split_json(const sd_api_req *r, calls_buf *b, const char *s, size_t len)
-{
-    json_t *v = json_loadb(s, len, JSON_DECODE_ANY, NULL);
-    int rc = json_is_object(v) ? take_call(r, b, v, "arguments") : json_array_size(v) ? 0 : -1;
-    for (size_t i = 0; json_is_array(v) && rc == 0 && i < json_array_size(v); i++)
-        rc = take_call(r, b, json_array_get(v, i), "arguments");
-    json_decref(v);
-    return rc;
 }
 
 /* Hermes: <tool_call> {call} </tool_call>, repeated, with only whitespace between and after (the
@@ -310,9 +299,7 @@ int sd_api_tools_split(const sd_api_req *r, sd_api_tool_fmt fmt, const char *tex
     calls_buf b = {0};
     size_t content = 0;
     int rc = -1;
-    if (r->tool_choice == SD_TOOLS_REQUIRED || r->tool_choice == SD_TOOLS_NAMED)
-        rc = split_json(r, &b, text, len);
-    else if (r->tool_choice == SD_TOOLS_AUTO && fmt == SD_TOOL_FMT_HERMES)
+    if (r->tool_choice == SD_TOOLS_AUTO && fmt == SD_TOOL_FMT_HERMES)
         rc = split_hermes(r, &b, text, len, &content);
     else if (r->tool_choice == SD_TOOLS_AUTO && fmt == SD_TOOL_FMT_LLAMA)
         rc = split_llama(r, &b, text, len);
@@ -325,4 +312,68 @@ int sd_api_tools_split(const sd_api_req *r, sd_api_tool_fmt fmt, const char *tex
     *calls = b.v;
     *n_calls = b.n;
     return b.oom ? -1 : 0;
+}
+
+/* Consumes the literal `lit` at s[*i, len): 1 when all of it is there. */
+static int literal(const char *s, size_t len, size_t *i, const char *lit)
+{
+    size_t m = strlen(lit);
+    if (len - *i < m || memcmp(s + *i, lit, m))
+        return 0;
+    *i += m;
+    return 1;
+}
+
+/* The arguments' bytes from s[*i]: their opening brace to the matching close (strings and
+ * escapes followed). 1 once they have ended. */
+static int args_end(const char *s, size_t len, size_t *i)
+{
+    int depth = 0, str = 0, esc = 0;
+    for (; *i < len; (*i)++) {
+        char c = s[*i];
+        if (str) {
+            if (esc)
+                esc = 0;
+            else if (c == '\\')
+                esc = 1;
+            else if (c == '"')
+                str = 0;
+            continue;
+        }
+        if (c == '"')
+            str = 1;
+        else if (c == '{' || c == '[')
+            depth++;
+        else if ((c == '}' || c == ']') && --depth == 0) {
+            (*i)++;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int sd_api_tools_scan(const char *s, size_t len, int parallel, sd_api_call_span *spans, int max)
+{
+    size_t i = 0;
+    int n = 0;
+    if (parallel && !literal(s, len, &i, "["))
+        return 0;
+    while (n < max && literal(s, len, &i, n == 0 || !parallel ? "{\"name\": \"" : ", {\"name\": \"")) {
+        sd_api_call_span *c = &spans[n++];
+        memset(c, 0, sizeof *c);
+        c->name = i;
+        while (i < len && s[i] != '"')
+            i++;
+        c->name_len = i - c->name;
+        c->named = i < len;
+        c->args = i + 1;
+        if (!c->named || !literal(s, len, &i, "\", \"arguments\": "))
+            return n;
+        c->args = i;
+        c->done = args_end(s, len, &i);
+        c->args_len = i - c->args;
+        if (!c->done || !literal(s, len, &i, "}") || !parallel)
+            return n;
+    }
+    return n;
 }

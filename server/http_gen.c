@@ -277,7 +277,7 @@ static void chat_delta(sd_http__gen *g, gen_choice *c, int final, sd_reply_pos *
     o->calls = d.calls;
     o->n_calls = d.n_calls;
     o->content_null = d.content_null;
-    if (d.n_calls > 0 && o->finish && strcmp(o->finish, "abort"))
+    if (d.called && o->finish && !strcmp(o->finish, "stop"))
         o->finish = "tool_calls";
 }
 
@@ -296,7 +296,7 @@ static void choice_chunk(sd_http__gen *g, gen_choice *c)
                            .finish = fin ? c->finish : NULL};
     if (g->meta.kind == SD_API_CHAT)
         chat_delta(g, c, fin, &c->rpos, &o);
-    if (!o.text_len && !o.reasoning_len && !o.n_toks && !fin)
+    if (!o.text_len && !o.reasoning_len && !o.n_calls && !o.n_toks && !fin)
         return;
     int rc = out_put(g, sd_api_chunk(&g->meta, &o, 0, g->req.include_usage));
     sd_api_tool_calls_free((sd_api_tool_call *)o.calls, o.n_calls);
@@ -413,7 +413,7 @@ static enum MHD_Result send_final(sd_http *h, struct MHD_Connection *conn, sd_ht
                                       .toks = ch->toks,
                                       .n_toks = ch->n_toks,
                                       .finish = ch->finish};
-        sd_reply_pos pos = {0, 0};
+        sd_reply_pos pos = {0};
         if (g->meta.kind == SD_API_CHAT)
             chat_delta(g, ch, 1, &pos, &outs[i]);
         u.completion += ch->n_generated;

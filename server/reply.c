@@ -51,6 +51,46 @@ static int locate(const sd_reply_cfg *cfg, const char *t, size_t len, int final,
     return 1;
 }
 
+#define MAX_CALLS 16 /* engine/toolcall.h's SD_TCALL_MAX_CALLS */
+
+static int push_call(sd_reply_delta *out, int index, const char *name, size_t name_len, const char *args,
+                     size_t args_len)
+{
+    sd_api_tool_call *v = realloc(out->calls, (size_t)(out->n_calls + 1) * sizeof *v);
+    if (!v)
+        return -1;
+    out->calls = v;
+    v[out->n_calls] =
+        (sd_api_tool_call){index, name ? strndup(name, name_len) : NULL, strndup(args, args_len)};
+    if ((name && !v[out->n_calls].name) || !v[out->n_calls].arguments)
+        return -1;
+    out->n_calls++;
+    return 0;
+}
+
+/* A constrained reply: no content, the calls streamed as they are written. */
+static int constrained(const sd_reply_cfg *cfg, const char *t, size_t len, int final, sd_reply_pos *pos,
+                       sd_reply_delta *out)
+{
+    sd_api_call_span sp[MAX_CALLS];
+    int n = sd_api_tools_scan(t, len, cfg->req->parallel_tool_calls, sp, MAX_CALLS), rc = 0;
+    for (int k = pos->call; k < n && sp[k].named && rc == 0; k++) {
+        size_t from = pos->args > sp[k].args ? pos->args : sp[k].args, to = sp[k].args + sp[k].args_len;
+        int first = k >= pos->named;
+        if (first || to > from)
+            rc = push_call(out, k, first ? t + sp[k].name : NULL, sp[k].name_len, t + from,
+                           to > from ? to - from : 0);
+        pos->named = k + 1;
+        pos->args = to;
+        if (!sp[k].done)
+            break;
+        pos->call = k + 1;
+    }
+    out->called = final && pos->named > 0;
+    out->content_null = out->called;
+    return rc;
+}
+
 /* The content's end that may go out now, [c_from, *end), and at the end the calls. */
 static int content_end(const sd_reply_cfg *cfg, const char *t, size_t len, int final, size_t c_from,
                        size_t *end, sd_reply_delta *out)
@@ -84,6 +124,8 @@ int sd_reply_next(const sd_reply_cfg *cfg, const char *text, size_t len, int fin
         }
         out->had_reasoning = final;
     }
+    if (cfg->req->tool_choice == SD_TOOLS_REQUIRED || cfg->req->tool_choice == SD_TOOLS_NAMED)
+        return constrained(cfg, text, len, final, pos, out);
     if (p.c_from >= len && !final)
         return 0;
     size_t end = len;
@@ -95,5 +137,6 @@ int sd_reply_next(const sd_reply_cfg *cfg, const char *text, size_t len, int fin
         pos->content = end;
     }
     out->content_null = final && out->n_calls > 0 && end <= p.c_from;
+    out->called = final && out->n_calls > 0;
     return rc;
 }

@@ -9,7 +9,11 @@
  *
  * sd_reply_next hands out the increments: the bytes of each part not yet sent that are sure to
  * stay in it (a partial "</think>" or "<tool_call>" is held back until the next bytes decide),
- * and, once the text is final, the rest and the calls. Streaming calls it after every token;
+ * and, once the text is final, the rest and the calls. A constrained reply ("required" or a
+ * named function) is all calls, handed out as they are written: each call's name once it has
+ * ended, then its arguments piece by piece, as OpenAI streams them; one cut by max_tokens stays a
+ * call with the arguments written so far (finish "length", as OpenAI's). "auto" calls come
+ * whole, once the reply is final. Streaming calls it after every token;
  * a whole response calls it once, final. */
 #ifndef SD_REPLY_H
 #define SD_REPLY_H
@@ -28,6 +32,8 @@ typedef struct sd_reply_cfg {
 /* How far a choice's parts have been handed out (offsets into its text); zero to begin. */
 typedef struct sd_reply_pos {
     size_t reasoning, content;
+    int call, named; /* constrained: the call whose arguments go out now; calls named so far */
+    size_t args;     /* constrained: where the current call's unsent arguments begin */
 } sd_reply_pos;
 
 /* One increment; pointers into the text, except calls (malloc'd: sd_api_tool_calls_free). */
@@ -39,6 +45,7 @@ typedef struct sd_reply_delta {
     sd_api_tool_call *calls; /* final only */
     int n_calls;
     int content_null;  /* final: tool calls and no content at all */
+    int called;        /* final: the reply holds tool calls (finish "stop" becomes "tool_calls") */
     int had_reasoning; /* final: the reply held reasoning (message.reasoning_content is given) */
 } sd_reply_delta;
 

@@ -114,34 +114,27 @@ static int split(const sd_api_req *r, sd_api_tool_fmt fmt, const char *text, siz
     return n;
 }
 
-static void test_split_constrained(void)
+static void test_scan_constrained(void)
 {
-    sd_api_req r;
-    req_of(&r, "\"required\"");
-    size_t content = 99;
-    sd_api_tool_call *c = NULL;
-    CHECK(sd_api_tools_safe(&r, SD_TOOL_FMT_NONE, "{\"name\"", 7) == 0);
-    const char *one = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}";
-    REQUIRE(split(&r, SD_TOOL_FMT_NONE, one, &content, &c) == 1);
-    CHECK(content == 0 && !strcmp(c[0].name, "get_weather") &&
-          !strcmp(c[0].arguments, "{\"city\":\"Paris\"}"));
-    sd_api_tool_calls_free(c, 1);
+    sd_api_call_span sp[4];
+    const char *one =
+        "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P}a\\\"ris\", \"t\": [1, {}]}}";
+    REQUIRE(sd_api_tools_scan(one, strlen(one), 0, sp, 4) == 1);
+    CHECK(sp[0].named && sp[0].done && sp[0].name_len == 11 && !strncmp(one + sp[0].name, "get_weather", 11));
+    CHECK(sp[0].args_len == strlen(one) - sp[0].args - 1 && one[sp[0].args] == '{');
     const char *two =
-        "[{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"get_weather\", \"arguments\": "
-        "{\"city\": \"\\u00e9\"}}]";
-    REQUIRE(split(&r, SD_TOOL_FMT_NONE, two, &content, &c) == 2);
-    CHECK(!strcmp(c[0].name, "get_time") && !strcmp(c[0].arguments, "{}"));
-    CHECK(!strcmp(c[1].arguments, "{\"city\":\"\xc3\xa9\"}"));
-    sd_api_tool_calls_free(c, 2);
-    /* cut short by max_tokens, or naming what was not offered: all content */
-    const char *bad[] = {"{\"name\": \"get_weather\", \"arguments\": {\"ci", "[]",
-                         "{\"name\": \"rm_rf\", \"arguments\": {}}",
-                         "{\"name\": \"get_time\", \"arguments\": {}, \"x\": 1}"};
-    for (size_t i = 0; i < 4; i++) {
-        CHECK_MSG(split(&r, SD_TOOL_FMT_NONE, bad[i], &content, &c) == 0 && content == strlen(bad[i]) && !c,
-                  "%s", bad[i]);
-    }
-    sd_api_req_free(&r);
+        "[{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"get_weather\", \"arguments\": {\"ci";
+    REQUIRE(sd_api_tools_scan(two, strlen(two), 1, sp, 4) == 2);
+    CHECK(sp[0].done && sp[0].args_len == 2 && sp[1].named && !sp[1].done);
+    CHECK(!strcmp(two + sp[1].args, "{\"ci") && sp[1].args_len == 4);
+    /* a name not yet ended; a literal not yet whole; the wrong form for the mode */
+    const char *part[] = {"{\"name\": \"get_ti", "{\"name\": \"get_time\", \"argu", "{\"na"};
+    CHECK(sd_api_tools_scan(part[0], strlen(part[0]), 0, sp, 4) == 1 && !sp[0].named && sp[0].name_len == 6);
+    CHECK(sd_api_tools_scan(part[1], strlen(part[1]), 0, sp, 4) == 1 && sp[0].named && !sp[0].args_len);
+    CHECK(sd_api_tools_scan(part[2], strlen(part[2]), 0, sp, 4) == 0);
+    CHECK(sd_api_tools_scan(one, strlen(one), 1, sp, 4) == 0);
+    /* at most max calls */
+    CHECK(sd_api_tools_scan(two, strlen(two), 1, sp, 1) == 1);
 }
 
 static void test_split_hermes(void)
@@ -210,7 +203,7 @@ static void test_split_llama(void)
 
 static void test_shapes(void)
 {
-    sd_api_tool_call calls[2] = {{"get_time", "{}"}, {"get_weather", "{\"city\":\"Oslo\"}"}};
+    sd_api_tool_call calls[2] = {{0, "get_time", "{}"}, {1, "get_weather", "{\"city\":\"Oslo\"}"}};
     sd_api_meta m = {.kind = SD_API_CHAT, .id = "chatcmpl-1", .model = "m", .logprobs = -1};
     sd_api_choice_out o = {
         .index = 0, .text = "", .finish = "tool_calls", .calls = calls, .n_calls = 2, .content_null = 1};
@@ -235,6 +228,20 @@ static void test_shapes(void)
     CHECK(!strcmp(json_string_value(json_object_get(json_array_get(dtc, 0), "id")), id0));
     CHECK(!strcmp(json_string_value(json_object_get(ch, "finish_reason")), "tool_calls"));
     json_decref(cv);
+    free(chunk);
+    /* a later piece of call 1: its index and arguments only */
+    sd_api_tool_call piece = {1, NULL, "\"Os"};
+    o = (sd_api_choice_out){.index = 0, .text = "", .calls = &piece, .n_calls = 1};
+    chunk = sd_api_chunk(&m, &o, 0, 0);
+    cv = json_loads(chunk + 6, 0, NULL);
+    json_t *p0 = json_array_get(
+        json_object_get(json_object_get(json_array_get(json_object_get(cv, "choices"), 0), "delta"),
+                        "tool_calls"),
+        0);
+    CHECK(json_integer_value(json_object_get(p0, "index")) == 1 && !json_object_get(p0, "id"));
+    CHECK(json_object_size(json_object_get(p0, "function")) == 1 &&
+          !strcmp(json_string_value(json_object_get(json_object_get(p0, "function"), "arguments")), "\"Os"));
+    json_decref(cv);
     json_decref(v);
     free(chunk);
     free(s);
@@ -244,7 +251,7 @@ int main(void)
 {
     RUN(test_choices);
     RUN(test_rejections);
-    RUN(test_split_constrained);
+    RUN(test_scan_constrained);
     RUN(test_split_hermes);
     RUN(test_split_llama);
     RUN(test_shapes);

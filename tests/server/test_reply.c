@@ -4,6 +4,7 @@
  * content). */
 #include "server/reply.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,7 +39,7 @@ static void take(split *sp, const sd_reply_delta *d)
 static split whole(const sd_reply_cfg *cfg, const char *t)
 {
     split sp = {0};
-    sd_reply_pos pos = {0, 0};
+    sd_reply_pos pos = {0};
     sd_reply_delta d;
     CHECK(sd_reply_next(cfg, t, strlen(t), 1, &pos, &d) == 0);
     take(&sp, &d);
@@ -49,7 +50,7 @@ static split whole(const sd_reply_cfg *cfg, const char *t)
 static void check_stream(const sd_reply_cfg *cfg, const char *t)
 {
     split want = whole(cfg, t), got = {0};
-    sd_reply_pos pos = {0, 0};
+    sd_reply_pos pos = {0};
     size_t n = strlen(t);
     for (size_t i = 1; i <= n; i++) {
         sd_reply_delta d;
@@ -125,6 +126,75 @@ static void test_thinking_then_calls(void)
     sd_api_req_free(&r);
 }
 
+/* Calls by index: the name (given once, in the first piece) and the arguments' pieces joined. */
+typedef struct calls {
+    char name[4][32], args[4][256];
+    int n, named_twice;
+} calls;
+
+static void take_calls(calls *c, const sd_reply_delta *d)
+{
+    for (int k = 0; k < d->n_calls; k++) {
+        const sd_api_tool_call *t = &d->calls[k];
+        if (t->index < 0 || t->index >= 4)
+            continue;
+        if (t->name) {
+            c->named_twice |= c->name[t->index][0] != 0;
+            snprintf(c->name[t->index], sizeof c->name[0], "%s", t->name);
+        }
+        append(c->args[t->index], t->arguments, strlen(t->arguments));
+        c->n = t->index + 1 > c->n ? t->index + 1 : c->n;
+    }
+    sd_api_tool_calls_free(d->calls, d->n_calls);
+}
+
+static void test_constrained_stream(void)
+{
+    sd_api_req r;
+    sd_api_err e;
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"t\"}],\"tools\":[" TIME_TOOL
+                       "],\"tool_choice\":\"required\"}";
+    REQUIRE(sd_api_parse(&r, SD_API_CHAT, body, strlen(body), &e) == 0);
+    sd_reply_cfg cfg = {.req = &r, .think = 1};
+    const char *t =
+        "[{\"name\": \"get_time\", \"arguments\": {\"tz\": \"a}\\\"b\"}}, {\"name\": \"get_time\", "
+        "\"arguments\": {}}]";
+    size_t n = strlen(t);
+    for (size_t cut = n; cut > n - 30; cut -= 29) { /* whole, then cut inside the second call's head */
+        calls whole = {0}, got = {0};
+        sd_reply_pos pos = {0};
+        sd_reply_delta d;
+        REQUIRE(sd_reply_next(&cfg, t, cut, 1, &pos, &d) == 0);
+        CHECK(d.called && d.content_null && !d.content_len);
+        take_calls(&whole, &d);
+        memset(&pos, 0, sizeof pos);
+        for (size_t i = 1; i <= cut; i++) {
+            REQUIRE(sd_reply_next(&cfg, t, i, 0, &pos, &d) == 0);
+            CHECK(!d.content_len && !d.reasoning_len && !d.called);
+            take_calls(&got, &d);
+        }
+        REQUIRE(sd_reply_next(&cfg, t, cut, 1, &pos, &d) == 0);
+        take_calls(&got, &d);
+        CHECK_MSG(got.n == whole.n && !got.named_twice && !whole.named_twice, "cut %zu: %d %d", cut, got.n,
+                  whole.n);
+        for (int k = 0; k < whole.n; k++)
+            CHECK_MSG(!strcmp(got.name[k], whole.name[k]) && !strcmp(got.args[k], whole.args[k]),
+                      "cut %zu call %d", cut, k);
+        if (cut == n) {
+            CHECK(whole.n == 2 && !strcmp(whole.name[1], "get_time") && !strcmp(whole.args[1], "{}"));
+            CHECK(!strcmp(whole.args[0], "{\"tz\": \"a}\\\"b\"}"));
+        } else {
+            CHECK_MSG(whole.n == 1, "cut %zu: %d calls", cut, whole.n);
+        }
+    }
+    /* cut before any name ended: no call at all */
+    sd_reply_pos pos = {0};
+    sd_reply_delta d;
+    REQUIRE(sd_reply_next(&cfg, "[{\"name\": \"get_t", 16, 1, &pos, &d) == 0);
+    CHECK(!d.n_calls && !d.called && !d.content_len);
+    sd_api_req_free(&r);
+}
+
 static void test_think_open(void)
 {
     CHECK(sd_reply_think_open("<|im_start|>assistant\n<think>\n", 29));
@@ -139,6 +209,7 @@ int main(void)
 {
     RUN(test_thinking);
     RUN(test_thinking_then_calls);
+    RUN(test_constrained_stream);
     RUN(test_think_open);
     return sd_test_done();
 }

@@ -61,29 +61,48 @@ def test_named_function(client):
 
 
 def test_stream_equals_whole(client):
+    """Streamed calls come as OpenAI streams them: each call's id, type and name in its first
+    piece, then its arguments piece by piece; joined they equal the whole response's calls."""
     kw = dict(model="tiny", messages=MSGS, tools=TOOLS, tool_choice="required", max_tokens=600,
               temperature=1.0, seed=9, n=2)
     whole = client.chat.completions.create(**kw)
-    calls, finish, content = {}, {}, {}
+    calls, finish, content, pieces = {}, {}, {}, 0
     for chunk in client.chat.completions.create(stream=True, **kw):
         for c in chunk.choices:
             content[c.index] = content.get(c.index, "") + (c.delta.content or "")
             for t in c.delta.tool_calls or []:
-                assert t.id.startswith("call_") and t.type == "function"
-                calls.setdefault(c.index, []).append((t.index, t.function.name, t.function.arguments))
+                pieces += 1
+                got = calls.setdefault(c.index, {})
+                if t.index not in got:
+                    assert t.id.startswith("call_") and t.type == "function" and t.function.name, t
+                    got[t.index] = [t.function.name, ""]
+                else:
+                    assert t.id is None and t.function.name is None, t
+                got[t.index][1] += t.function.arguments
             if c.finish_reason:
                 finish[c.index] = c.finish_reason
     for c in whole.choices:
-        want = [(k, t.function.name, t.function.arguments) for k, t in enumerate(c.message.tool_calls)]
+        want = {k: [t.function.name, t.function.arguments] for k, t in enumerate(c.message.tool_calls)}
         assert calls[c.index] == want and finish[c.index] == c.finish_reason and content[c.index] == ""
+    assert pieces > sum(len(c.message.tool_calls) for c in whole.choices)  # arguments came in pieces
 
 
-def test_cut_short_is_content(client):
-    """A call that max_tokens cuts is no call: the text comes back as content, finish "length"."""
+def test_cut_short_call(client):
+    """A call that max_tokens cuts stays a call with the arguments written so far, finish "length"
+    (as OpenAI's); cut before its name has ended there is no call, and no content either."""
     r = client.chat.completions.create(model="tiny", messages=MSGS, tools=TOOLS, tool_choice="required",
                                        max_tokens=3, temperature=0)
     c = r.choices[0]
-    assert c.finish_reason == "length" and not c.message.tool_calls and c.message.content.startswith("[{")
+    assert c.finish_reason == "length" and not c.message.tool_calls and not c.message.content
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    r = client.chat.completions.create(model="tiny", messages=MSGS, tools=TOOLS, tool_choice=named,
+                                       parallel_tool_calls=False, max_tokens=30, temperature=0)
+    c = r.choices[0]
+    (call,) = c.message.tool_calls
+    assert c.finish_reason == "length" and call.function.name == "get_weather"
+    assert call.function.arguments.startswith("{") and c.message.content is None
+    with pytest.raises(ValueError):
+        json.loads(call.function.arguments)
 
 
 def test_auto_needs_a_tool_template(client):
