@@ -20,7 +20,8 @@ struct cc {
     json_t *memo; /* each schema object's node (memo_get): each is compiled once */
     char path[512];
     size_t plen;
-    int nest; /* compile_at recursion */
+    int nest;    /* compile_at recursion */
+    int lenient; /* SD_JSCHEMA_LENIENT */
 };
 
 #define MAX_ALTS 16
@@ -308,6 +309,13 @@ static int in_list(const char *k, const char *const *list)
 
 static const char *const annotations[] = {"title",   "description", "default",  "examples", "deprecated",
                                           "$schema", "$id",         "$comment", NULL};
+/* What a lenient compile leaves out: assertions on a value's contents that the validator cannot
+ * follow byte by byte (numeric bounds, patterns, formats, counts of keys, uniqueness). */
+static const char *const loose_kw[] = {"pattern",         "format",           "minimum",
+                                       "maximum",         "exclusiveMinimum", "exclusiveMaximum",
+                                       "multipleOf",      "minProperties",    "maxProperties",
+                                       "uniqueItems",     "propertyNames",    "patternProperties",
+                                       "contentEncoding", "contentMediaType", NULL};
 static const char *const value_kw[] = {
     "type",  "enum",     "const",    "properties", "required",  "additionalProperties",
     "items", "minItems", "maxItems", "minLength",  "maxLength", NULL};
@@ -323,7 +331,8 @@ static int check_keywords(struct cc *c, json_t *sch, const char **form)
     {
         if (strcmp(k, "$id") == 0 && sch != c->root)
             return FAIL(c, "'$id' below the root is not supported");
-        if (in_list(k, annotations) || strcmp(k, "$defs") == 0 || strcmp(k, "definitions") == 0)
+        if (in_list(k, annotations) || strcmp(k, "$defs") == 0 || strcmp(k, "definitions") == 0 ||
+            (c->lenient && in_list(k, loose_kw)))
             continue;
         if (in_list(k, value_kw)) {
             value = value ? value : k;
@@ -534,7 +543,7 @@ static int compile_object(struct cc *c, uint16_t id, json_t *sch)
     uint8_t required[256] = {0};
     const char *k;
     size_t n = props ? json_object_size(props) : 0, i = 0;
-    if (ap && !json_is_boolean(ap))
+    if (ap && !json_is_boolean(ap) && !c->lenient) /* lenient: a schema there never applies either */
         return FAIL(c, "'additionalProperties' other than true/false is not supported (extra keys are "
                        "never generated)");
     if (props && !json_is_object(props))
@@ -664,7 +673,12 @@ static void cc_free(struct cc *c)
 
 int sd_jschema_compile(sd_jschema **ret, const char *json, size_t len, sd_diag *d)
 {
-    struct cc c = {.d = d, .path = "schema", .plen = 6};
+    return sd_jschema_compile_opts(ret, json, len, 0, d);
+}
+
+int sd_jschema_compile_opts(sd_jschema **ret, const char *json, size_t len, unsigned flags, sd_diag *d)
+{
+    struct cc c = {.d = d, .path = "schema", .plen = 6, .lenient = !!(flags & SD_JSCHEMA_LENIENT)};
     json_error_t err;
     c.root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &err);
     if (!c.root)

@@ -82,6 +82,14 @@ typedef struct sd_jschema sd_jschema;
  * is not supported") for malformed or unsupported schemas; SD_ENOMEM. *ret is set only on
  * success. */
 int sd_jschema_compile(sd_jschema **ret, const char *json, size_t len, sd_diag *d);
+/* SD_JSCHEMA_LENIENT: the content assertions the subset lacks ("pattern", "format", "minimum",
+ * "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minProperties",
+ * "maxProperties", "uniqueItems", "propertyNames", "patternProperties", "contentEncoding",
+ * "contentMediaType") are left out instead of refused, and "additionalProperties" may be a
+ * schema (extra keys are never generated, so it never applies). For what OpenAI itself does
+ * not enforce: tools without "strict": true. Everything else is as strict as ever. */
+#define SD_JSCHEMA_LENIENT 1u
+int sd_jschema_compile_opts(sd_jschema **ret, const char *json, size_t len, unsigned flags, sd_diag *d);
 void sd_jschema_free(sd_jschema *s); /* NULL: no-op */
 /* Caps runs of whitespace outside strings at n bytes (at most SD_JSCHEMA_MAX_WS, the default).
  * Tool-call arguments take 1: a space after ':' and ',' as models write them, and no token spent

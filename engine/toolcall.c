@@ -120,14 +120,16 @@ static int accepts_only_objects(const sd_jschema *js)
     return brace;
 }
 
-static int compile_params(struct tool *t, const json_t *params, sd_diag *d)
+/* strict: enforce every keyword or refuse; otherwise leave out the content assertions jschema
+ * lacks, as OpenAI does for tools without "strict": true (SD_JSCHEMA_LENIENT). */
+static int compile_params(struct tool *t, const json_t *params, int strict, sd_diag *d)
 {
     char *text = NULL;
     if (params && !json_is_null(params) && !(text = json_dumps(params, JSON_COMPACT | JSON_ENCODE_ANY)))
         return sd_diag_set(d, SD_ENOMEM, "tools: out of memory");
     const char *src = text ? text : DEFAULT_PARAMS;
     sd_diag cd = {0};
-    int rc = sd_jschema_compile(&t->js, src, strlen(src), &cd);
+    int rc = sd_jschema_compile_opts(&t->js, src, strlen(src), strict ? 0 : SD_JSCHEMA_LENIENT, &cd);
     free(text);
     if (rc < 0)
         return rc == SD_EINVAL ? schema_fail(d, t, &cd, rc) : sd_diag_set(d, rc, "tools: out of memory");
@@ -153,7 +155,10 @@ static int compile_tool(struct tool *t, const json_t *v, int idx, sd_diag *d)
     memcpy(t->name, json_string_value(name), n);
     t->name[n] = '\0';
     t->len = (uint8_t)n;
-    return compile_params(t, json_object_get(v, "parameters"), d);
+    const json_t *strict = json_object_get(v, "strict");
+    if (strict && !json_is_boolean(strict))
+        return sd_diag_set(d, SD_EINVAL, "tools[%d] (%s): 'strict' must be a boolean", idx, t->name);
+    return compile_params(t, json_object_get(v, "parameters"), json_is_true(strict), d);
 }
 
 /* Sorts the tools by name; two equal names are adjacent then. */

@@ -14,9 +14,12 @@
  * last '}' (one call) or ']' (parallel): the text then ends with end-of-sequence.
  *
  * The spec: JSON text, an array of 1..SD_TCALL_MAX_TOOLS objects {"name": NAME, "parameters":
- * SCHEMA}; other keys (e.g. "description") are ignored. Names match [A-Za-z0-9_-]{1,64} and are
- * distinct. "parameters" absent or null means {"type": "object", "properties": {}} (ARGS is then
- * `{}`); a schema must accept only objects.
+ * SCHEMA, "strict": BOOL}; other keys (e.g. "description") are ignored. Names match
+ * [A-Za-z0-9_-]{1,64} and are distinct. "parameters" absent or null means {"type": "object",
+ * "properties": {}} (ARGS is then `{}`); a schema must accept only objects. Without "strict":
+ * true, a schema compiles leniently (SD_JSCHEMA_LENIENT: content assertions jschema lacks, such
+ * as "minimum" or "pattern", are left out, as OpenAI leaves non-strict tools unenforced); with
+ * it, they are refused.
  *
  * Threading: an sd_tcall is read-only after compile. A state is a plain buffer owned by its
  * request, 8-byte aligned (malloc'd, or slots of sd_tcall_state_size bytes in one such buffer). */

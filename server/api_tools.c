@@ -124,7 +124,8 @@ static int build_spec(sd_api_req *r, json_t *tools, int named, sd_api_err *e)
         json_t *params = given(f, "parameters");
         if (json_is_object(params) && !json_object_size(params))
             params = NULL; /* {}: a function without arguments, as OpenAI reads it */
-        json_t *one = json_pack("{s:s}", "name", tool_name(json_array_get(tools, i)));
+        json_t *one = json_pack("{s:s,s:b}", "name", tool_name(json_array_get(tools, i)), "strict",
+                                json_is_true(given(f, "strict")));
         if (!one || (params && json_object_set(one, "parameters", params)) ||
             json_array_append_new(spec, one)) {
             json_decref(spec);

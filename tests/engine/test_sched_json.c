@@ -272,8 +272,9 @@ static void test_tool_calls(void)
     sd_diag d = {0};
     REQUIRE(sd_sched_init(&s, M, b, &o, NULL) == 0);
     sd_sched_req *r = NULL;
-    p[0].tool_spec = "[{\"name\": \"f\"}, {\"name\": \"g\", \"parameters\": {\"type\": \"object\", "
-                     "\"properties\": {\"x\": {\"type\": \"string\", \"pattern\": \"a\"}}}}]";
+    p[0].tool_spec =
+        "[{\"name\": \"f\"}, {\"name\": \"g\", \"strict\": true, \"parameters\": {\"type\": \"object\", "
+        "\"properties\": {\"x\": {\"type\": \"string\", \"pattern\": \"a\"}}}}]";
     CHECK(sd_sched_req_new(s, &p[0], on_event, NULL, 1, &r, &d) == SD_EINVAL);
     CHECK_MSG(strcmp(d.msg, "tools[1] (g): parameters/properties/x: 'pattern' is not supported") == 0,
               "message: %s", d.msg);

@@ -74,6 +74,35 @@ static void check_texts(const sd_tcall *t, const char *const *texts, const long 
 
 /* ---- one call --------------------------------------------------------------------------------- */
 
+/* Without "strict": true the content assertions jschema lacks are left out (the structure is
+ * still enforced); with it they are refused. */
+static void test_lenient(void)
+{
+    const char *params =
+        "'parameters':{'type':'object','required':['n'],'additionalProperties':{'type':'string'},"
+        "'properties':{'n':{'type':'integer','minimum':0,'maximum':9},"
+        "'s':{'type':'string','format':'date','pattern':'^2'}}}";
+    char spec[512];
+    snprintf(spec, sizeof spec, "[{'name':'f',%s}]", params);
+    sd_tcall *t = compile_ok(q(spec), 0);
+    REQUIRE(t);
+    tstate st;
+    sd_tcall_init(t, st.w);
+    const char *ok = q("{'name': 'f', 'arguments': {'n': 12, 's': 'x'}}");
+    CHECK(sd_tcall_feed(t, st.w, ok, strlen(ok)) == 0 && sd_tcall_complete(t, st.w));
+    sd_tcall_init(t, st.w);
+    const char *extra = q("{'name': 'f', 'arguments': {'n': 1, 'z': 'x'}}"); /* no extra keys, ever */
+    CHECK(sd_tcall_feed(t, st.w, extra, strlen(extra)) < 0);
+    sd_tcall_init(t, st.w);
+    const char *no_n = q("{'name': 'f', 'arguments': {'s': 'x'}}"); /* required still holds */
+    CHECK(sd_tcall_feed(t, st.w, no_n, strlen(no_n)) < 0);
+    sd_tcall_free(t);
+    snprintf(spec, sizeof spec, "[{'name':'f','strict':true,%s}]", params);
+    sd_diag d = {0};
+    CHECK(sd_tcall_compile(&t, q(spec), strlen(q(spec)), 0, &d) == SD_EINVAL);
+    CHECK_MSG(strstr(d.msg, "not supported"), "%s", d.msg);
+}
+
 static void test_single_accepts(void)
 {
     static const char *const texts[] = {
@@ -243,10 +272,15 @@ static void test_compile_errors(void)
          "tools[0] (f): parameters must describe an object"},
         {"[{'name':'f','parameters':{'anyOf':[{'type':'object'},{'type':'array','items':{'type':'null'}}]}}]",
          "tools[0] (f): parameters must describe an object"},
-        {"[{'name':'x'},{'name':'y'},{'name':'get_weather','parameters':{'type':'object','properties':{"
-         "'x':{'type':'string','pattern':'a+'}}}}]",
+        {"[{'name':'x'},{'name':'y'},{'name':'get_weather','strict':true,'parameters':{'type':'object',"
+         "'properties':{'x':{'type':'string','pattern':'a+'}}}}]",
          "tools[2] (get_weather): parameters/properties/x: 'pattern' is not supported"},
         {"[{'name':'f','parameters':{}}]", "tools[0] (f): parameters: no 'type'"},
+        {"[{'name':'f','strict':1}]", "tools[0] (f): 'strict' must be a boolean"},
+        /* lenient (no "strict": true) leaves out content assertions, not the structure */
+        {"[{'name':'f','parameters':{'type':'object','properties':{'x':{'type':'string','pattern':'a'}},"
+         "'patternProperties':{},'not':{}}}]",
+         "tools[0] (f): parameters: 'not' is not supported"},
         {"[{'name':'f','parameters':true}]", "tools[0] (f): parameters: a schema must be an object"},
         {"[{'name':'f','parameters':{'type':'object','properties':{'a':{'type':'strin'}}}}]",
          "tools[0] (f): parameters/properties/a: 'type' must be one of"},
@@ -267,9 +301,9 @@ static void test_compile_errors(void)
 static void test_long_message(void)
 {
     char spec[4096];
-    size_t len =
-        (size_t)snprintf(spec, sizeof spec, "[{'name':'%s','parameters':{'type':'object','properties':{'",
-                         "n123456789012345678901234567890123456789012345678901234567890123");
+    size_t len = (size_t)snprintf(spec, sizeof spec,
+                                  "[{'name':'%s','strict':true,'parameters':{'type':'object','properties':{'",
+                                  "n123456789012345678901234567890123456789012345678901234567890123");
     for (int i = 0; i < 200; i++)
         len += (size_t)snprintf(spec + len, sizeof spec - len, "\xc3\xa9");
     snprintf(spec + len, sizeof spec - len, "':{'type':'string','format':'%0300d'}}}}]", 0);
@@ -433,6 +467,7 @@ static void test_random_walks_many(void)
 
 int main(void)
 {
+    RUN(test_lenient);
     RUN(test_single_accepts);
     RUN(test_single_rejects);
     RUN(test_canonical_states);

@@ -115,14 +115,26 @@ def test_auto_needs_a_tool_template(client):
     assert r.choices[0].message.tool_calls is None and isinstance(r.choices[0].message.content, str)
 
 
-def test_unsupported_parameters_schema(client):
+def test_parameters_strict_and_not(client):
+    """Without "strict": true the assertions the validator lacks ("pattern", "minimum") are left
+    out, as OpenAI leaves such tools unenforced, and the call is still well formed; with it they
+    are refused, naming the keyword."""
     import openai
-    bad = {"type": "function", "function": {"name": "f", "parameters": {
-        "type": "object", "properties": {"x": {"type": "string", "pattern": "^a"}}}}}
+    params = {"type": "object", "required": ["x"], "additionalProperties": False,
+              "properties": {"x": {"type": "string", "pattern": "^a", "maxLength": 8},
+                             "n": {"type": "integer", "minimum": 0}}}
+    loose = {"type": "function", "function": {"name": "f", "parameters": params}}
+    r = client.chat.completions.create(model="tiny", messages=MSGS, tools=[loose], tool_choice="required",
+                                       parallel_tool_calls=False, max_tokens=80, temperature=0.7, seed=3)
+    (call,) = r.choices[0].message.tool_calls
+    args = json.loads(call.function.arguments)
+    assert call.function.name == "f" and isinstance(args["x"], str) and len(args["x"]) <= 8, args
+    assert set(args) <= {"x", "n"} and isinstance(args.get("n", 0), int)
+    strict = {"type": "function", "function": {"name": "f", "parameters": params, "strict": True}}
     with pytest.raises(openai.BadRequestError) as e:
-        client.chat.completions.create(model="tiny", messages=MSGS, tools=[bad], tool_choice="required",
+        client.chat.completions.create(model="tiny", messages=MSGS, tools=[strict], tool_choice="required",
                                        max_tokens=4)
-    assert "pattern" in e.value.body["message"], e.value.body
+    assert "'pattern' is not supported" in e.value.body["message"], e.value.body
 
 
 @pytest.fixture(scope="module")
