@@ -44,7 +44,8 @@ static void test_choices(void)
     CHECK(json_array_size(spec) == 2);
     CHECK(!strcmp(json_string_value(json_object_get(json_array_get(spec, 0), "name")), "get_weather"));
     CHECK(json_is_object(json_object_get(json_array_get(spec, 0), "parameters")));
-    CHECK(json_object_size(json_array_get(spec, 1)) == 2 && !json_object_get(json_array_get(spec, 1), "parameters"));
+    CHECK(json_object_size(json_array_get(spec, 1)) == 2 &&
+          !json_object_get(json_array_get(spec, 1), "parameters"));
     CHECK(json_is_false(json_object_get(json_array_get(spec, 0), "strict"))); /* "strict" absent: lenient */
     json_decref(spec);
     sd_api_req_free(&r);
