@@ -19,6 +19,17 @@ double sd_http__now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static int is_gen_route(sd_metrics_route r)
+{
+    return r == SD_ROUTE_COMPLETIONS || r == SD_ROUTE_CHAT;
+}
+
+/* POST routes with a JSON body, under the API keys: generation and (de)tokenization. */
+static int is_post_route(sd_metrics_route r)
+{
+    return is_gen_route(r) || r == SD_ROUTE_TOKENIZE || r == SD_ROUTE_DETOKENIZE;
+}
+
 enum MHD_Result sd_http__send(struct MHD_Connection *conn, sd_http__conn *c, int status, const char *ctype,
                               char *body_owned, size_t len)
 {
@@ -34,9 +45,7 @@ enum MHD_Result sd_http__send(struct MHD_Connection *conn, sd_http__conn *c, int
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
                                 strstr(c->url, "/jobs/") ? "GET, HEAD, DELETE" : "GET, HEAD, POST");
     else if (status == 405)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
-                                c->route == SD_ROUTE_COMPLETIONS || c->route == SD_ROUTE_CHAT ? "POST"
-                                                                                              : "GET, HEAD");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, is_post_route(c->route) ? "POST" : "GET, HEAD");
     if (status == 401)
         MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     c->status = status;
@@ -72,7 +81,9 @@ static sd_metrics_route route_of(const char *url)
                   {"/v1/models", SD_ROUTE_MODELS},
                   {"/health", SD_ROUTE_HEALTH},
                   {"/ready", SD_ROUTE_READY},
-                  {"/metrics", SD_ROUTE_METRICS}};
+                  {"/metrics", SD_ROUTE_METRICS},
+                  {"/tokenize", SD_ROUTE_TOKENIZE},
+                  {"/detokenize", SD_ROUTE_DETOKENIZE}};
     if (!strncmp(url, "/admin/", 7) || !strcmp(url, "/admin"))
         return SD_ROUTE_ADMIN;
     size_t n = strlen(url);
@@ -82,11 +93,6 @@ static sd_metrics_route route_of(const char *url)
         if (strlen(routes[i].path) == n && !strncmp(url, routes[i].path, n))
             return routes[i].r;
     return SD_ROUTE_OTHER;
-}
-
-static int is_gen_route(sd_metrics_route r)
-{
-    return r == SD_ROUTE_COMPLETIONS || r == SD_ROUTE_CHAT;
 }
 
 static enum MHD_Result handle_get(sd_http *h, struct MHD_Connection *conn, sd_http__conn *c)
@@ -238,11 +244,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         if (c->route == SD_ROUTE_ADMIN)
             return MHD_YES; /* any method; answered once the body is in */
-        if (is_gen_route(c->route) ? !is_post : !is_get) {
+        if (is_post_route(c->route) ? !is_post : !is_get) {
             sd_api_fail(&e, 405, NULL, "method_not_allowed", "%s is not allowed on %s", method, url);
             return sd_http__send_error(conn, c, &e);
         }
-        if (!is_gen_route(c->route))
+        if (!is_post_route(c->route))
             return handle_get(h, conn, c);
         if (precheck_gen(h, conn, c, &ret))
             return ret;
@@ -273,6 +279,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                           c->len, c->rid, &out);
         return sd_http__send(conn, c, st, "application/json", out, out ? strlen(out) : 0);
     }
+    if (!is_gen_route(c->route))
+        return sd_http__tok_handle(h, conn, c);
     return sd_http__gen_handle(h, conn, c);
 }
 

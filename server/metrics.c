@@ -36,8 +36,8 @@ struct sd_metrics {
 };
 
 static const char *const route_names[SD_ROUTE_COUNT] = {
-    "other",    "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/ready",
-    "/metrics", "/admin"};
+    "other",  "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/ready", "/metrics",
+    "/admin", "/tokenize",       "/detokenize"};
 
 static void hist_setup(hist *h, const char *name, const char *help, const double *b, int n)
 {

@@ -20,6 +20,8 @@ typedef enum sd_metrics_route {
     SD_ROUTE_READY,
     SD_ROUTE_METRICS,
     SD_ROUTE_ADMIN, /* /admin/... (server/admin.c) */
+    SD_ROUTE_TOKENIZE,
+    SD_ROUTE_DETOKENIZE,
     SD_ROUTE_COUNT
 } sd_metrics_route;
 

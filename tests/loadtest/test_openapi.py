@@ -70,6 +70,20 @@ def narrowed_spec():
     s["SamplingFields"]["properties"]["logit_bias"] = {
         "type": "object", "additionalProperties": False,
         "properties": {str(t): {"type": "number", "minimum": -100, "maximum": 100} for t in (7, 13, vocab - 1)}}
+    # (de)tokenize: ids of this model's vocabulary, short texts, the served model's id
+    detok = spec["paths"]["/detokenize"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    detok["properties"]["tokens"].update(maxItems=16)
+    detok["properties"]["tokens"]["items"]["maximum"] = vocab - 1
+    detok["properties"]["model"] = {"type": "string", "enum": [model_id]}
+    detok["additionalProperties"] = False
+    tok = spec["paths"]["/tokenize"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    for alt in tok["oneOf"]:
+        alt["additionalProperties"] = False
+        alt["properties"]["model"] = {"type": "string", "enum": [model_id]}
+        if "prompt" in alt["properties"]:
+            alt["properties"]["prompt"]["maxLength"] = 200
+        else:
+            alt["properties"]["messages"]["maxItems"] = 3
     # max_tokens required: a chat request without it may generate up to the whole context.
     # Flattened without extra keys: unknown fields are ignored by the server, but arbitrary
     # extra JSON may hold integers beyond 64 bits, which the JSON parser refuses (documented).
