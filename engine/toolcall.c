@@ -258,6 +258,7 @@ static void lit_end(const sd_tcall *t, struct tc_state *s)
         break;
     case L_CLOSE:
         s->phase = t->parallel ? P_AFTER : P_DONE;
+        s->calls = s->phase == P_DONE ? 0 : s->calls; /* done is one state, however many calls */
         break;
     default: /* a call's opening: any name may come */
         s->phase = P_NAME;
@@ -338,6 +339,7 @@ static int step_after(struct tc_state *s, unsigned c)
 {
     if (c == ']') {
         s->phase = P_DONE;
+        s->calls = 0; /* done is one state, however many calls */
         return 0;
     }
     if (c != ',' || s->calls >= SD_TCALL_MAX_CALLS)

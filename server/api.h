@@ -165,8 +165,9 @@ char *sd_api_models(const char *model_id, int64_t created, int32_t max_model_len
  * chat body into r (400s naming the field). Called by sd_api_parse. */
 int sd_api_parse_tools(sd_api_req *r, json_t *body, sd_api_err *e);
 /* How many bytes of a reply so far are content for sure (streamed as it comes): the rest may
- * yet turn out to be a tool call. All of it without tools, none of a constrained reply. */
-size_t sd_api_tools_safe(const sd_api_req *r, sd_api_tool_fmt fmt, const char *text, size_t len);
+ * yet turn out to be a tool call. All of it without tools, none of a constrained reply. `from`:
+ * no call begins before it (what went out already), where the search may start. */
+size_t sd_api_tools_safe(const sd_api_req *r, sd_api_tool_fmt fmt, const char *text, size_t len, size_t from);
 /* A finished "auto" reply split into content, text[0, *content_len), and tool calls (*calls,
  * malloc'd; free with sd_api_tool_calls_free). A reply whose calls do not parse, or name a
  * function the request did not offer, is all content with no calls. -1: out of memory.
@@ -175,8 +176,10 @@ int sd_api_tools_split(const sd_api_req *r, sd_api_tool_fmt fmt, const char *tex
                        size_t *content_len, sd_api_tool_call **calls, int *n_calls);
 void sd_api_tool_calls_free(sd_api_tool_call *calls, int n);
 /* The calls of a constrained reply ("required" / a named function: the exact form of
- * engine/toolcall.h) that text[0, len) has begun, at most max; returns how many. */
-int sd_api_tools_scan(const char *text, size_t len, int parallel, sd_api_call_span *spans, int max);
+ * engine/toolcall.h) that text[0, len) has begun, at most max; returns how many. *closed (if
+ * not NULL): 1 when the text holds the whole form, its last '}' (one call) or ']' read. */
+int sd_api_tools_scan(const char *text, size_t len, int parallel, sd_api_call_span *spans, int max,
+                      int *closed);
 
 /* Writes `len` bytes as valid UTF-8 into a malloc'd string (invalid sequences become
  * U+FFFD), for token strings that cut a character in two. */

@@ -180,14 +180,15 @@ static int llama_may_call(const char *s, size_t i, size_t len)
     return i == len || s[i] == '{' || !memcmp(s + i, PYTHON_TAG, k);
 }
 
-size_t sd_api_tools_safe(const sd_api_req *r, sd_api_tool_fmt fmt, const char *text, size_t len)
+size_t sd_api_tools_safe(const sd_api_req *r, sd_api_tool_fmt fmt, const char *text, size_t len, size_t from)
 {
     if (r->tool_choice == SD_TOOLS_OFF)
         return len;
     if (r->tool_choice != SD_TOOLS_AUTO)
         return 0;
     if (fmt == SD_TOOL_FMT_HERMES) {
-        const char *p = sd_scan_find(text, len, TAG_OPEN);
+        from = from < len ? from : len;
+        const char *p = sd_scan_find(text + from, len - from, TAG_OPEN);
         /* whitespace before a call is not content: hold it until something else follows */
         return sd_scan_trim_end(text,
                                 p ? (size_t)(p - text) : len - sd_scan_partial_tail(text, len, TAG_OPEN));
@@ -204,115 +205,6 @@ void sd_api_tool_calls_free(sd_api_tool_call *calls, int n)
         free(calls[i].arguments);
     }
     free(calls);
-}
-
-typedef struct calls_buf {
-    sd_api_tool_call *v;
-    int n;
-    int oom;
-} calls_buf;
-
-/* One call object {"name": s, <argkey>: {...}} (arguments as an object, or a string holding
- * one) naming an offered tool, appended to b. 0: taken; -1: not a call. */
-static int take_call(const sd_api_req *r, calls_buf *b, json_t *o, const char *argkey)
-{
-    const char *name = json_string_value(json_object_get(o, "name"));
-    json_t *args = json_object_get(o, argkey), *parsed = NULL;
-    if (json_is_string(args))
-        args = parsed = json_loads(json_string_value(args), 0, NULL);
-    int ok = json_is_object(o) && json_object_size(o) == 2 && find_tool(r->tools, name) >= 0 &&
-             json_is_object(args) && b->n < MAX_CALLS;
-    if (ok) {
-        sd_api_tool_call *v = realloc(b->v, (size_t)(b->n + 1) * sizeof *v);
-        if (v) {
-            b->v = v;
-            v[b->n] = (sd_api_tool_call){b->n, strdup(name), json_dumps(args, JSON_COMPACT)};
-            b->oom |= !v[b->n].name || !v[b->n].arguments;
-            b->n++;
-        }
-        b->oom |= !v;
-    }
-    json_decref(parsed);
-    return ok ? 0 : -1;
-}
-
-/* Parses one JSON value at s[*i, len) (leading whitespace allowed), advancing *i past it. */
-static json_t *load_at(const char *s, size_t *i, size_t len)
-{
-    json_error_t je;
-    size_t at = sd_scan_ws(s, *i, len);
-    json_t *v = json_loadb(s + at, len - at, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY, &je);
-    if (v)
-        *i = at + (size_t)je.position;
-    return v;
-}
-
-/* Hermes: <tool_call> {call} </tool_call>, repeated, with only whitespace between and after (the
- * last closing tag may be missing: the model may stop right after the object). */
-static int split_hermes(const sd_api_req *r, calls_buf *b, const char *s, size_t len, size_t *content_len)
-{
-    const char *p = sd_scan_find(s, len, TAG_OPEN);
-    if (!p)
-        return -1;
-    *content_len = sd_scan_trim_end(s, (size_t)(p - s));
-    size_t i = (size_t)(p - s), ot = strlen(TAG_OPEN), ct = strlen(TAG_CLOSE);
-    while (i < len) {
-        if (len - i < ot || memcmp(s + i, TAG_OPEN, ot))
-            return -1;
-        i += ot;
-        json_t *v = load_at(s, &i, len);
-        int rc = v ? take_call(r, b, v, "arguments") : -1;
-        json_decref(v);
-        if (rc < 0)
-            return -1;
-        i = sd_scan_ws(s, i, len);
-        if (i < len && (len - i < ct || memcmp(s + i, TAG_CLOSE, ct)))
-            return -1;
-        i = sd_scan_ws(s, i < len ? i + ct : i, len);
-    }
-    return 0;
-}
-
-/* Llama 3.x: the whole reply is {"name": ..., "parameters": {...}} (after the python tag, if
- * the detokenizer kept it), several separated by ';'. */
-static int split_llama(const sd_api_req *r, calls_buf *b, const char *s, size_t len)
-{
-    size_t i = sd_scan_ws(s, 0, len), m = strlen(PYTHON_TAG);
-    if (len - i >= m && !memcmp(s + i, PYTHON_TAG, m))
-        i += m;
-    for (;;) {
-        json_t *v = load_at(s, &i, len);
-        int rc = v ? take_call(r, b, v, json_object_get(v, "parameters") ? "parameters" : "arguments") : -1;
-        json_decref(v);
-        if (rc < 0)
-            return -1;
-        i = sd_scan_ws(s, i, len);
-        if (i == len)
-            return 0;
-        if (s[i++] != ';')
-            return -1;
-    }
-}
-
-int sd_api_tools_split(const sd_api_req *r, sd_api_tool_fmt fmt, const char *text, size_t len,
-                       size_t *content_len, sd_api_tool_call **calls, int *n_calls)
-{
-    calls_buf b = {0};
-    size_t content = 0;
-    int rc = -1;
-    if (r->tool_choice == SD_TOOLS_AUTO && fmt == SD_TOOL_FMT_HERMES)
-        rc = split_hermes(r, &b, text, len, &content);
-    else if (r->tool_choice == SD_TOOLS_AUTO && fmt == SD_TOOL_FMT_LLAMA)
-        rc = split_llama(r, &b, text, len);
-    if (rc < 0 || b.oom) { /* no calls: the reply is all content */
-        sd_api_tool_calls_free(b.v, b.n);
-        b = (calls_buf){.oom = b.oom};
-        content = len;
-    }
-    *content_len = content;
-    *calls = b.v;
-    *n_calls = b.n;
-    return b.oom ? -1 : 0;
 }
 
 /* Consumes the literal `lit` at s[*i, len): 1 when all of it is there. */
@@ -353,10 +245,182 @@ static int args_end(const char *s, size_t len, size_t *i)
     return 0;
 }
 
-int sd_api_tools_scan(const char *s, size_t len, int parallel, sd_api_call_span *spans, int max)
+typedef struct calls_buf {
+    sd_api_tool_call *v;
+    int n;
+    int oom;
+} calls_buf;
+
+/* The end of the well-formed JSON value at s[i] (jansson has read it): strings and nesting
+ * followed. */
+static size_t value_end(const char *s, size_t i, size_t len)
+{
+    if (s[i] == '"') {
+        for (i++; i < len && s[i] != '"'; i += s[i] == '\\' ? 2 : 1)
+            ;
+        return i + 1 < len ? i + 1 : len;
+    }
+    if (s[i] == '{' || s[i] == '[') {
+        args_end(s, len, &i);
+        return i;
+    }
+    while (i < len && !strchr(",}] \t\r\n", s[i]))
+        i++;
+    return i;
+}
+
+/* The bytes [*vb, *ve) of member `key`'s value in the well-formed object at s[from, to). 0: found;
+ * -1: not there (or its key written with escapes). */
+static int member_span(const char *s, size_t from, size_t to, const char *key, size_t *vb, size_t *ve)
+{
+    size_t i = sd_scan_ws(s, from, to) + 1, m = strlen(key); /* past '{' */
+    for (;;) {
+        i = sd_scan_ws(s, i, to);
+        if (i >= to || s[i] != '"')
+            return -1;
+        size_t kb = i + 1, ke = value_end(s, i, to) - 1;
+        i = sd_scan_ws(s, ke + 1, to);
+        if (i >= to || s[i] != ':')
+            return -1;
+        *vb = sd_scan_ws(s, i + 1, to);
+        *ve = value_end(s, *vb, to);
+        if (ke - kb == m && !memcmp(s + kb, key, m))
+            return 0;
+        i = sd_scan_ws(s, *ve, to);
+        if (i >= to || s[i++] != ',')
+            return -1;
+    }
+}
+
+/* A call object o, read from s[from, to): {"name": s, <argkey>: {...}} (arguments as an object,
+ * or a string holding one) naming an offered tool, appended to b with the arguments as the model
+ * wrote them (jansson would rewrite numbers: 0.1 as 0.10000000000000001). 0: taken; -1: not a
+ * call. */
+static int take_call(const sd_api_req *r, calls_buf *b, json_t *o, const char *argkey, const char *s,
+                     size_t from, size_t to)
+{
+    const char *name = json_string_value(json_object_get(o, "name"));
+    json_t *args = json_object_get(o, argkey), *parsed = NULL;
+    if (json_is_string(args))
+        args = parsed = json_loads(json_string_value(args), JSON_DECODE_INT_AS_REAL, NULL);
+    int ok = json_is_object(o) && json_object_size(o) == 2 && find_tool(r->tools, name) >= 0 &&
+             json_is_object(args) && b->n < MAX_CALLS;
+    if (ok) {
+        size_t vb, ve;
+        char *text = parsed || member_span(s, from, to, argkey, &vb, &ve) < 0 ? json_dumps(args, JSON_COMPACT)
+                                                                              : strndup(s + vb, ve - vb);
+        sd_api_tool_call *v = realloc(b->v, (size_t)(b->n + 1) * sizeof *v);
+        char *nm = strdup(name);
+        if (v && text && nm) {
+            b->v = v;
+            v[b->n] = (sd_api_tool_call){b->n, nm, text};
+            b->n++;
+        } else {
+            b->v = v ? v : b->v;
+            b->oom = 1;
+            free(text);
+            free(nm);
+        }
+    }
+    json_decref(parsed);
+    return ok ? 0 : -1;
+}
+
+/* Parses one JSON value at s[*i, len) (leading whitespace allowed), advancing *i past it, with
+ * *at where it begins. Integers past 64 bits read as reals: a call is not lost for an id. */
+static json_t *load_at(const char *s, size_t *i, size_t len, size_t *at)
+{
+    json_error_t je;
+    *at = sd_scan_ws(s, *i, len);
+    json_t *v = json_loadb(s + *at, len - *at,
+                           JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &je);
+    if (v)
+        *i = *at + (size_t)je.position;
+    return v;
+}
+
+/* Hermes: <tool_call> {call} </tool_call>, repeated, with only whitespace between and after (the
+ * last closing tag may be missing: the model may stop right after the object). */
+static int split_hermes(const sd_api_req *r, calls_buf *b, const char *s, size_t len, size_t *content_len)
+{
+    const char *p = sd_scan_find(s, len, TAG_OPEN);
+    if (!p)
+        return -1;
+    *content_len = sd_scan_trim_end(s, (size_t)(p - s));
+    size_t i = (size_t)(p - s), ot = strlen(TAG_OPEN), ct = strlen(TAG_CLOSE);
+    while (i < len) {
+        if (len - i < ot || memcmp(s + i, TAG_OPEN, ot))
+            return -1;
+        i += ot;
+        size_t at;
+        json_t *v = load_at(s, &i, len, &at);
+        int rc = v ? take_call(r, b, v, "arguments", s, at, i) : -1;
+        json_decref(v);
+        if (rc < 0)
+            return -1;
+        i = sd_scan_ws(s, i, len);
+        if (i < len && (len - i < ct || memcmp(s + i, TAG_CLOSE, ct)))
+            return -1;
+        i = sd_scan_ws(s, i < len ? i + ct : i, len);
+    }
+    return 0;
+}
+
+/* Llama 3.x: the whole reply is {"name": ..., "parameters": {...}} (after the python tag, if
+ * the detokenizer kept it), several separated by ';'. */
+static int split_llama(const sd_api_req *r, calls_buf *b, const char *s, size_t len)
+{
+    size_t i = sd_scan_ws(s, 0, len), m = strlen(PYTHON_TAG);
+    if (len - i >= m && !memcmp(s + i, PYTHON_TAG, m))
+        i += m;
+    for (;;) {
+        size_t at;
+        json_t *v = load_at(s, &i, len, &at);
+        const char *key = json_object_get(v, "parameters") ? "parameters" : "arguments";
+        int rc = v ? take_call(r, b, v, key, s, at, i) : -1;
+        json_decref(v);
+        if (rc < 0)
+            return -1;
+        i = sd_scan_ws(s, i, len);
+        if (i == len)
+            return 0;
+        if (s[i++] != ';')
+            return -1;
+    }
+}
+
+int sd_api_tools_split(const sd_api_req *r, sd_api_tool_fmt fmt, const char *text, size_t len,
+                       size_t *content_len, sd_api_tool_call **calls, int *n_calls)
+{
+    calls_buf b = {0};
+    size_t content = 0;
+    int rc = -1;
+    if (r->tool_choice == SD_TOOLS_AUTO && fmt == SD_TOOL_FMT_HERMES)
+        rc = split_hermes(r, &b, text, len, &content);
+    else if (r->tool_choice == SD_TOOLS_AUTO && fmt == SD_TOOL_FMT_LLAMA)
+        rc = split_llama(r, &b, text, len);
+    if (rc < 0 || b.oom) { /* no calls: the reply is all content */
+        sd_api_tool_calls_free(b.v, b.n);
+        b = (calls_buf){.oom = b.oom};
+        content = len;
+    }
+    while (!r->parallel_tool_calls && b.n > 1) { /* at most one, as OpenAI promises: the first */
+        b.n--;
+        free(b.v[b.n].name);
+        free(b.v[b.n].arguments);
+    }
+    *content_len = content;
+    *calls = b.v;
+    *n_calls = b.n;
+    return b.oom ? -1 : 0;
+}
+
+int sd_api_tools_scan(const char *s, size_t len, int parallel, sd_api_call_span *spans, int max, int *closed)
 {
     size_t i = 0;
-    int n = 0;
+    int n = 0, whole = 0;
+    if (closed)
+        *closed = 0;
     if (parallel && !literal(s, len, &i, "["))
         return 0;
     while (n < max && literal(s, len, &i, n == 0 || !parallel ? "{\"name\": \"" : ", {\"name\": \"")) {
@@ -367,14 +431,20 @@ int sd_api_tools_scan(const char *s, size_t len, int parallel, sd_api_call_span 
             i++;
         c->name_len = i - c->name;
         c->named = i < len;
-        c->args = i + 1;
+        c->args = i;
         if (!c->named || !literal(s, len, &i, "\", \"arguments\": "))
-            return n;
+            break;
         c->args = i;
         c->done = args_end(s, len, &i);
         c->args_len = i - c->args;
-        if (!c->done || !literal(s, len, &i, "}") || !parallel)
-            return n;
+        if (!c->done || !literal(s, len, &i, "}"))
+            break;
+        if (!parallel || literal(s, len, &i, "]")) {
+            whole = 1;
+            break;
+        }
     }
+    if (closed)
+        *closed = whole;
     return n;
 }

@@ -294,14 +294,21 @@ static void choice_chunk(sd_http__gen *g, gen_choice *c)
                            .n_toks = c->n_toks - c->toks_sent,
                            .text_offset0 = c->chars_sent,
                            .finish = fin ? c->finish : NULL};
+    if (!fin && c->len == c->sent && !o.n_toks)
+        return;                 /* nothing new: no rescan of the reply */
+    sd_reply_pos pos = c->rpos; /* committed once the chunk is out: nothing lost to a failed one */
     if (g->meta.kind == SD_API_CHAT)
-        chat_delta(g, c, fin, &c->rpos, &o);
-    if (!o.text_len && !o.reasoning_len && !o.n_calls && !o.n_toks && !fin)
+        chat_delta(g, c, fin, &pos, &o);
+    if (!o.text_len && !o.reasoning_len && !o.n_calls && !o.n_toks && !fin) {
+        c->rpos = pos; /* held back: nothing to send yet */
+        c->sent = g->meta.kind == SD_API_CHAT ? c->len : c->sent;
         return;
+    }
     int rc = out_put(g, sd_api_chunk(&g->meta, &o, 0, g->req.include_usage));
     sd_api_tool_calls_free((sd_api_tool_call *)o.calls, o.n_calls);
     if (rc < 0)
         return;
+    c->rpos = pos;
     c->chars_sent += sd_api_utf8_chars(o.text, o.text_len);
     c->sent = g->meta.kind == SD_API_CHAT ? c->len : c->sent + o.text_len;
     c->toks_sent = c->n_toks;

@@ -51,7 +51,10 @@ static int render_chat(sd_http *h, sd_http__gen *g, char **ret, size_t *ret_len,
     if (rc < 0)
         return sd_api_fail(e, 400, "messages", "template_error", "chat template: %s", sd_diag_str(&d, rc));
     g->reply.req = &g->req;
-    g->reply.think = h->o.split_reasoning && sd_chat_template_thinks(ct);
+    /* a constrained reply starts with its JSON: it cannot think first (docs/api.md) */
+    int constrained = g->req.json_object || g->req.json_schema || g->req.tool_choice == SD_TOOLS_REQUIRED ||
+                      g->req.tool_choice == SD_TOOLS_NAMED;
+    g->reply.think = h->o.split_reasoning && sd_chat_template_thinks(ct) && !constrained;
     g->reply.think_open = g->reply.think && sd_reply_think_open(*ret, *ret_len);
     return 0;
 #else
@@ -189,10 +192,10 @@ static const char *engine_param(const char *msg)
 {
     static const char *const fields[] = {
         "prompt", "max_tokens",         "stop",       "logprobs",       "temperature", "top_k", "top_p",
-        "min_p",  "repetition_penalty", "logit_bias", "response_format"};
+        "min_p",  "repetition_penalty", "logit_bias", "response_format", "tools"};
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
         size_t n = strlen(fields[i]);
-        if (!strncmp(msg, fields[i], n) && msg[n] == ':')
+        if (!strncmp(msg, fields[i], n) && (msg[n] == ':' || msg[n] == '['))
             return fields[i];
     }
     return "prompt";

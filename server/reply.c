@@ -3,18 +3,17 @@
 
 #include <string.h>
 
+#include "engine/toolcall.h"
 #include "server/textscan.h"
 
 static const char THINK_OPEN[] = "<think>", THINK_CLOSE[] = "</think>";
 
 int sd_reply_think_open(const char *prompt, size_t len)
 {
-    const char *open = NULL, *close = NULL, *p;
-    for (size_t i = 0; (p = sd_scan_find(prompt + i, len - i, THINK_OPEN)); i = (size_t)(p - prompt) + 1)
-        open = p;
-    for (size_t i = 0; (p = sd_scan_find(prompt + i, len - i, THINK_CLOSE)); i = (size_t)(p - prompt) + 1)
-        close = p;
-    return open && (!close || close < open);
+    /* the generation prompt's own tag, at its very end: a "<think>" in the conversation (a user
+     * asking about it, a tool's text) opens nothing */
+    size_t n = sd_scan_trim_end(prompt, len), m = strlen(THINK_OPEN);
+    return n >= m && !memcmp(prompt + n - m, THINK_OPEN, m);
 }
 
 /* Where the parts lie in text[0, len): reasoning [r_from, r_to), content from c_from on
@@ -25,7 +24,8 @@ typedef struct parts {
     int reasoning;
 } parts;
 
-static int locate(const sd_reply_cfg *cfg, const char *t, size_t len, int final, parts *p)
+/* pos->think_scan: where the search for "</think>" resumes (none ends before it). */
+static int locate(const sd_reply_cfg *cfg, const char *t, size_t len, int final, sd_reply_pos *pos, parts *p)
 {
     *p = (parts){0, 0, 0, 0};
     if (!cfg->think)
@@ -40,31 +40,35 @@ static int locate(const sd_reply_cfg *cfg, const char *t, size_t len, int final,
         p->r_from = j + open;
     }
     p->reasoning = 1;
-    const char *e = sd_scan_find(t + p->r_from, len - p->r_from, THINK_CLOSE);
+    size_t at = pos->think_scan > p->r_from && pos->think_scan <= len ? pos->think_scan : p->r_from;
+    const char *e = sd_scan_find(t + at, len - at, THINK_CLOSE);
     if (e) {
         p->r_to = (size_t)(e - t);
         p->c_from = sd_scan_ws(t, p->r_to + close, len);
     } else {
         p->r_to = final ? len : len - sd_scan_partial_tail(t + p->r_from, len - p->r_from, THINK_CLOSE);
         p->c_from = len;
+        pos->think_scan = len - sd_scan_partial_tail(t + at, len - at, THINK_CLOSE);
     }
     return 1;
 }
 
-#define MAX_CALLS 16 /* engine/toolcall.h's SD_TCALL_MAX_CALLS */
+#define MAX_CALLS 16
+_Static_assert(MAX_CALLS >= SD_TCALL_MAX_CALLS, "every call the engine lets through is read");
 
 static int push_call(sd_reply_delta *out, int index, const char *name, size_t name_len, const char *args,
                      size_t args_len)
 {
     sd_api_tool_call *v = realloc(out->calls, (size_t)(out->n_calls + 1) * sizeof *v);
-    if (!v)
+    char *nm = name ? strndup(name, name_len) : NULL, *a = strndup(args, args_len);
+    if (v)
+        out->calls = v;
+    if (!v || (name && !nm) || !a) {
+        free(nm);
+        free(a);
         return -1;
-    out->calls = v;
-    v[out->n_calls] =
-        (sd_api_tool_call){index, name ? strndup(name, name_len) : NULL, strndup(args, args_len)};
-    if ((name && !v[out->n_calls].name) || !v[out->n_calls].arguments)
-        return -1;
-    out->n_calls++;
+    }
+    v[out->n_calls++] = (sd_api_tool_call){index, nm, a};
     return 0;
 }
 
@@ -73,27 +77,29 @@ static int constrained(const sd_reply_cfg *cfg, const char *t, size_t len, int f
                        sd_reply_delta *out)
 {
     sd_api_call_span sp[MAX_CALLS];
-    int n = sd_api_tools_scan(t, len, cfg->req->parallel_tool_calls, sp, MAX_CALLS), rc = 0;
-    for (int k = pos->call; k < n && sp[k].named && rc == 0; k++) {
+    int closed = 0;
+    int n = sd_api_tools_scan(t, len, cfg->req->parallel_tool_calls, sp, MAX_CALLS, &closed);
+    for (int k = pos->call; k < n && sp[k].named; k++) {
         size_t from = pos->args > sp[k].args ? pos->args : sp[k].args, to = sp[k].args + sp[k].args_len;
         int first = k >= pos->named;
-        if (first || to > from)
-            rc = push_call(out, k, first ? t + sp[k].name : NULL, sp[k].name_len, t + from,
-                           to > from ? to - from : 0);
+        if ((first || to > from) && push_call(out, k, first ? t + sp[k].name : NULL, sp[k].name_len, t + from,
+                                              to > from ? to - from : 0) < 0)
+            return -1; /* pos stays: the piece goes out with the next one */
         pos->named = k + 1;
         pos->args = to;
         if (!sp[k].done)
             break;
         pos->call = k + 1;
     }
-    out->called = final && pos->named > 0;
-    out->content_null = out->called;
-    return rc;
+    /* "tool_calls" only for calls whole: one cut by a stop string keeps the engine's reason */
+    out->called = final && pos->named > 0 && closed;
+    out->content_null = final && pos->named > 0;
+    return 0;
 }
 
 /* The content's end that may go out now, [c_from, *end), and at the end the calls. */
 static int content_end(const sd_reply_cfg *cfg, const char *t, size_t len, int final, size_t c_from,
-                       size_t *end, sd_reply_delta *out)
+                       const sd_reply_pos *pos, size_t *end, sd_reply_delta *out)
 {
     const char *c = t + c_from;
     size_t n = len - c_from, keep = n;
@@ -101,7 +107,7 @@ static int content_end(const sd_reply_cfg *cfg, const char *t, size_t len, int f
     if (cfg->req->tool_choice == SD_TOOLS_OFF)
         keep = n;
     else if (!final)
-        keep = sd_api_tools_safe(cfg->req, cfg->fmt, c, n);
+        keep = sd_api_tools_safe(cfg->req, cfg->fmt, c, n, pos->content > c_from ? pos->content - c_from : 0);
     else
         rc = sd_api_tools_split(cfg->req, cfg->fmt, c, n, &keep, &out->calls, &out->n_calls);
     *end = c_from + keep;
@@ -113,7 +119,7 @@ int sd_reply_next(const sd_reply_cfg *cfg, const char *text, size_t len, int fin
 {
     memset(out, 0, sizeof *out);
     parts p;
-    if (!locate(cfg, text, len, final, &p))
+    if (!locate(cfg, text, len, final, pos, &p))
         return 0;
     if (p.reasoning) {
         size_t from = pos->reasoning > p.r_from ? pos->reasoning : p.r_from;
@@ -129,7 +135,7 @@ int sd_reply_next(const sd_reply_cfg *cfg, const char *text, size_t len, int fin
     if (p.c_from >= len && !final)
         return 0;
     size_t end = len;
-    int rc = content_end(cfg, text, len, final, p.c_from, &end, out);
+    int rc = content_end(cfg, text, len, final, p.c_from, pos, &end, out);
     size_t from = pos->content > p.c_from ? pos->content : p.c_from;
     if (end > from) { /* never behind what was sent: the held-back part only ever grows into content */
         out->content = text + from;

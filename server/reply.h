@@ -32,8 +32,9 @@ typedef struct sd_reply_cfg {
 /* How far a choice's parts have been handed out (offsets into its text); zero to begin. */
 typedef struct sd_reply_pos {
     size_t reasoning, content;
-    int call, named; /* constrained: the call whose arguments go out now; calls named so far */
-    size_t args;     /* constrained: where the current call's unsent arguments begin */
+    int call, named;   /* constrained: the call whose arguments go out now; calls named so far */
+    size_t args;       /* constrained: where the current call's unsent arguments begin */
+    size_t think_scan; /* where the search for "</think>" resumes (streams: no rescanning) */
 } sd_reply_pos;
 
 /* One increment; pointers into the text, except calls (malloc'd: sd_api_tool_calls_free). */
@@ -54,8 +55,8 @@ typedef struct sd_reply_delta {
 int sd_reply_next(const sd_reply_cfg *cfg, const char *text, size_t len, int final, sd_reply_pos *pos,
                   sd_reply_delta *out);
 
-/* Whether a rendered prompt leaves a <think> block open (its last "<think>" after its last
- * "</think>"). */
+/* Whether a rendered prompt ends by opening a <think> block ("<think>" and whitespace at its
+ * very end, as DeepSeek-R1's and Qwen3 thinking templates' generation prompts do). */
 int sd_reply_think_open(const char *prompt, size_t len);
 
 #endif

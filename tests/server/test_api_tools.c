@@ -121,22 +121,29 @@ static void test_scan_constrained(void)
     sd_api_call_span sp[4];
     const char *one =
         "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P}a\\\"ris\", \"t\": [1, {}]}}";
-    REQUIRE(sd_api_tools_scan(one, strlen(one), 0, sp, 4) == 1);
+    REQUIRE(sd_api_tools_scan(one, strlen(one), 0, sp, 4, NULL) == 1);
     CHECK(sp[0].named && sp[0].done && sp[0].name_len == 11 && !strncmp(one + sp[0].name, "get_weather", 11));
     CHECK(sp[0].args_len == strlen(one) - sp[0].args - 1 && one[sp[0].args] == '{');
     const char *two =
         "[{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"get_weather\", \"arguments\": {\"ci";
-    REQUIRE(sd_api_tools_scan(two, strlen(two), 1, sp, 4) == 2);
+    REQUIRE(sd_api_tools_scan(two, strlen(two), 1, sp, 4, NULL) == 2);
     CHECK(sp[0].done && sp[0].args_len == 2 && sp[1].named && !sp[1].done);
     CHECK(!strcmp(two + sp[1].args, "{\"ci") && sp[1].args_len == 4);
     /* a name not yet ended; a literal not yet whole; the wrong form for the mode */
     const char *part[] = {"{\"name\": \"get_ti", "{\"name\": \"get_time\", \"argu", "{\"na"};
-    CHECK(sd_api_tools_scan(part[0], strlen(part[0]), 0, sp, 4) == 1 && !sp[0].named && sp[0].name_len == 6);
-    CHECK(sd_api_tools_scan(part[1], strlen(part[1]), 0, sp, 4) == 1 && sp[0].named && !sp[0].args_len);
-    CHECK(sd_api_tools_scan(part[2], strlen(part[2]), 0, sp, 4) == 0);
-    CHECK(sd_api_tools_scan(one, strlen(one), 1, sp, 4) == 0);
+    CHECK(sd_api_tools_scan(part[0], strlen(part[0]), 0, sp, 4, NULL) == 1 && !sp[0].named &&
+          sp[0].name_len == 6);
+    CHECK(sd_api_tools_scan(part[1], strlen(part[1]), 0, sp, 4, NULL) == 1 && sp[0].named && !sp[0].args_len);
+    CHECK(sd_api_tools_scan(part[2], strlen(part[2]), 0, sp, 4, NULL) == 0);
+    CHECK(sd_api_tools_scan(one, strlen(one), 1, sp, 4, NULL) == 0);
+    int closed = -1;
+    CHECK(sd_api_tools_scan(one, strlen(one), 0, sp, 4, &closed) == 1 && closed == 1);
+    CHECK(sd_api_tools_scan(two, strlen(two), 1, sp, 4, &closed) == 2 && closed == 0);
+    const char *shut = "[{\"name\": \"get_time\", \"arguments\": {}}]";
+    CHECK(sd_api_tools_scan(shut, strlen(shut), 1, sp, 4, &closed) == 1 && closed == 1);
+    CHECK(sd_api_tools_scan(shut, strlen(shut) - 1, 1, sp, 4, &closed) == 1 && closed == 0);
     /* at most max calls */
-    CHECK(sd_api_tools_scan(two, strlen(two), 1, sp, 1) == 1);
+    CHECK(sd_api_tools_scan(two, strlen(two), 1, sp, 1, NULL) == 1);
 }
 
 static void test_split_hermes(void)
@@ -169,8 +176,8 @@ static void test_split_hermes(void)
         size_t safe;
     } s[] = {{"Hello", 5}, {"Hello <tool", 5}, {"Hello\n<tool_call>{", 5}, {"a <b>", 5}, {"x <tool_cal", 1}};
     for (size_t i = 0; i < sizeof s / sizeof *s; i++)
-        CHECK_MSG(sd_api_tools_safe(&r, SD_TOOL_FMT_HERMES, s[i].text, strlen(s[i].text)) == s[i].safe, "%s",
-                  s[i].text);
+        CHECK_MSG(sd_api_tools_safe(&r, SD_TOOL_FMT_HERMES, s[i].text, strlen(s[i].text), 0) == s[i].safe,
+                  "%s", s[i].text);
     sd_api_req_free(&r);
 }
 
@@ -184,22 +191,50 @@ static void test_split_llama(void)
         " {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Rome\"}}; {\"name\": \"get_time\", "
         "\"parameters\": {}}";
     REQUIRE(split(&r, SD_TOOL_FMT_LLAMA, t, &content, &c) == 2);
-    CHECK(content == 0 && !strcmp(c[0].arguments, "{\"city\":\"Rome\"}"));
+    CHECK(content == 0 && !strcmp(c[0].arguments, "{\"city\": \"Rome\"}"));
     sd_api_tool_calls_free(c, 2);
     const char *tagged = "<|python_tag|>{\"name\": \"get_time\", \"parameters\": {}}";
     REQUIRE(split(&r, SD_TOOL_FMT_LLAMA, tagged, &content, &c) == 1);
     sd_api_tool_calls_free(c, 1);
     CHECK(split(&r, SD_TOOL_FMT_LLAMA, "{\"a\": 1}", &content, &c) == 0 && content == 8);
-    CHECK(sd_api_tools_safe(&r, SD_TOOL_FMT_LLAMA, "  ", 2) == 0);
-    CHECK(sd_api_tools_safe(&r, SD_TOOL_FMT_LLAMA, " {\"na", 5) == 0);
-    CHECK(sd_api_tools_safe(&r, SD_TOOL_FMT_LLAMA, "<|pyth", 6) == 0);
-    CHECK(sd_api_tools_safe(&r, SD_TOOL_FMT_LLAMA, "Sure", 4) == 4);
+    CHECK(sd_api_tools_safe(&r, SD_TOOL_FMT_LLAMA, "  ", 2, 0) == 0);
+    CHECK(sd_api_tools_safe(&r, SD_TOOL_FMT_LLAMA, " {\"na", 5, 0) == 0);
+    CHECK(sd_api_tools_safe(&r, SD_TOOL_FMT_LLAMA, "<|pyth", 6, 0) == 0);
+    CHECK(sd_api_tools_safe(&r, SD_TOOL_FMT_LLAMA, "Sure", 4, 0) == 4);
     sd_api_req_free(&r);
     /* without tools everything is content */
     const char *body = "{" MSGS "}";
     sd_api_err e;
     REQUIRE(sd_api_parse(&r, SD_API_CHAT, body, strlen(body), &e) == 0);
-    CHECK(sd_api_tools_safe(&r, SD_TOOL_FMT_NONE, "<tool_call>", 11) == 11);
+    CHECK(sd_api_tools_safe(&r, SD_TOOL_FMT_NONE, "<tool_call>", 11, 0) == 11);
+    sd_api_req_free(&r);
+}
+
+/* Arguments go out as the model wrote them (jansson would print 0.1 as 0.10000000000000001 and
+ * refuse a 20-digit id); parallel_tool_calls false keeps the first call only. */
+static void test_arguments_verbatim(void)
+{
+    sd_api_req r;
+    req_of(&r, "\"auto\"");
+    size_t content = 0;
+    sd_api_tool_call *c = NULL;
+    const char *t = "<tool_call>{\"arguments\": {\"t\": 0.1, \"n\": 1e2, \"id\": 12345678901234567890, "
+                    "\"s\": \"a,}\\\"b\"}, \"name\": \"get_time\"}</tool_call>";
+    REQUIRE(split(&r, SD_TOOL_FMT_HERMES, t, &content, &c) == 1);
+    CHECK_MSG(!strcmp(c[0].arguments,
+                      "{\"t\": 0.1, \"n\": 1e2, \"id\": 12345678901234567890, \"s\": \"a,}\\\"b\"}"),
+              "%s", c[0].arguments);
+    sd_api_tool_calls_free(c, 1);
+    sd_api_req_free(&r);
+    sd_api_err e;
+    const char *body = "{" MSGS ",\"tools\":[" WEATHER "," TIME "],\"parallel_tool_calls\":false}";
+    REQUIRE(parse(&r, body, &e) == 0);
+    const char *two =
+        "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": "
+        "\"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>";
+    REQUIRE(split(&r, SD_TOOL_FMT_HERMES, two, &content, &c) == 1);
+    CHECK(!strcmp(c[0].name, "get_time") && content == 0);
+    sd_api_tool_calls_free(c, 1);
     sd_api_req_free(&r);
 }
 
@@ -256,6 +291,7 @@ int main(void)
     RUN(test_scan_constrained);
     RUN(test_split_hermes);
     RUN(test_split_llama);
+    RUN(test_arguments_verbatim);
     RUN(test_shapes);
     return sd_test_done();
 }

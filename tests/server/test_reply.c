@@ -165,7 +165,7 @@ static void test_constrained_stream(void)
         sd_reply_pos pos = {0};
         sd_reply_delta d;
         REQUIRE(sd_reply_next(&cfg, t, cut, 1, &pos, &d) == 0);
-        CHECK(d.called && d.content_null && !d.content_len);
+        CHECK(d.called == (cut == n) && d.content_null && !d.content_len); /* a cut call: no "tool_calls" */
         take_calls(&whole, &d);
         memset(&pos, 0, sizeof pos);
         for (size_t i = 1; i <= cut; i++) {
@@ -203,6 +203,9 @@ static void test_think_open(void)
     const char *again = "<think>a</think> then <think>";
     CHECK(sd_reply_think_open(again, strlen(again)));
     CHECK(!sd_reply_think_open("plain", 5));
+    /* a <think> in the conversation opens nothing */
+    const char *asked = "<|im_start|>user\nWhat does the <think> tag do?<|im_end|>\n<|im_start|>assistant\n";
+    CHECK(!sd_reply_think_open(asked, strlen(asked)));
 }
 
 int main(void)

@@ -219,6 +219,12 @@ def test_reasoning_split(start_server, tmp_path_factory):
     off = client.chat.completions.create(extra_body={"chat_template_kwargs": {"enable_thinking": False}}, **kw)
     assert "reasoning_content" not in off.choices[0].message.model_extra
     assert off.usage.prompt_tokens > r.usage.prompt_tokens  # "\n</think>\n\n" more in the prompt
+    # constrained replies cannot think: no reasoning split, the JSON is content, the call a call
+    js = client.chat.completions.create(response_format={"type": "json_object"}, **kw).choices[0]
+    assert "reasoning_content" not in js.message.model_extra and js.message.content.lstrip().startswith("{")
+    tc = client.chat.completions.create(tools=TOOLS, tool_choice="required", **{**kw, "max_tokens": 120})
+    m = tc.choices[0].message
+    assert m.tool_calls and "reasoning_content" not in m.model_extra, m
     raw_srv = start_server(args=["--model", str(d), "--split-reasoning", "false"])
     rc = openai.OpenAI(base_url=raw_srv.url + "/v1", api_key="unused", max_retries=0, timeout=120)
     assert rc.chat.completions.create(**kw).choices[0].message.content == raw
