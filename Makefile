@@ -124,12 +124,13 @@ test-san: test-asan
 # C tests: the engine thread fed by several submitting threads (test_engine); the scheduler and
 # the CPU backend on a 2-thread pool (test_sched, test_sched_stress: batching, preemption,
 # cancel; test_cpu_backend: thread counts); the tensor-parallel bootstrap with forked ranks and
-# the bounded background-call thread (test_tp_bootstrap, test_tp_bg); the Hessian accumulator
+# the bounded background-call thread (test_tp_bootstrap, test_tp_bg); the shared validator cache
+# taken and released by 8 threads (test_jv_cache); the Hessian accumulator
 # on a 2-thread pool and a prune cancelled while its source checkpoint is hashed on a thread of
 # its own (test_replay, ~40 s under TSan). Left out: single-threaded modules (tokenizer, jinja,
 # safetensors ...) and the GPU tests (no GPU).
 TSAN_C_TESTS = engine/test_engine engine/test_sched engine/test_sched_stress engine/test_cpu_backend \
-    engine/test_tp_bootstrap engine/test_tp_bg prune/test_replay
+    engine/test_tp_bootstrap engine/test_tp_bg engine/test_jv_cache prune/test_replay
 # Python tests, each daemon with two HTTP threads (SD_SERVE_ARGS) so that connections race each
 # other as well as the engine: the OpenAI API incl. streaming and n > 1 (HTTP threads <-> engine
 # thread); the lifecycle (SIGTERM drain of 20 streams, SIGHUP reload of keys and log level, a

@@ -102,6 +102,8 @@ int sd_sched_init(sd_sched **ret, const sd_model *m, sd_backend *b, const sd_eng
     set_limits(s, o);
     collect_eos(s);
     rc = sd_kv_init(&s->kv, b->kv_blocks, b->block_size, d);
+    if (rc == 0)
+        rc = sd_jvc_init(&s->jvc, 16, d);
     if (rc == 0 && o->prefix_caching)
         rc = sd_prefix_init(&s->prefix, s->kv, d);
     if (rc < 0) {
@@ -132,6 +134,7 @@ void sd_sched_free(sd_sched *s)
     if (!s)
         return;
     sd_jmask_free(s->jm);
+    sd_jvc_free(s->jvc);
     free(s->allow);
     for (int i = 0; i < s->n_running; i++) {
         sd_kv_seq_release(s->kv, &s->running[i]->kv);

@@ -7,6 +7,7 @@
 
 #include "jschema.h"
 #include "jsonc.h"
+#include "jv_cache.h"
 #include "kv.h"
 #include "model.h"
 #include "model_config.h"
@@ -38,13 +39,12 @@ struct sd_sched_req {
     sd_kv_seq kv;       /* the block table: covers exactly positions [0, n_computed) between steps */
 
     sd_rng rng;
-    int json;           /* json_object / json_schema / tool_spec: the output is constrained (sched_json.c) */
-    int json_end;       /* no token can continue the JSON: the next advance ends the request */
-    sd_jval jv;         /* the validator: JSON mode's, the schema's or the tool list's */
-    void *jst;          /* its state: &jfsm, or owned */
-    sd_jfsm jfsm;       /* JSON mode's state */
-    sd_jschema *schema; /* json_schema: compiled, owned */
-    sd_tcall *tcall;    /* tool_spec: compiled, owned */
+    int json;          /* json_object / json_schema / tool_spec: the output is constrained (sched_json.c) */
+    int json_end;      /* no token can continue the JSON: the next advance ends the request */
+    sd_jval jv;        /* the validator: JSON mode's, the schema's or the tool list's */
+    void *jst;         /* its state: &jfsm, or owned */
+    sd_jfsm jfsm;      /* JSON mode's state */
+    sd_jvc_entry *jvc; /* json_schema / tool_spec: the compiled validator (a reference) */
     int has_stream;
     sd_tok_stream stream;
     sd_stopstr stop;
@@ -84,6 +84,7 @@ struct sd_sched {
     char *text;            /* [cap_text] decoded text of one token */
     size_t cap_text;
     sd_jmask *jm; /* the vocabulary's JSON mask, made at the first json_object request */
+    sd_jvc *jvc;  /* compiled schemas and tool lists, shared by requests asking the same */
 
     /* sampling on the backend: the logits stay there and only tokens (and the logprobs
      * asked for) come back; steps that need logits rows on the host (prompt logprobs) and

@@ -13,84 +13,21 @@
 _Static_assert(SD_JSCHEMA_STATE_MAX <= SD_JVAL_MAX_STATE && SD_TCALL_STATE_MAX <= SD_JVAL_MAX_STATE,
                "every validator's state fits the mask's walk");
 
-/* jschema as an sd_jval (jsonc.h): the schema is the constant context. */
-static int js_step(const void *ctx, void *state, unsigned byte)
-{
-    return sd_jschema_step((const sd_jschema *)ctx, state, byte);
-}
-
-static int js_complete(const void *ctx, const void *state)
-{
-    return sd_jschema_complete((const sd_jschema *)ctx, state);
-}
-
-static int js_can_end(const void *ctx, const void *state)
-{
-    return sd_jschema_can_end((const sd_jschema *)ctx, state);
-}
-
-static int js_plain(const void *ctx, const void *state)
-{
-    return sd_jschema_in_plain_string((const sd_jschema *)ctx, state);
-}
-
-/* The tool-call validator as an sd_jval: the compiled tool list is the constant context. */
-static int tc_step(const void *ctx, void *state, unsigned byte)
-{
-    return sd_tcall_step((const sd_tcall *)ctx, state, byte);
-}
-
-static int tc_complete(const void *ctx, const void *state)
-{
-    return sd_tcall_complete((const sd_tcall *)ctx, state);
-}
-
-static int tc_can_end(const void *ctx, const void *state)
-{
-    return sd_tcall_can_end((const sd_tcall *)ctx, state);
-}
-
-static int tc_plain(const void *ctx, const void *state)
-{
-    return sd_tcall_in_plain_string((const sd_tcall *)ctx, state);
-}
-
-/* A fresh validator id (sd_jval.id) for the mask's cache. Submit runs on any thread, so the
- * counter is atomic; const: it is the only thing written. */
-static uint64_t next_jv_id(const sd_sched *s)
-{
-    return 1 + atomic_fetch_add((atomic_ullong *)&s->next_jv_id, 1);
-}
-
-static int init_schema(const sd_sched *s, sd_sched_req *r, const char *schema, sd_diag *d)
+/* A schema's or a tool list's validator, shared with the requests that asked for the same
+ * (engine/jv_cache.h: the mask's cache then serves them all). Submit runs on any thread: the
+ * cache locks, the id counter is atomic; const: they are the only things written. */
+static int init_shared(const sd_sched *s, sd_sched_req *r, sd_jvc_kind kind, int parallel, const char *text,
+                       sd_diag *d)
 {
     sd_diag cd = {0};
-    int rc = sd_jschema_compile(&r->schema, schema, strlen(schema), &cd);
-    if (rc < 0)
-        return sd_diag_set(d, rc, "response_format: %s", sd_diag_str(&cd, rc));
-    size_t size = sd_jschema_state_size(r->schema);
-    if (size == 0 || size > SD_JVAL_MAX_STATE)
-        return sd_diag_set(d, SD_EINVAL, "response_format: the schema needs a %zu-byte state (at most %d)",
-                           size, SD_JVAL_MAX_STATE);
-    if (!(r->jst = calloc(1, size)))
+    int rc = sd_jvc_get(s->jvc, kind, parallel, text, (atomic_ullong *)&s->next_jv_id, &r->jvc, &cd);
+    if (rc < 0) /* tool-list messages name their place from "tools" on ("tools[2] (f): ...") */
+        return kind == SD_JVC_SCHEMA ? sd_diag_set(d, rc, "response_format: %s", sd_diag_str(&cd, rc))
+                                     : sd_diag_set(d, rc, "%s", sd_diag_str(&cd, rc));
+    r->jv = *sd_jvc_jval(r->jvc);
+    if (!(r->jst = calloc(1, r->jv.size)))
         return sd_diag_set(d, SD_ENOMEM, "request: out of memory");
-    sd_jschema_init(r->schema, r->jst);
-    r->jv = (sd_jval){r->schema, next_jv_id(s), size, js_step, js_complete, js_can_end, js_plain};
-    return 0;
-}
-
-/* The compile messages name their place from "tools" on ("tools[2] (get_weather): parameters/...")
- * and go to the caller as they are. */
-static int init_tools(const sd_sched *s, sd_sched_req *r, const sd_request_params *p, sd_diag *d)
-{
-    int rc = sd_tcall_compile(&r->tcall, p->tool_spec, strlen(p->tool_spec), p->tool_parallel, d);
-    if (rc < 0)
-        return rc;
-    size_t size = sd_tcall_state_size(r->tcall); /* <= SD_TCALL_STATE_MAX: the assert above */
-    if (!(r->jst = calloc(1, size)))
-        return sd_diag_set(d, SD_ENOMEM, "request: out of memory");
-    sd_tcall_init(r->tcall, r->jst);
-    r->jv = (sd_jval){r->tcall, next_jv_id(s), size, tc_step, tc_complete, tc_can_end, tc_plain};
+    sd_jvc_state_init(r->jvc, r->jst);
     return 0;
 }
 
@@ -105,9 +42,9 @@ int sd_sched__json_init(const sd_sched *s, sd_sched_req *r, const sd_request_par
                            p->tool_spec ? "tools" : "response_format");
     r->json = 1;
     if (p->tool_spec)
-        return init_tools(s, r, p, d);
+        return init_shared(s, r, SD_JVC_TOOLS, p->tool_parallel, p->tool_spec, d);
     if (p->json_schema)
-        return init_schema(s, r, p->json_schema, d);
+        return init_shared(s, r, SD_JVC_SCHEMA, 0, p->json_schema, d);
     r->jv = sd_jval_json;
     sd_jfsm_init(&r->jfsm);
     r->jst = &r->jfsm;
@@ -118,11 +55,9 @@ void sd_sched__json_free(sd_sched_req *r)
 {
     if (r->jst != &r->jfsm)
         free(r->jst);
-    sd_jschema_free(r->schema);
-    sd_tcall_free(r->tcall);
+    sd_jvc_put(r->jvc);
     r->jst = NULL;
-    r->schema = NULL;
-    r->tcall = NULL;
+    r->jvc = NULL;
 }
 
 static int ensure_mask(sd_sched *s, sd_diag *d)
