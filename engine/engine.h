@@ -49,7 +49,10 @@ typedef struct sd_request_params {
                                 engine/toolcall.h, then EOS (tool_choice "required" or a named
                                 function); compiled at submit; not with json_object / json_schema */
     int tool_parallel;       /* with tool_spec: 1, a JSON array of 1..SD_TCALL_MAX_CALLS calls; 0,
-                                exactly one call object */
+                                exactly one call object (lazy: up to 16 calls, or at most one) */
+    int tool_lazy;           /* with tool_spec: 1, free text in which each "<tool_call>" opens one
+                                constrained call (Hermes markup, "auto"; engine/toolcall.h's lazy
+                                mode): EOS anywhere outside a call */
     uint64_t priority;       /* lower runs first among waiting requests (0 = normal) */
 } sd_request_params;
 

@@ -28,6 +28,7 @@ typedef struct sd_jvc_entry sd_jvc_entry;
 typedef enum sd_jvc_kind {
     SD_JVC_SCHEMA = 1, /* a JSON Schema (engine/jschema.h) */
     SD_JVC_TOOLS,      /* a tool list (engine/toolcall.h) */
+    SD_JVC_TOOLS_LAZY, /* a tool list in lazy mode (sd_tcall_compile_lazy): calls inside free text */
 } sd_jvc_kind;
 
 /* A cache of up to `capacity` validators (1..256). */
@@ -38,7 +39,8 @@ void sd_jvc_free(sd_jvc *c);
 /* The validator of (kind, parallel, text): the cached one when the same was asked before (the
  * least recently used is dropped past capacity), else compiled now, with an id from *next_id.
  * Compile errors are as sd_jschema_compile's / sd_tcall_compile's (not cached). *ret holds a
- * reference for the caller (sd_jvc_put). parallel: the tool list's calls (ignored for schemas). */
+ * reference for the caller (sd_jvc_put). parallel: the tool list's calls (ignored for schemas).
+ * The same tools lazy and not are two entries: their validators accept different texts. */
 int sd_jvc_get(sd_jvc *c, sd_jvc_kind kind, int parallel, const char *text, atomic_ullong *next_id,
                sd_jvc_entry **ret, sd_diag *d);
 void sd_jvc_put(sd_jvc_entry *e); /* NULL: no-op */

@@ -1,10 +1,11 @@
 /* sched_json: the scheduler's side of constrained decoding — JSON mode (response_format
  * json_object, the validator of engine/jsonc.h), JSON schemas (json_schema, a compiled
- * engine/jschema.h) and forced tool calls (tool_spec, a compiled engine/toolcall.h). A request
- * carries a validator and its state; before each token the vocabulary mask (engine/jsonc_mask.c,
- * one per scheduler, built at the first such request) removes what cannot come next, on the host
- * row (sd_sched__json_mask) or as the backend sampler's allow bitset (sd_sched__json_allow); the
- * chosen token's bytes then advance the state (sd_sched__json_take). */
+ * engine/jschema.h) and tool calls (tool_spec, a compiled engine/toolcall.h: forced, or with
+ * tool_lazy only the calls the model opens in its free text). A request carries a validator and
+ * its state; before each token the vocabulary mask (engine/jsonc_mask.c, one per scheduler, built
+ * at the first such request) removes what cannot come next, on the host row (sd_sched__json_mask)
+ * or as the backend sampler's allow bitset (sd_sched__json_allow); the chosen token's bytes then
+ * advance the state (sd_sched__json_take). */
 #include "sched_impl.h"
 
 #include <stdlib.h>
@@ -36,13 +37,15 @@ int sd_sched__json_init(const sd_sched *s, sd_sched_req *r, const sd_request_par
     if (!p->json_object && !p->json_schema && !p->tool_spec)
         return 0;
     if (p->tool_spec && (p->json_object || p->json_schema))
-        return sd_diag_set(d, SD_EINVAL, "tools: a forced tool call cannot be combined with response_format");
+        return sd_diag_set(d, SD_EINVAL, "tools: %s cannot be combined with response_format",
+                           p->tool_lazy ? "constrained tool calls" : "a forced tool call");
     if (!s->tok)
         return sd_diag_set(d, SD_EINVAL, "%s: the model has no tokenizer to constrain JSON with",
                            p->tool_spec ? "tools" : "response_format");
     r->json = 1;
     if (p->tool_spec)
-        return init_shared(s, r, SD_JVC_TOOLS, p->tool_parallel, p->tool_spec, d);
+        return init_shared(s, r, p->tool_lazy ? SD_JVC_TOOLS_LAZY : SD_JVC_TOOLS, p->tool_parallel,
+                           p->tool_spec, d);
     if (p->json_schema)
         return init_shared(s, r, SD_JVC_SCHEMA, 0, p->json_schema, d);
     r->jv = sd_jval_json;

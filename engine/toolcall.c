@@ -1,6 +1,7 @@
 /* toolcall: compiles a tool list (parsed with jansson) into names sorted by bytes and one
  * compiled jschema per tool, and validates tool-call text byte by byte: fixed literals, a name
- * matched as a shrinking range of the sorted names, then the chosen tool's arguments. */
+ * matched as a shrinking range of the sorted names, then the chosen tool's arguments; in lazy
+ * mode, free text around them, watched for the trigger by a small automaton. */
 #include "toolcall.h"
 
 #include <jansson.h>
@@ -17,21 +18,31 @@ struct tool {
     sd_jschema *js; /* its "parameters" */
 };
 
+#define TRIG_LEN (sizeof SD_TCALL_LAZY_OPEN - 1)
+
 struct sd_tcall {
     struct tool *tools; /* [n] sorted by name bytes: the names sharing a prefix form a run */
     int n;
     int parallel;
+    int lazy;
+    int max_calls;  /* lazy: calls the text may hold (1, or SD_TCALL_MAX_CALLS with parallel) */
     size_t js_size; /* bytes of the largest tool's jschema state */
+    /* lazy: the trigger's matching automaton (KMP): trig[m][c] is how many of its bytes are matched
+     * after byte c follows m matched ones; TRIG_LEN: the whole trigger */
+    uint8_t trig[TRIG_LEN][256];
 };
 
-/* The fixed parts of the text. A call's opening literal ends just inside the name's quotes. */
-enum { L_OPEN, L_POPEN, L_NEXT, L_ARGS, L_CLOSE };
+/* The fixed parts of the text. A call's opening literal ends just inside the name's quotes;
+ * lazy mode's follows the trigger and its closing one ends the markup. */
+enum { L_OPEN, L_POPEN, L_NEXT, L_ARGS, L_CLOSE, L_LOPEN, L_LCLOSE };
 static const char *const lits[] = {
     [L_OPEN] = "{\"name\": \"",
     [L_POPEN] = "[{\"name\": \"",
     [L_NEXT] = ", {\"name\": \"",
     [L_ARGS] = ", \"arguments\": ",
     [L_CLOSE] = "}",
+    [L_LOPEN] = "\n{\"name\": \"",
+    [L_LCLOSE] = "}\n" SD_TCALL_LAZY_CLOSE,
 };
 
 enum {
@@ -40,20 +51,29 @@ enum {
     P_ARGS,  /* the arguments of tool lo: pos 0 before their '{', 1 after (the jschema state follows) */
     P_AFTER, /* parallel: a call closed; ", " and another, or ']' */
     P_DONE,  /* the whole text: nothing may follow */
+    P_FREE,  /* lazy: free text, `trig` bytes of the trigger matched */
 };
 
-/* The state: this header, then the chosen tool's jschema state (js_size bytes, zero outside
- * P_ARGS so that equal positions give equal bytes). */
+/* The state: this 8-byte header, then the chosen tool's jschema state (js_size bytes, zero outside
+ * P_ARGS). Equal positions must give equal bytes, so every field a phase does not use is 0:
+ *   P_LIT    lit, pos, calls; lo (the tool) in L_ARGS
+ *   P_NAME   pos, lo, hi, calls
+ *   P_ARGS   pos, lo, calls
+ *   P_AFTER  calls
+ *   P_DONE   nothing: calls is 0 too
+ *   P_FREE   trig, calls (lazy: they decide whether another call may open) */
 struct tc_state {
     uint8_t phase;
     uint8_t lit;
     uint8_t pos;
-    uint8_t calls;  /* calls begun */
+    uint8_t calls;  /* calls begun; lazy: kept in free text, where it decides whether another may open */
     uint8_t lo, hi; /* P_NAME: the candidate names; P_LIT of L_ARGS and P_ARGS: the tool is lo */
-    uint8_t zero[2];
+    uint8_t trig;   /* P_FREE: bytes of the trigger matched, 0..TRIG_LEN-1 */
+    uint8_t zero;
 };
 _Static_assert(sizeof(struct tc_state) == 8, "the header keeps the jschema state 8-byte aligned");
-_Static_assert(SD_TCALL_MAX_TOOLS <= 256 && SD_TCALL_MAX_NAME < 256 && SD_TCALL_MAX_CALLS < 256,
+_Static_assert(SD_TCALL_MAX_TOOLS <= 256 && SD_TCALL_MAX_NAME < 256 && SD_TCALL_MAX_CALLS < 256 &&
+                   TRIG_LEN < 256,
                "indices and counts fit the state's bytes");
 _Static_assert(SD_TCALL_STATE_MAX >= sizeof(struct tc_state) + SD_JSCHEMA_STATE_MAX,
                "a header and any jschema state fit SD_TCALL_STATE_MAX");
@@ -191,7 +211,22 @@ static int compile_list(sd_tcall *tc, const json_t *root, sd_diag *d)
     return sort_names(tc, d);
 }
 
-int sd_tcall_compile(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d)
+/* The trigger's automaton (a KMP DFA): a byte that does not extend j matched ones goes where it
+ * would from x, the state of the same text less its first byte (the longest proper border), so
+ * that "<<tool_call>" still matches. */
+static void build_trigger(sd_tcall *tc)
+{
+    const unsigned char *p = (const unsigned char *)SD_TCALL_LAZY_OPEN;
+    memset(tc->trig, 0, sizeof tc->trig);
+    tc->trig[0][p[0]] = 1;
+    for (size_t j = 1, x = 0; j < TRIG_LEN; j++) {
+        memcpy(tc->trig[j], tc->trig[x], sizeof tc->trig[j]);
+        tc->trig[j][p[j]] = (uint8_t)(j + 1);
+        x = tc->trig[x][p[j]];
+    }
+}
+
+static int compile_mode(sd_tcall **ret, const char *spec, size_t len, int parallel, int lazy, sd_diag *d)
 {
     json_error_t err;
     json_t *root = json_loadb(spec, len, JSON_REJECT_DUPLICATES, &err);
@@ -206,8 +241,22 @@ int sd_tcall_compile(sd_tcall **ret, const char *spec, size_t len, int parallel,
         return rc;
     }
     tc->parallel = parallel != 0;
+    tc->lazy = lazy;
+    tc->max_calls = lazy && !parallel ? 1 : SD_TCALL_MAX_CALLS;
+    if (lazy)
+        build_trigger(tc);
     *ret = tc;
     return 0;
+}
+
+int sd_tcall_compile(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d)
+{
+    return compile_mode(ret, spec, len, parallel, 0, d);
+}
+
+int sd_tcall_compile_lazy(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d)
+{
+    return compile_mode(ret, spec, len, parallel, 1, d);
 }
 
 void sd_tcall_free(sd_tcall *t)
@@ -242,7 +291,10 @@ static void lit_begin(struct tc_state *s, int lit, int pos)
 void sd_tcall_init(const sd_tcall *t, void *state)
 {
     memset(state, 0, sd_tcall_state_size(t));
-    lit_begin(state, t->parallel ? L_POPEN : L_OPEN, 0);
+    if (t->lazy)
+        ((struct tc_state *)state)->phase = P_FREE;
+    else
+        lit_begin(state, t->parallel ? L_POPEN : L_OPEN, 0);
 }
 
 /* A literal's last byte moves on to what follows it. */
@@ -259,6 +311,9 @@ static void lit_end(const sd_tcall *t, struct tc_state *s)
     case L_CLOSE:
         s->phase = t->parallel ? P_AFTER : P_DONE;
         s->calls = s->phase == P_DONE ? 0 : s->calls; /* done is one state, however many calls */
+        break;
+    case L_LCLOSE: /* back to free text, the calls counted */
+        s->phase = P_FREE;
         break;
     default: /* a call's opening: any name may come */
         s->phase = P_NAME;
@@ -331,7 +386,25 @@ static int step_args(const sd_tcall *t, struct tc_state *s, unsigned c)
         return 0;
     memset(js_state(s), 0, t->js_size); /* the object closed: the call's '}' comes next */
     s->lo = 0;
-    lit_begin(s, L_CLOSE, 0);
+    lit_begin(s, t->lazy ? L_LCLOSE : L_CLOSE, 0);
+    return 0;
+}
+
+/* Lazy mode's free text: any byte, but one that completes the trigger opens a call, if one more
+ * may come (else it is rejected, so that no unconstrained call can start). */
+static int step_free(const sd_tcall *t, struct tc_state *s, unsigned c)
+{
+    if (c > 0xFF)
+        return -1;
+    int m = t->trig[s->trig][c];
+    if (m < (int)TRIG_LEN) {
+        s->trig = (uint8_t)m;
+        return 0;
+    }
+    if (s->calls >= t->max_calls)
+        return -1;
+    s->trig = 0;
+    lit_begin(s, L_LOPEN, 0);
     return 0;
 }
 
@@ -360,6 +433,8 @@ int sd_tcall_step(const sd_tcall *t, void *state, unsigned byte)
         return step_args(t, s, byte);
     case P_AFTER:
         return step_after(s, byte);
+    case P_FREE:
+        return step_free(t, s, byte);
     default:
         return -1;
     }
@@ -379,11 +454,13 @@ int sd_tcall_feed(const sd_tcall *t, void *state, const char *bytes, size_t n)
 
 int sd_tcall_complete(const sd_tcall *t, const void *state)
 {
-    return ((const struct tc_state *)state)->phase == P_DONE;
+    return ((const struct tc_state *)state)->phase == P_DONE; /* lazy mode never gets there */
 }
 
 int sd_tcall_can_end(const sd_tcall *t, const void *state)
 {
+    if (t->lazy)
+        return ((const struct tc_state *)state)->phase == P_FREE;
     return sd_tcall_complete(t, state);
 }
 

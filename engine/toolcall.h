@@ -1,4 +1,5 @@
-/* toolcall: constrained tool calls (OpenAI `tool_choice: "required"` or a named function).
+/* toolcall: constrained tool calls (OpenAI `tool_choice: "required"` or a named function; with
+ * "auto", lazily: each call the model opens inside its free text).
  *
  * sd_tcall_compile turns a list of tools into a byte-level incremental validator of the same
  * shape as engine/jschema.h's, which the vocabulary mask (engine/jsonc.h, sd_jval) walks. The
@@ -12,6 +13,17 @@
  * ARGS, whitespace runs of at most one byte there, as `{"a": 1, "b": 2}` has; no whitespace
  * before ARGS' opening brace). Nothing may follow the
  * last '}' (one call) or ']' (parallel): the text then ends with end-of-sequence.
+ *
+ * Lazy mode (sd_tcall_compile_lazy; tool_choice "auto" with Hermes markup, as llama.cpp's lazy
+ * grammars): free text, in which every SD_TCALL_LAZY_OPEN opens exactly one call:
+ *
+ *   FREE <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call> FREE ...
+ *
+ * FREE is any bytes (one may end the text anywhere in it, even inside a partial "<tool_c"); the
+ * trigger is found wherever it ends ("<<tool_call>" opens a call). After 1 call (parallel 0) or
+ * SD_TCALL_MAX_CALLS (parallel 1), the byte that would complete another trigger is rejected. The
+ * text never has to end, so complete() is always 0 there; can_end() is 1 in FREE text and 0 from
+ * the trigger's '>' to the end of "\n</tool_call>".
  *
  * The spec: JSON text, an array of 1..SD_TCALL_MAX_TOOLS objects {"name": NAME, "parameters":
  * SCHEMA, "strict": BOOL}; other keys (e.g. "description") are ignored. Names match
@@ -39,6 +51,10 @@ extern "C" {
 #define SD_TCALL_MAX_CALLS 16        /* calls in a parallel array at most */
 #define SD_TCALL_STATE_MAX (8 + 128) /* sd_tcall_state_size is never larger: a header + a jschema state */
 
+/* Lazy mode's markup: the trigger that opens a call, and what closes it (after a newline). */
+#define SD_TCALL_LAZY_OPEN "<tool_call>"
+#define SD_TCALL_LAZY_CLOSE "</tool_call>"
+
 /* A compiled tool list: immutable after compile, shareable across threads. */
 typedef struct sd_tcall sd_tcall;
 
@@ -48,10 +64,15 @@ typedef struct sd_tcall sd_tcall;
  * "tools[2] (get_weather): parameters/properties/x: 'pattern' is not supported"); SD_ENOMEM. *ret
  * is set only on success. */
 int sd_tcall_compile(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d);
+/* The same tool list for lazy mode (above): free text with calls in Hermes markup; parallel: 1 for
+ * up to SD_TCALL_MAX_CALLS calls, 0 for at most one. Errors as sd_tcall_compile's. */
+int sd_tcall_compile_lazy(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d);
 void sd_tcall_free(sd_tcall *t); /* NULL: no-op */
 
 /* Bytes of one state: fixed per tool list, a multiple of 8, at most SD_TCALL_STATE_MAX. States are
- * canonical: texts that leave the validator in the same place give states equal under memcmp. */
+ * canonical: texts that leave the validator in the same place give states equal under memcmp. In
+ * lazy mode's free text the place is the trigger's bytes matched and the calls made so far (they
+ * decide whether another may open): two free texts with as many calls give equal states. */
 size_t sd_tcall_state_size(const sd_tcall *t);
 /* Sets state to the start of the text. */
 void sd_tcall_init(const sd_tcall *t, void *state);
@@ -59,11 +80,14 @@ void sd_tcall_init(const sd_tcall *t, void *state);
 int sd_tcall_step(const sd_tcall *t, void *state, unsigned byte);
 /* n bytes, all or nothing: -1 leaves state as it was. */
 int sd_tcall_feed(const sd_tcall *t, void *state, const char *bytes, size_t n);
-/* 1 once the whole text has been read (after the final '}' or ']'): every byte is then rejected. */
+/* 1 once the whole text has been read (after the final '}' or ']'): every byte is then rejected.
+ * Lazy mode: never. */
 int sd_tcall_complete(const sd_tcall *t, const void *state);
-/* 1 when the text may end here: the same as complete (a tool call never ends in a number). */
+/* 1 when the text may end here: the same as complete (a tool call never ends in a number). Lazy
+ * mode: in free text, outside a call. */
 int sd_tcall_can_end(const sd_tcall *t, const void *state);
-/* 1 inside an argument string whose content is unconstrained (sd_jschema_in_plain_string). */
+/* 1 inside an argument string whose content is unconstrained (sd_jschema_in_plain_string). 0 in
+ * lazy mode's free text: a plain token there may still complete the trigger and break the call. */
 int sd_tcall_in_plain_string(const sd_tcall *t, const void *state);
 
 #ifdef __cplusplus

@@ -96,8 +96,9 @@ typedef struct sd_api_req {
     sd_api_tool_choice tool_choice; /* SD_TOOLS_OFF unless tools were given and not "none" */
     json_t *tools;                  /* "tools" as given (validated), for the chat template; or NULL */
     int parallel_tool_calls;        /* default 1 */
-    char *tool_spec;                /* "required" / a named function: the engine's constraint (owned):
-                                       [{"name": ..., "parameters": {...}}] (engine/toolcall.h) */
+    char *tool_spec;                /* the engine's constraint of the calls (owned): [{"name": ...,
+                                       "parameters": {...}, "strict": ...}] (engine/toolcall.h): the
+                                       offered tools, or the named one */
 } sd_api_req;
 
 /* Parses and validates a request body. Unknown fields are ignored; wrong types, out-of-range

@@ -168,7 +168,7 @@ int sd_api_parse_tools(sd_api_req *r, json_t *o, sd_api_err *e)
                            "'response_format' json_object / json_schema cannot be combined with tools; send "
                            "'tool_choice': 'none' or no 'response_format'");
     r->tools = json_incref(tools);
-    return r->tool_choice == SD_TOOLS_AUTO ? 0 : build_spec(r, tools, named, e);
+    return build_spec(r, tools, named, e); /* "auto" too: its calls are constrained once begun */
 }
 
 /* ---- replies ---- */

@@ -1,7 +1,7 @@
 /* test_jv_cache: compiled validators shared by requests asking for the same constraint
- * (engine/jv_cache.h) — one entry and one id for the same text, apart for another text, kind or
- * parallel flag; least recently used dropped past capacity while a holder keeps using it;
- * compile errors not cached; many threads getting and putting at once. */
+ * (engine/jv_cache.h) — one entry and one id for the same text, apart for another text, kind
+ * (tools lazy or not) or parallel flag; least recently used dropped past capacity while a holder keeps using
+ * it; compile errors not cached; many threads getting and putting at once. */
 #include "engine/jv_cache.h"
 
 #include <pthread.h>
@@ -73,6 +73,32 @@ static void test_shared_and_apart(void)
     sd_jvc_put(t1);
 }
 
+/* Lazy tool calls (free text around Hermes markup) and forced ones of the same tools: two entries
+ * with their own ids, each accepting its own texts; a second lazy get is a hit. */
+static void test_lazy_apart(void)
+{
+    sd_jvc *c = NULL;
+    atomic_ullong ids = 0;
+    REQUIRE(sd_jvc_init(&c, 8, NULL) == 0);
+    sd_jvc_entry *f = get(c, SD_JVC_TOOLS, 1, tools, &ids), *l = get(c, SD_JVC_TOOLS_LAZY, 1, tools, &ids);
+    REQUIRE(f && l);
+    CHECK(f != l && sd_jvc_jval(f)->id != sd_jvc_jval(l)->id && sd_jvc_hits(c) == 0);
+    sd_jvc_entry *l2 = get(c, SD_JVC_TOOLS_LAZY, 1, tools, &ids),
+                 *l0 = get(c, SD_JVC_TOOLS_LAZY, 0, tools, &ids);
+    REQUIRE(l2 && l0);
+    CHECK(l2 == l && l0 != l && sd_jvc_hits(c) == 1);
+    const char *markup = "Sure. <tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call> Done.";
+    CHECK(accepts(l, markup) && accepts(l, "no call") && !accepts(f, markup));
+    /* a bare call is a forced call's whole text, and lazy mode's free text */
+    CHECK(accepts(f, "[{\"name\": \"g\", \"arguments\": {}}]") && accepts(l, "[{\"name\": \"g\""));
+    CHECK(!accepts(l, "<tool_call>\n{\"name\": \"h\"") && !accepts(l, "<tool_call>\n{\"name\": \"g\""));
+    sd_jvc_put(f);
+    sd_jvc_put(l);
+    sd_jvc_put(l2);
+    sd_jvc_put(l0);
+    sd_jvc_free(c);
+}
+
 static void test_lru(void)
 {
     sd_jvc *c = NULL;
@@ -136,6 +162,7 @@ static void test_threads(void)
 int main(void)
 {
     RUN(test_shared_and_apart);
+    RUN(test_lazy_apart);
     RUN(test_lru);
     RUN(test_threads);
     return sd_test_done();

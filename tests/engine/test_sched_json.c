@@ -3,7 +3,7 @@
  * with EOS after a text that jansson parses as one object (or, cut by max_tokens, that the
  * validator still takes as a prefix); a plain request beside them is unchanged; a schema the
  * engine cannot enforce is refused at submit; forced tool calls (tool_spec) end with EOS after
- * one call or an array of them. */
+ * one call or an array of them; lazy ones (tool_lazy) leave free text, each call in it whole. */
 #include <jansson.h>
 
 #include "engine/jschema.h"
@@ -288,6 +288,98 @@ static void test_tool_calls(void)
     free(ids[1]);
 }
 
+/* tool_lazy: free text sampled at temperature 1, primed with Hermes markup so that the model writes
+ * calls; the lazy validator takes every text (one that ended with EOS ends outside a call), and
+ * each whole <tool_call> block in it is a call of one of the tools that jansson parses. */
+static int check_lazy_text(const sd_tcall *tc, const res *r, int parallel)
+{
+    static const char open[] = SD_TCALL_LAZY_OPEN "\n", close[] = "\n" SD_TCALL_LAZY_CLOSE;
+    CHECK_MSG(r->n_final == 1 && r->n_error == 0, "finish %d error %d", r->finish, r->n_error);
+    uint64_t st[SD_JVAL_MAX_STATE / 8];
+    sd_tcall_init(tc, st);
+    CHECK_MSG(sd_tcall_feed(tc, st, r->text, r->text_len) == 0, "text: %s", r->text);
+    CHECK_MSG(r->finish != SD_FINISH_STOP || sd_tcall_can_end(tc, st), "EOS inside a call: %s", r->text);
+    int calls = 0;
+    for (const char *p = strstr(r->text, open); p; p = strstr(p, open)) {
+        p += strlen(open);
+        const char *e = strstr(p, close);
+        if (!e) /* cut by max_tokens */
+            break;
+        json_t *v = json_loadb(p, (size_t)(e - p), 0, NULL);
+        CHECK_MSG(v && json_is_object(v), "call %d does not parse: %.*s", calls, (int)(e - p), p);
+        if (v)
+            check_call(v, r->text);
+        json_decref(v);
+        calls++;
+        p = e + strlen(close);
+    }
+    CHECK_MSG(parallel || calls <= 1, "%d calls with parallel 0: %s", calls, r->text);
+    return calls;
+}
+
+static void test_lazy_tool_calls(void)
+{
+    /* the tiny model (4 layers, trained on code) copies markup it has just seen several times, when
+     * top_k keeps it from wandering off: without it no call appears in 8 requests */
+    static const char *const blocks[] = {
+        "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}",
+        "{\"name\": \"get_time\", \"arguments\": {}}",
+        "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": \"f\"}}",
+    };
+    char prompt[2048];
+    size_t len = 0;
+    for (int i = 0; i < 6; i++)
+        len += (size_t)snprintf(prompt + len, sizeof prompt - len, "<tool_call>\n%s\n</tool_call>\n",
+                                blocks[i % 3]);
+    int32_t n, *ids = encode(prompt, &n);
+    REQUIRE(ids);
+    sd_backend *b = backend_new(256, 16);
+    REQUIRE(b);
+    sd_engine_opts o;
+    opts(&o, 8, 512);
+    res rs[8] = {0};
+    sd_request_params p[8];
+    for (int i = 0; i < 8; i++) { /* 0-3 one call at most, 4-7 up to 16 */
+        json_params(&p[i], ids, n, 1, 500 + (uint64_t)i);
+        p[i].json_object = 0;
+        p[i].sampling.temperature = 1.0f;
+        p[i].sampling.top_p = 1.0f;
+        p[i].tool_spec = tool_spec;
+        p[i].tool_parallel = i >= 4;
+        p[i].tool_lazy = 1;
+        p[i].sampling.top_k = 3; /* see the prompt */
+        p[i].max_tokens = 160;
+    }
+    REQUIRE(run_all(b, &o, p, rs, 8, NULL) == 0);
+    sd_tcall *tc[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++)
+        REQUIRE(sd_tcall_compile_lazy(&tc[k], tool_spec, strlen(tool_spec), k, NULL) == 0);
+    int calls = 0;
+    for (int i = 0; i < 8; i++) {
+        int c = check_lazy_text(tc[i >= 4], &rs[i], i >= 4);
+        calls += c;
+        fprintf(stderr, "  request %d (%s, %d tokens, %d calls): %.*s\n", i,
+                rs[i].finish == SD_FINISH_STOP ? "stop" : "length", rs[i].n, c,
+                rs[i].text_len < 160 ? (int)rs[i].text_len : 160, rs[i].text);
+        res_reset(&rs[i]);
+    }
+    CHECK_MSG(calls > 0, "no request wrote a call: the prompt should prime them");
+    for (int k = 0; k < 2; k++)
+        sd_tcall_free(tc[k]);
+    /* one validator per request: lazy calls cannot be combined with response_format either */
+    sd_sched *s = NULL;
+    sd_sched_req *r = NULL;
+    sd_diag d = {0};
+    REQUIRE(sd_sched_init(&s, M, b, &o, NULL) == 0);
+    p[0].json_object = 1;
+    CHECK(sd_sched_req_new(s, &p[0], on_event, NULL, 1, &r, &d) == SD_EINVAL);
+    CHECK_MSG(strcmp(d.msg, "tools: constrained tool calls cannot be combined with response_format") == 0,
+              "message: %s", d.msg);
+    sd_sched_free(s);
+    sd_backend_free(b);
+    free(ids);
+}
+
 int main(void)
 {
     sd_diag d = {0};
@@ -300,6 +392,7 @@ int main(void)
     RUN(test_json_cut_by_max_tokens);
     RUN(test_json_schema);
     RUN(test_tool_calls);
+    RUN(test_lazy_tool_calls);
     sd_model_free(M);
     return sd_test_done();
 }

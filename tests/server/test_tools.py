@@ -173,6 +173,13 @@ def test_auto_renders_tools_and_calls(start_server, hermes_model):
     assert "<tools>" in text and '"arguments": {"city": "Paris"}' in text
     tok = tokenizers.Tokenizer.from_file(str(MODEL / "tokenizer.json"))
     assert r.usage.prompt_tokens == len(tok.encode(text, add_special_tokens=False).ids)
+    # "auto" calls in this markup are constrained once begun: a strict tool must compile
+    strict = {"type": "function", "function": {"name": "f", "strict": True, "parameters": {
+        "type": "object", "properties": {"x": {"type": "string", "pattern": "^a"}}}}}
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=client.models.list().data[0].id, messages=MSGS, tools=[strict],
+                                       max_tokens=4)
+    assert e.value.body["param"] == "tools" and "'pattern' is not supported" in e.value.body["message"]
 
 
 def model_with_template(tmp_path_factory, name):
