@@ -191,7 +191,7 @@ static uint64_t mix64(uint64_t x)
 static const char *engine_param(const char *msg)
 {
     static const char *const fields[] = {
-        "prompt", "max_tokens",         "stop",       "logprobs",       "temperature", "top_k", "top_p",
+        "prompt", "max_tokens",         "stop",       "logprobs",        "temperature", "top_k", "top_p",
         "min_p",  "repetition_penalty", "logit_bias", "response_format", "tools"};
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
         size_t n = strlen(fields[i]);
