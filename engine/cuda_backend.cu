@@ -270,22 +270,24 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         rc = load(b, arg, d);
     if (!rc)
         rc = sd__cu_mm_init(&b->mm, &b->w, wide_rows(), b->st, d);
-    /* SD_EXPAND_WARP=1: the bitmask expansion (prompt chunks of 4:8-16:32 and of 2:4 without
-     * cuSPARSELt, and cuSPARSELt's copies at load) by the kernel that writes whole sectors; off
-     * until `bench gemm` has timed it (kernels/NOTES.md v32) */
-    b->mm.expand_warp = env_mode("SD_EXPAND_WARP", 0, 1);
+    /* The bitmask expansion (prompt chunks of 4:8-16:32 and of 2:4 without cuSPARSELt, and
+     * cuSPARSELt's copies at load) by the kernel that writes whole sectors: the same bits 1.7x
+     * faster (8B shapes on an H100: gate_up 128 us against 216; 8:16 prompt chunks of 512 tokens
+     * 21.9 ms against 27.3; kernels/NOTES.md v33). SD_EXPAND_WARP=0: the thread-per-word kernel. */
+    b->mm.expand_warp = env_mode("SD_EXPAND_WARP", 1, 1);
     if (!rc && cslt)
         rc = sd__cu_mm_cslt(&b->mm, &b->w, cslt, b->st, d);
     if (!rc && b->mm.cslt) /* a plan per padded row count: the warm-up runs each */
         b->base.gemm_row_step = SD_CSLT_ROW_STEP;
     /* 65-256 rows (a decode batch, a short prompt chunk) take cuSPARSELt where first use timed it
      * faster than the tiles and cuBLAS; SD_CUSPARSELT_TIMED=0: wherever it can, untimed (as before it
-     * was timed), to measure what the timing brings. SD_CUSPARSELT_GRAPHS=1: inside the decode
-     * graphs too (batches of 65-256 sequences); off until a GPU run has checked it
-     * (tools/gpu/v32_check.sh, kernels/NOTES.md v32); =2 (tests): on, and the first capture
-     * with it fails, so the graphs go on without it (cuda_step.cu capture_graph) */
+     * was timed), to measure what the timing brings. Inside the decode graphs too (batches of
+     * 65-256 sequences): captured bit for bit as eager, 2:4 decode steps of 128 / 256 sequences
+     * 13.3 / 18.3 ms against 15.0 / 27.8 with the tiles in the graphs (8B on an H100,
+     * kernels/NOTES.md v33). SD_CUSPARSELT_GRAPHS=0: graphs without cuSPARSELt; =2 (tests): the
+     * first capture with it fails, so the graphs go on without it (cuda_step.cu capture_graph) */
     b->mm.cslt_timed = env_mode("SD_CUSPARSELT_TIMED", 1, 1);
-    const int cg = env_mode("SD_CUSPARSELT_GRAPHS", 0, 2);
+    const int cg = env_mode("SD_CUSPARSELT_GRAPHS", 1, 2);
     b->mm.cslt_graph_off = cg == 0;
     b->mm.cslt_graph_fail = cg == 2;
     /* SD_NM_GEMM=1: bitmask linears of more than 64 rows that cuSPARSELt does not take run the N:M

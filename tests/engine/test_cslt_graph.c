@@ -5,9 +5,10 @@
  * and its replays two longer prompts run eagerly: one outgrows the product buffer the graph holds
  * (which must then be retired, not freed), one runs the graph's plan through the new buffer. With
  * SD_CUSPARSELT_TIMED=0 cuSPARSELt takes every linear of those rows, so the graph must hold its
- * GEMMs; timed (the default) whichever path first use picked runs; without SD_CUSPARSELT_GRAPHS
- * (the default) the graph must hold none, and with =2 (a capture failure injected) the capture is
- * made again without them and decoding goes on. Needs a GPU and cuSPARSELt (PyTorch's wheels). */
+ * GEMMs (SD_CUSPARSELT_GRAPHS=1 and unset: the default); timed (the default) whichever path first
+ * use picked runs; with =0 the graph must hold none, and with =2 (a capture failure injected) the
+ * capture is made again without them and decoding goes on. Needs a GPU and cuSPARSELt (PyTorch's
+ * wheels). */
 #include "tests/harness.h"
 
 #include <math.h>
@@ -111,7 +112,10 @@ static int run(sd_backend *b, int block0, int extra, int32_t V, float *out)
 }
 
 /* The decode steps of `got` against `ref` (rel L2 within tol per step), the greedy picks equal but
- * for near-ties (at most two of the NSEQ * DSTEPS rows). */
+ * for near-ties, at most MAX_TIES of the NSEQ * DSTEPS rows: the pruned tiny model's logits are
+ * flat, and cuSPARSELt sums in another order than the CPU (4 of 288 picks on an H100,
+ * results/2026-12-05-s28, each a near-tie). */
+#define MAX_TIES (NSEQ * DSTEPS / 32)
 static void compare(const char *what, const float *got, const float *ref, int32_t V, double tol)
 {
     int ties = 0;
@@ -130,7 +134,7 @@ static void compare(const char *what, const float *got, const float *ref, int32_
                       i, (int)a, (int)b);
         }
     }
-    CHECK_MSG(ties <= 2, "%s: %d picks differ", what, ties);
+    CHECK_MSG(ties <= MAX_TIES, "%s: %d picks differ", what, ties);
 }
 
 /* The CUDA backend with SD_CUSPARSELT_GRAPHS=graphs (NULL: unset) and SD_CUSPARSELT_TIMED=timed:
@@ -175,7 +179,8 @@ static void graph_vs_cpu(const sd_model *m, const char *graphs, const char *time
         /* untimed, every linear of the 128-row bucket runs cuSPARSELt: the graph (and the refine
          * pass's captures) hold at least one GEMM a linear; without the switch, none; after the
          * injected failure (=2) the capture was made again without them, and the count with it */
-        if (!graphs || !strcmp(graphs, "2"))
+        const int off = graphs && (!strcmp(graphs, "0") || !strcmp(graphs, "2"));
+        if (off)
             CHECK_MSG(cap == 0, "%s: %lld cuSPARSELt GEMMs captured", what, (long long)cap);
         else if (!strcmp(timed, "0"))
             CHECK_MSG(cap >= 4 * sd_model_cfg(m)->n_layers, "%s: %lld cuSPARSELt GEMMs captured", what,
@@ -186,9 +191,11 @@ static void graph_vs_cpu(const sd_model *m, const char *graphs, const char *time
         snprintf(cmp, sizeof cmp, "%s, graph vs CPU", what);
         compare(cmp, g, cpu, V, 1e-2);
         /* the graph runs 128 rows where eager ran 72: other lm_head and kernel configs may round
-         * differently, the 2:4 linears' GEMMs not (the same plan) */
+         * differently, the 2:4 linears' GEMMs not (the same plan); but a graph without cuSPARSELt
+         * runs the tiles where untimed eager steps ran cuSPARSELt: as far apart as each is from
+         * the CPU */
         snprintf(cmp, sizeof cmp, "%s, graph vs eager", what);
-        compare(cmp, g, e, V, 5e-3);
+        compare(cmp, g, e, V, off && !strcmp(timed, "0") ? 1e-2 : 5e-3);
     }
     free(e);
     free(g);
@@ -223,6 +230,7 @@ static void test_decode_graph_cslt(void)
         graph_vs_cpu(m, "1", "0", ref, V);
         graph_vs_cpu(m, "1", "1", ref, V);
         graph_vs_cpu(m, NULL, "0", ref, V);
+        graph_vs_cpu(m, "0", "0", ref, V);
         graph_vs_cpu(m, "2", "0", ref, V);
     }
     CHECK(rc == 0);
