@@ -8,11 +8,13 @@
 #      SD_CUSPARSELT_GRAPHS=0, and 8:16 prompt chunks of 128 / 512 tokens against SD_EXPAND_WARP=0.
 # Binaries prebuilt here (tools/gpu/prebuild.sh build/gpu/sparsed build/gpu/tests/engine/test_...),
 # on the device: tar xJf results/tmp/bins.tar.xz && AB_PREBUILT=1 bash tools/gpu/v33_check.sh
+# (AB_LIMIT_S, default 250: the benches are skipped past it).
 # carry: .debs, results/tmp.
 source tools/gpu_ab.sh
 source tools/gpu/lib.sh # prebuilt_start
 P8=config/presets/llama-3.1-8b.json
 prebuilt_start
+left_s() { echo $((${AB_LIMIT_S:-250} - $(ab_el))); }
 for t in test_cslt_graph test_cuda_backend test_expand_gpu test_cslt test_warmup test_cuda_sample; do
     ab_test "$t" "build/gpu/tests/engine/$t" 200
 done
@@ -24,7 +26,8 @@ bench() {
     local envs=()
     while [ "$1" != -- ]; do envs+=("$1"); shift; done
     shift
-    env "${envs[@]}" timeout 120 build/gpu/sparsed bench $kind --preset $P8 "$@" \
+    [ "$(left_s)" -gt 25 ] || { ab_note "skipped (time): $kind $name"; return 0; }
+    env "${envs[@]}" timeout 60 build/gpu/sparsed bench $kind --preset $P8 "$@" \
         --out "$R/$kind-$name.md" >/dev/null 2>"$R/$kind-$name.err"
     ab_note "bench $kind $name rc=$? $(ab_el) s"
     grep -E '^\| (dense|[0-9]+:[0-9]+) ' "$R/$kind-$name.md" | sed "s/^/$name /" >>"$R/summary.txt"
