@@ -33,14 +33,21 @@ static const char tools[] =
     "'required':['city','unit'],'additionalProperties':false}},"
     "{'name':'ping'},{'name':'Z-9','parameters':null}]";
 
-static sd_tcall *compile_ok(const char *spec, int parallel)
+/* spec (with ' for ") compiled in the forced form, or lazily; NULL (and a failed check) on error. */
+static sd_tcall *compile_mode(const char *spec, int parallel, int lazy)
 {
     sd_tcall *t = NULL;
     sd_diag d = {0};
     const char *json = q(spec);
-    int rc = sd_tcall_compile(&t, json, strlen(json), parallel, &d);
+    int rc = lazy ? sd_tcall_compile_lazy(&t, json, strlen(json), parallel, &d)
+                  : sd_tcall_compile(&t, json, strlen(json), parallel, &d);
     CHECK_MSG(rc == 0, "compile: %s", d.msg);
     return rc == 0 ? t : NULL;
+}
+
+static sd_tcall *compile_ok(const char *spec, int parallel)
+{
+    return compile_mode(spec, parallel, 0);
 }
 
 /* The index of the first byte the validator rejects, or -1 when it takes the whole text; checks
@@ -485,12 +492,7 @@ static void test_random_walks_many(void)
 
 static sd_tcall *compile_lazy_ok(const char *spec, int parallel)
 {
-    sd_tcall *t = NULL;
-    sd_diag d = {0};
-    const char *json = q(spec);
-    int rc = sd_tcall_compile_lazy(&t, json, strlen(json), parallel, &d);
-    CHECK_MSG(rc == 0, "compile: %s", d.msg);
-    return rc == 0 ? t : NULL;
+    return compile_mode(spec, parallel, 1);
 }
 
 /* Whether the first i bytes of text end inside a call: from a trigger's '>' to the end of the

@@ -65,3 +65,26 @@ prebuilt_start() {
     ab_build
     nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv >"$R/gpu.txt" 2>&1
 }
+
+# ab_time_left / ab_have N WHAT: seconds left of AB_LIMIT_S (default 570) since the run began;
+# ab_have fails, noting WHAT as skipped, when N or fewer are left.
+ab_time_left() { echo $((${AB_LIMIT_S:-570} - $(ab_el))); }
+ab_have() { [ "$(ab_time_left)" -gt "$1" ] || { ab_note "skipped (time): $2"; return 1; }; }
+
+# ab_bench NAME KIND ENV... -- ARGS: one `sparsed bench KIND --preset $P8 ARGS` with ENV set
+# (SD_TUNE_LOG=1 too), at most AB_BENCH_TIMEOUT seconds (default 120), skipped with less than
+# AB_BENCH_MIN (default 40) left; its table rows go to summary.txt prefixed with NAME, all to
+# $R/KIND-NAME.md / .err, and the results are packed.
+ab_bench() {
+    local name=$1 kind=$2
+    shift 2
+    local envs=()
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    ab_have "${AB_BENCH_MIN:-40}" "$kind $name" || return 0
+    env "${envs[@]}" SD_TUNE_LOG=1 timeout "${AB_BENCH_TIMEOUT:-120}" build/gpu/sparsed bench "$kind" \
+        --preset "$P8" "$@" --out "$R/$kind-$name.md" >/dev/null 2>"$R/$kind-$name.err"
+    ab_note "bench $kind $name rc=$? $(ab_el) s"
+    grep -E '^\| (dense|[0-9]+:[0-9]+) ' "$R/$kind-$name.md" | sed "s/^/$name /" >>"$R/summary.txt"
+    ab_pack
+}

@@ -31,8 +31,8 @@ source tools/gpu_ab.sh
 source tools/gpu/lib.sh # prebuilt_start, steady_load, steady_table
 P8=config/presets/llama-3.1-8b.json
 prebuilt_start
-left_s() { echo $((${AB_LIMIT_S:-570} - $(ab_el))); }
-have() { [ "$(left_s)" -gt "$1" ] || { ab_note "skipped (time): $2"; return 1; }; }
+left_s() { ab_time_left; }
+have() { ab_have "$@"; }
 
 for t in $AB_GPU_TESTS engine/test_warmup engine/test_cuda_sample; do
     ab_test "${t#*/}" "build/gpu/tests/$t" 300
@@ -45,20 +45,7 @@ ab_note "bench gemm rc=$? $(ab_el) s"
 grep -E '^\| (qkv|o|gate_up|down) ' "$R/gemm.md" >>"$R/summary.txt"
 ab_pack
 
-# bench NAME KIND ENV... -- ARGS: one `sparsed bench KIND` with ENV set, its rows in summary.txt
-bench() {
-    local name=$1 kind=$2
-    shift 2
-    local envs=()
-    while [ "$1" != -- ]; do envs+=("$1"); shift; done
-    shift
-    have 40 "$kind $name" || return 0
-    env "${envs[@]}" SD_TUNE_LOG=1 timeout 120 build/gpu/sparsed bench $kind --preset $P8 "$@" \
-        --out "$R/$kind-$name.md" >/dev/null 2>"$R/$kind-$name.err"
-    ab_note "bench $kind $name rc=$? $(ab_el) s"
-    grep -E '^\| (dense|[0-9]+:[0-9]+) ' "$R/$kind-$name.md" | sed "s/^/$name /" >>"$R/summary.txt"
-    ab_pack
-}
+bench() { ab_bench "$@"; }
 bench default decode -- --pattern dense,2:4 --batch 64,128,256
 bench graphs decode SD_CUSPARSELT_GRAPHS=1 -- --pattern 2:4 --batch 128,256
 bench tiles decode SD_CUSPARSELT=0 -- --pattern 2:4 --batch 128,256

@@ -11,31 +11,17 @@
 # (AB_LIMIT_S, default 250: the benches are skipped past it).
 # carry: .debs, results/tmp.
 source tools/gpu_ab.sh
-source tools/gpu/lib.sh # prebuilt_start
+source tools/gpu/lib.sh # prebuilt_start, ab_bench
 P8=config/presets/llama-3.1-8b.json
 prebuilt_start
-left_s() { echo $((${AB_LIMIT_S:-250} - $(ab_el))); }
+export AB_LIMIT_S=${AB_LIMIT_S:-250} AB_BENCH_MIN=25 AB_BENCH_TIMEOUT=60
 for t in test_cslt_graph test_cuda_backend test_expand_gpu test_cslt test_warmup test_cuda_sample; do
     ab_test "$t" "build/gpu/tests/engine/$t" 200
 done
 ab_pack
-# bench NAME KIND ENV... -- ARGS: one `sparsed bench KIND` with ENV set, its rows in summary.txt
-bench() {
-    local name=$1 kind=$2
-    shift 2
-    local envs=()
-    while [ "$1" != -- ]; do envs+=("$1"); shift; done
-    shift
-    [ "$(left_s)" -gt 25 ] || { ab_note "skipped (time): $kind $name"; return 0; }
-    env "${envs[@]}" timeout 60 build/gpu/sparsed bench $kind --preset $P8 "$@" \
-        --out "$R/$kind-$name.md" >/dev/null 2>"$R/$kind-$name.err"
-    ab_note "bench $kind $name rc=$? $(ab_el) s"
-    grep -E '^\| (dense|[0-9]+:[0-9]+) ' "$R/$kind-$name.md" | sed "s/^/$name /" >>"$R/summary.txt"
-    ab_pack
-}
 for round in 1 2; do
-    bench default-$round decode SD_X=1 -- --pattern 2:4 --batch 128,256
-    bench nographs-$round decode SD_CUSPARSELT_GRAPHS=0 -- --pattern 2:4 --batch 128,256
-    bench default-$round prefill SD_X=1 -- --pattern 8:16 --chunk 128,512
-    bench nowarp-$round prefill SD_EXPAND_WARP=0 -- --pattern 8:16 --chunk 128,512
+    ab_bench default-$round decode SD_X=1 -- --pattern 2:4 --batch 128,256
+    ab_bench nographs-$round decode SD_CUSPARSELT_GRAPHS=0 -- --pattern 2:4 --batch 128,256
+    ab_bench default-$round prefill SD_X=1 -- --pattern 8:16 --chunk 128,512
+    ab_bench nowarp-$round prefill SD_EXPAND_WARP=0 -- --pattern 8:16 --chunk 128,512
 done
