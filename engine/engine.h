@@ -52,7 +52,8 @@ typedef struct sd_request_params {
                                 exactly one call object (lazy: up to 16 calls, or at most one) */
     int tool_lazy;           /* with tool_spec: 1, free text in which each "<tool_call>" opens one
                                 constrained call (Hermes markup, "auto"; engine/toolcall.h's lazy
-                                mode): EOS anywhere outside a call */
+                                mode): EOS anywhere outside a call; 2: the same, the text beginning
+                                inside a <think> block (the prompt opened it) */
     uint64_t priority;       /* lower runs first among waiting requests (0 = normal) */
 } sd_request_params;
 

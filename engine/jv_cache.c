@@ -206,6 +206,14 @@ void sd_jvc_state_init(const sd_jvc_entry *e, void *state)
         sd_tcall_init(e->tcall, state);
 }
 
+void sd_jvc_state_init_thinking(const sd_jvc_entry *e, void *state)
+{
+    if (e->kind == SD_JVC_TOOLS_LAZY)
+        sd_tcall_init_thinking(e->tcall, state);
+    else
+        sd_jvc_state_init(e, state);
+}
+
 uint64_t sd_jvc_hits(sd_jvc *c)
 {
     pthread_mutex_lock(&c->mu);

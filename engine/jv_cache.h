@@ -48,6 +48,9 @@ void sd_jvc_put(sd_jvc_entry *e); /* NULL: no-op */
 /* The entry's validator (ctx, id, state size, step functions) and a fresh state's bytes. */
 const sd_jval *sd_jvc_jval(const sd_jvc_entry *e);
 void sd_jvc_state_init(const sd_jvc_entry *e, void *state);
+/* A lazy tool list's state for a reply that begins inside a <think> block (sd_tcall_init_thinking);
+ * other kinds: as sd_jvc_state_init. */
+void sd_jvc_state_init_thinking(const sd_jvc_entry *e, void *state);
 
 /* How many lookups found their validator cached, for tests and stats. */
 uint64_t sd_jvc_hits(sd_jvc *c);

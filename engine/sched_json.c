@@ -18,7 +18,7 @@ _Static_assert(SD_JSCHEMA_STATE_MAX <= SD_JVAL_MAX_STATE && SD_TCALL_STATE_MAX <
  * (engine/jv_cache.h: the mask's cache then serves them all). Submit runs on any thread: the
  * cache locks, the id counter is atomic; const: they are the only things written. */
 static int init_shared(const sd_sched *s, sd_sched_req *r, sd_jvc_kind kind, int parallel, const char *text,
-                       sd_diag *d)
+                       int thinking, sd_diag *d)
 {
     sd_diag cd = {0};
     int rc = sd_jvc_get(s->jvc, kind, parallel, text, (atomic_ullong *)&s->next_jv_id, &r->jvc, &cd);
@@ -28,7 +28,10 @@ static int init_shared(const sd_sched *s, sd_sched_req *r, sd_jvc_kind kind, int
     r->jv = *sd_jvc_jval(r->jvc);
     if (!(r->jst = calloc(1, r->jv.size)))
         return sd_diag_set(d, SD_ENOMEM, "request: out of memory");
-    sd_jvc_state_init(r->jvc, r->jst);
+    if (thinking)
+        sd_jvc_state_init_thinking(r->jvc, r->jst);
+    else
+        sd_jvc_state_init(r->jvc, r->jst);
     return 0;
 }
 
@@ -45,9 +48,9 @@ int sd_sched__json_init(const sd_sched *s, sd_sched_req *r, const sd_request_par
     r->json = 1;
     if (p->tool_spec)
         return init_shared(s, r, p->tool_lazy ? SD_JVC_TOOLS_LAZY : SD_JVC_TOOLS, p->tool_parallel,
-                           p->tool_spec, d);
+                           p->tool_spec, p->tool_lazy == 2, d);
     if (p->json_schema)
-        return init_shared(s, r, SD_JVC_SCHEMA, 0, p->json_schema, d);
+        return init_shared(s, r, SD_JVC_SCHEMA, 0, p->json_schema, 0, d);
     r->jv = sd_jval_json;
     sd_jfsm_init(&r->jfsm);
     r->jst = &r->jfsm;

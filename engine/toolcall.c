@@ -19,6 +19,10 @@ struct tool {
 };
 
 #define TRIG_LEN (sizeof SD_TCALL_LAZY_OPEN - 1)
+#define THINK_OPEN "<think>"
+#define THINK_CLOSE "</think>"
+#define TOPEN_LEN (sizeof THINK_OPEN - 1)
+#define TCLOSE_LEN (sizeof THINK_CLOSE - 1)
 
 struct sd_tcall {
     struct tool *tools; /* [n] sorted by name bytes: the names sharing a prefix form a run */
@@ -28,8 +32,10 @@ struct sd_tcall {
     int max_calls;  /* lazy: calls the text may hold (1, or SD_TCALL_MAX_CALLS with parallel) */
     size_t js_size; /* bytes of the largest tool's jschema state */
     /* lazy: the trigger's matching automaton (KMP): trig[m][c] is how many of its bytes are matched
-     * after byte c follows m matched ones; TRIG_LEN: the whole trigger */
+     * after byte c follows m matched ones; TRIG_LEN: the whole trigger. The same for the think
+     * block's tags, which turn the trigger off and on again. */
     uint8_t trig[TRIG_LEN][256];
+    uint8_t topen[TOPEN_LEN][256], tclose[TCLOSE_LEN][256];
 };
 
 /* The fixed parts of the text. A call's opening literal ends just inside the name's quotes;
@@ -61,7 +67,9 @@ enum {
  *   P_ARGS   pos, lo, calls
  *   P_AFTER  calls
  *   P_DONE   nothing: calls is 0 too
- *   P_FREE   trig, calls (lazy: they decide whether another call may open) */
+ *   P_FREE   trig, calls (lazy: they decide whether another call may open); hi: inside a think
+ *            block, lo: the bytes of its closing tag matched there, of "<think>" outside (where
+ *            trig runs beside it; inside, trig is 0) */
 struct tc_state {
     uint8_t phase;
     uint8_t lit;
@@ -73,7 +81,7 @@ struct tc_state {
 };
 _Static_assert(sizeof(struct tc_state) == 8, "the header keeps the jschema state 8-byte aligned");
 _Static_assert(SD_TCALL_MAX_TOOLS <= 256 && SD_TCALL_MAX_NAME < 256 && SD_TCALL_MAX_CALLS < 256 &&
-                   TRIG_LEN < 256,
+                   TRIG_LEN < 256 && TCLOSE_LEN < 256,
                "indices and counts fit the state's bytes");
 _Static_assert(SD_TCALL_STATE_MAX >= sizeof(struct tc_state) + SD_JSCHEMA_STATE_MAX,
                "a header and any jschema state fit SD_TCALL_STATE_MAX");
@@ -211,19 +219,26 @@ static int compile_list(sd_tcall *tc, const json_t *root, sd_diag *d)
     return sort_names(tc, d);
 }
 
-/* The trigger's automaton (a KMP DFA): a byte that does not extend j matched ones goes where it
- * would from x, the state of the same text less its first byte (the longest proper border), so
- * that "<<tool_call>" still matches. */
+/* A tag's automaton (a KMP DFA; tab[len][256]): a byte that does not extend j matched ones goes
+ * where it would from x, the state of the same text less its first byte (the longest proper
+ * border), so that "<<tool_call>" still matches. */
+static void build_kmp(uint8_t (*tab)[256], const char *tag, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)tag;
+    memset(tab, 0, len * sizeof *tab);
+    tab[0][p[0]] = 1;
+    for (size_t j = 1, x = 0; j < len; j++) {
+        memcpy(tab[j], tab[x], sizeof *tab);
+        tab[j][p[j]] = (uint8_t)(j + 1);
+        x = tab[x][p[j]];
+    }
+}
+
 static void build_trigger(sd_tcall *tc)
 {
-    const unsigned char *p = (const unsigned char *)SD_TCALL_LAZY_OPEN;
-    memset(tc->trig, 0, sizeof tc->trig);
-    tc->trig[0][p[0]] = 1;
-    for (size_t j = 1, x = 0; j < TRIG_LEN; j++) {
-        memcpy(tc->trig[j], tc->trig[x], sizeof tc->trig[j]);
-        tc->trig[j][p[j]] = (uint8_t)(j + 1);
-        x = tc->trig[x][p[j]];
-    }
+    build_kmp(tc->trig, SD_TCALL_LAZY_OPEN, TRIG_LEN);
+    build_kmp(tc->topen, THINK_OPEN, TOPEN_LEN);
+    build_kmp(tc->tclose, THINK_CLOSE, TCLOSE_LEN);
 }
 
 static int compile_mode(sd_tcall **ret, const char *spec, size_t len, int parallel, int lazy, sd_diag *d)
@@ -297,6 +312,13 @@ void sd_tcall_init(const sd_tcall *t, void *state)
         lit_begin(state, t->parallel ? L_POPEN : L_OPEN, 0);
 }
 
+void sd_tcall_init_thinking(const sd_tcall *t, void *state)
+{
+    sd_tcall_init(t, state);
+    if (t->lazy)
+        ((struct tc_state *)state)->hi = 1;
+}
+
 /* A literal's last byte moves on to what follows it. */
 static void lit_end(const sd_tcall *t, struct tc_state *s)
 {
@@ -312,8 +334,9 @@ static void lit_end(const sd_tcall *t, struct tc_state *s)
         s->phase = t->parallel ? P_AFTER : P_DONE;
         s->calls = s->phase == P_DONE ? 0 : s->calls; /* done is one state, however many calls */
         break;
-    case L_LCLOSE: /* back to free text, the calls counted */
+    case L_LCLOSE: /* back to free text, the calls counted, outside any think block */
         s->phase = P_FREE;
+        s->lo = s->hi = 0;
         break;
     default: /* a call's opening: any name may come */
         s->phase = P_NAME;
@@ -396,14 +419,26 @@ static int step_free(const sd_tcall *t, struct tc_state *s, unsigned c)
 {
     if (c > 0xFF)
         return -1;
-    int m = t->trig[s->trig][c];
+    if (s->hi) { /* inside a think block: only its end matters */
+        int e = t->tclose[s->lo][c];
+        s->hi = e < (int)TCLOSE_LEN;
+        s->lo = s->hi ? (uint8_t)e : 0;
+        return 0;
+    }
+    int m = t->trig[s->trig][c], o = t->topen[s->lo][c];
+    if (o == (int)TOPEN_LEN) { /* "<think>": the trigger is off until "</think>" */
+        s->hi = 1;
+        s->lo = s->trig = 0;
+        return 0;
+    }
     if (m < (int)TRIG_LEN) {
         s->trig = (uint8_t)m;
+        s->lo = (uint8_t)o;
         return 0;
     }
     if (s->calls >= t->max_calls)
         return -1;
-    s->trig = 0;
+    s->trig = s->lo = 0;
     lit_begin(s, L_LOPEN, 0);
     return 0;
 }

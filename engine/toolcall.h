@@ -23,7 +23,10 @@
  * trigger is found wherever it ends ("<<tool_call>" opens a call). After 1 call (parallel 0) or
  * SD_TCALL_MAX_CALLS (parallel 1), the byte that would complete another trigger is rejected. The
  * text never has to end, so complete() is always 0 there; can_end() is 1 in FREE text and 0 from
- * the trigger's '>' to the end of "\n</tool_call>".
+ * the trigger's '>' to the end of "\n</tool_call>". Inside a "<think>" ... "</think>" block of the
+ * free text the trigger opens nothing: a thinking model (Qwen3) writes about the markup as it
+ * plans ("I'll answer within <tool_call> tags") before it calls; sd_tcall_init_thinking starts a
+ * text inside such a block (a prompt that opened it).
  *
  * The spec: JSON text, an array of 1..SD_TCALL_MAX_TOOLS objects {"name": NAME, "parameters":
  * SCHEMA, "strict": BOOL}; other keys (e.g. "description") are ignored. Names match
@@ -76,6 +79,9 @@ void sd_tcall_free(sd_tcall *t); /* NULL: no-op */
 size_t sd_tcall_state_size(const sd_tcall *t);
 /* Sets state to the start of the text. */
 void sd_tcall_init(const sd_tcall *t, void *state);
+/* Lazy mode: the state of a text that begins inside a <think> block (a generation prompt that
+ * ended with "<think>"); anything else: as sd_tcall_init. */
+void sd_tcall_init_thinking(const sd_tcall *t, void *state);
 /* One byte: 0 while the text is still a valid prefix; -1 when rejected (state unspecified). */
 int sd_tcall_step(const sd_tcall *t, void *state, unsigned byte);
 /* n bytes, all or nothing: -1 leaves state as it was. */

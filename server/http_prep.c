@@ -55,7 +55,10 @@ static int render_chat(sd_http *h, sd_http__gen *g, char **ret, size_t *ret_len,
     int constrained = g->req.json_object || g->req.json_schema || g->req.tool_choice == SD_TOOLS_REQUIRED ||
                       g->req.tool_choice == SD_TOOLS_NAMED;
     g->reply.think = h->o.split_reasoning && sd_chat_template_thinks(ct) && !constrained;
-    g->reply.think_open = g->reply.think && sd_reply_think_open(*ret, *ret_len);
+    /* whether the prompt opened a <think> block: the reply's split, and lazy tool calls, which
+     * stay off inside it, need it (the latter even when split_reasoning is off) */
+    g->prompt_thinks = sd_chat_template_thinks(ct) && sd_reply_think_open(*ret, *ret_len);
+    g->reply.think_open = g->reply.think && g->prompt_thinks;
     return 0;
 #else
     (void)h, (void)g, (void)ret, (void)ret_len;
@@ -234,7 +237,7 @@ static int submit_all(sd_http *h, sd_http__gen *g, sd_api_err *e)
         if (g->req.tool_choice == SD_TOOLS_REQUIRED || g->req.tool_choice == SD_TOOLS_NAMED || lazy)
             p.tool_spec = g->req.tool_spec;
         p.tool_parallel = g->req.parallel_tool_calls;
-        p.tool_lazy = lazy;
+        p.tool_lazy = lazy ? 1 + g->prompt_thinks : 0;
         sd_diag d = {0};
         pthread_mutex_lock(&g->mu);
         g->refs++; /* the engine's reference, dropped at the final event */

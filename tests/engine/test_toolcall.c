@@ -582,6 +582,42 @@ static void test_lazy_accepts(void)
     }
 }
 
+/* Inside <think> ... </think> the trigger opens nothing: a thinking model writes about the markup
+ * as it plans, then calls after the block. */
+static void test_lazy_think(void)
+{
+    sd_tcall *t = compile_lazy_ok(tools, 0); /* one call at most: the one in the block must not count */
+    REQUIRE(t);
+    tstate st;
+    const char *ok = q("<think>I'll answer within <tool_call> tags, then </tool_call>.</think>\n" TC_PING);
+    sd_tcall_init(t, &st);
+    CHECK(sd_tcall_feed(t, &st, ok, strlen(ok)) == 0 && sd_tcall_can_end(t, &st));
+    const char *again = q(TC_GET);
+    CHECK(sd_tcall_feed(t, &st, again, strlen(again)) == -1); /* the call made was the real one */
+    const char *bare = q("I'll answer within <tool_call> tags");
+    sd_tcall_init(t, &st);
+    CHECK(sd_tcall_feed(t, &st, bare, strlen(bare)) == -1); /* outside a block the trigger opens a call */
+    const char *partial = q("<think>abc <tool_call");
+    sd_tcall_init(t, &st);
+    CHECK(sd_tcall_feed(t, &st, partial, strlen(partial)) == 0 && sd_tcall_can_end(t, &st));
+    /* a reply that begins inside the block (the prompt opened it) */
+    const char *inside = q("plan: <tool_call> tags </think>\n" TC_PING);
+    sd_tcall_init_thinking(t, &st);
+    CHECK(sd_tcall_feed(t, &st, inside, strlen(inside)) == 0 && sd_tcall_can_end(t, &st));
+    sd_tcall_init(t, &st);
+    CHECK(sd_tcall_feed(t, &st, inside, strlen(inside)) == -1);
+    static const char *const pairs[][2] = {
+        {"<think>abc</think>", ""},              /* out of the block: as fresh */
+        {"<think>a", "x<think>bcd <tool_call>"}, /* inside, nothing of its end matched */
+        {"<think>x</thi", "<think></thi"},       /* inside, "</thi" matched */
+        {"<thi", "<think"},                      /* outside, different parts of "<think>" */
+        {"<think", "y<think"},                   /* the same part */
+    };
+    static const int equal[] = {1, 1, 1, 0, 1};
+    check_pairs(t, pairs, equal, NULL, sizeof pairs / sizeof *pairs, 9);
+    sd_tcall_free(t);
+}
+
 static void test_lazy_rejects(void)
 {
     static const char *const texts[] = {
@@ -938,6 +974,7 @@ int main(void)
     RUN(test_random_walks);
     RUN(test_random_walks_many);
     RUN(test_lazy_accepts);
+    RUN(test_lazy_think);
     RUN(test_lazy_rejects);
     RUN(test_lazy_limits);
     RUN(test_lazy_canonical);
