@@ -194,6 +194,19 @@ static const char tool_spec[] =
     "{\"type\": \"string\", \"maxLength\": 8}, \"unit\": {\"enum\": [\"c\", \"f\"]}}, \"required\": "
     "[\"city\", \"unit\"]}}, {\"name\": \"get_time\"}]";
 
+/* A tool-call request of the tool list below: sampled at temperature 1 (top_p 1), seed `seed`. */
+static void tool_params(sd_request_params *p, const int32_t *ids, int32_t n, uint64_t seed, int parallel,
+                        int lazy)
+{
+    json_params(p, ids, n, 1, seed);
+    p->json_object = 0;
+    p->sampling.temperature = 1.0f;
+    p->sampling.top_p = 1.0f;
+    p->tool_spec = tool_spec;
+    p->tool_parallel = parallel;
+    p->tool_lazy = lazy;
+}
+
 static void check_call(const json_t *c, const char *text)
 {
     const char *name = json_string_value(json_object_get(c, "name"));
@@ -243,12 +256,7 @@ static void test_tool_calls(void)
     res rs[8] = {0};
     sd_request_params p[8];
     for (int i = 0; i < 8; i++) { /* 0-3 one call, 4-7 parallel */
-        json_params(&p[i], ids[i & 1], n[i & 1], 1, 300 + (uint64_t)i);
-        p[i].json_object = 0;
-        p[i].sampling.temperature = 1.0f;
-        p[i].sampling.top_p = 1.0f;
-        p[i].tool_spec = tool_spec;
-        p[i].tool_parallel = i >= 4;
+        tool_params(&p[i], ids[i & 1], n[i & 1], 300 + (uint64_t)i, i >= 4, 0);
         p[i].max_tokens = 400; /* up to 16 calls of ~13-35 tokens (the model may well make 16) */
     }
     REQUIRE(run_all(b, &o, p, rs, 8, NULL) == 0);
@@ -340,13 +348,7 @@ static void test_lazy_tool_calls(void)
     res rs[8] = {0};
     sd_request_params p[8];
     for (int i = 0; i < 8; i++) { /* 0-3 one call at most, 4-7 up to 16 */
-        json_params(&p[i], ids, n, 1, 500 + (uint64_t)i);
-        p[i].json_object = 0;
-        p[i].sampling.temperature = 1.0f;
-        p[i].sampling.top_p = 1.0f;
-        p[i].tool_spec = tool_spec;
-        p[i].tool_parallel = i >= 4;
-        p[i].tool_lazy = 1;
+        tool_params(&p[i], ids, n, 500 + (uint64_t)i, i >= 4, 1);
         p[i].sampling.top_k = 3; /* see the prompt */
         p[i].max_tokens = 160;
     }
