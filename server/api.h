@@ -76,7 +76,8 @@ typedef struct sd_api_req {
     int n_prompts;
     int echo;
     /* chat */
-    json_t *messages; /* normalised: content as strings */
+    json_t *messages; /* normalised (sd_chat_messages_normalize): content as strings, tool-call
+                         arguments as objects */
     int add_generation_prompt;
     json_t *template_kwargs; /* chat_template_kwargs: more variables for the template, or NULL */
     /* both */

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/chat_template.h"
+
 int sd_api_fail(sd_api_err *e, int status, const char *param, const char *code, const char *fmt, ...)
 {
     e->status = status;
@@ -332,48 +334,6 @@ static int parse_completion(sd_api_req *r, json_t *o, sd_api_err *e)
     return parse_prompts(r, o, e);
 }
 
-/* Content as a string: a string stays; a list of {"type":"text","text":...} parts is joined. */
-static int normalize_content(json_t *msg, size_t i, sd_api_err *e)
-{
-    json_t *c = json_object_get(msg, "content");
-    if (!c || json_is_string(c) || json_is_null(c))
-        return 0;
-    if (!json_is_array(c))
-        return sd_api_fail(e, 400, "messages", "invalid_type",
-                           "messages[%zu].content must be a string or a list of text parts", i);
-    size_t cap = 64, len = 0, k;
-    char *s = malloc(cap);
-    json_t *part;
-    if (!s)
-        return sd_api_fail(e, 500, NULL, NULL, "out of memory");
-    json_array_foreach(c, k, part)
-    {
-        json_t *ty = json_object_get(part, "type"), *tx = json_object_get(part, "text");
-        if (!json_is_object(part) || !json_is_string(ty) || strcmp(json_string_value(ty), "text") ||
-            !json_is_string(tx)) {
-            free(s);
-            return sd_api_fail(e, 400, "messages", "invalid_value",
-                               "messages[%zu].content[%zu] must be {\"type\": \"text\", \"text\": string}", i,
-                               k);
-        }
-        size_t tl = json_string_length(tx);
-        if (len + tl + 1 > cap) {
-            cap = (len + tl + 1) * 2;
-            char *ns = realloc(s, cap);
-            if (!ns) {
-                free(s);
-                return sd_api_fail(e, 500, NULL, NULL, "out of memory");
-            }
-            s = ns;
-        }
-        memcpy(s + len, json_string_value(tx), tl);
-        len += tl;
-    }
-    json_object_set_new(msg, "content", json_stringn(s, len));
-    free(s);
-    return 0;
-}
-
 static int parse_messages(sd_api_req *r, json_t *o, sd_api_err *e)
 {
     json_t *v = field(o, "messages");
@@ -399,9 +359,17 @@ static int parse_messages(sd_api_req *r, json_t *o, sd_api_err *e)
         if (!ok)
             return sd_api_fail(e, 400, "messages", "invalid_value",
                                "messages[%zu].role '%s' is not supported", i, json_string_value(role));
-        if (normalize_content(m, i, e))
-            return -1;
     }
+    /* contents as strings, tool-call arguments as objects: as the template will get them */
+    json_t *norm = NULL;
+    sd_diag d = {0};
+    int rc = sd_chat_messages_normalize(r->messages, &norm, &d);
+    if (rc < 0)
+        return sd_api_fail(e, rc == SD_ENOMEM ? 500 : 400, "messages",
+                           rc == SD_ENOTSUP ? "unsupported_value" : "invalid_value", "%s",
+                           sd_diag_str(&d, rc));
+    json_decref(r->messages);
+    r->messages = norm;
     return 0;
 }
 

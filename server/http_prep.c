@@ -36,17 +36,17 @@ static int render_chat(sd_http *h, sd_http__gen *g, char **ret, size_t *ret_len,
     const sd_chat_template *ct = g->slot->m.chat_template;
     if (!ct)
         return sd_api_fail(e, 400, "messages", "no_chat_template", "the model has no chat template");
-    /* chat_template_kwargs first: the request's own fields (add_generation_prompt, tools) win */
-    json_t *msgs = NULL, *extra = g->req.template_kwargs ? json_copy(g->req.template_kwargs) : json_object();
+    /* chat_template_kwargs first: the request's own fields (add_generation_prompt, tools) win. The
+     * messages were normalised when the body was parsed (api_parse.c). */
+    json_t *extra = g->req.template_kwargs ? json_copy(g->req.template_kwargs) : json_object();
     sd_diag d = {0};
-    int rc = sd_chat_messages_normalize(g->req.messages, &msgs, &d);
+    int rc = extra ? 0 : sd_diag_set(&d, SD_ENOMEM, "out of memory");
     if (rc == 0) {
         json_object_set_new(extra, "add_generation_prompt", json_boolean(g->req.add_generation_prompt));
         if (g->req.tools)
             json_object_set(extra, "tools", g->req.tools);
-        rc = sd_chat_template_render(ct, msgs, extra, ret, ret_len, &d);
+        rc = sd_chat_template_render(ct, g->req.messages, extra, ret, ret_len, &d);
     }
-    json_decref(msgs);
     json_decref(extra);
     if (rc < 0)
         return sd_api_fail(e, 400, "messages", "template_error", "chat template: %s", sd_diag_str(&d, rc));
