@@ -229,39 +229,17 @@ static int esc_step(jst *h, unsigned c)
         h->phase = P_HEX;
         return 0;
     }
-    if (!c || !strchr("\"\\/bfnrt", (int)c))
+    if (!json_simple_escape(c))
         return -1;
     h->phase = P_STR;
     return 0;
 }
 
-static int hex_val(unsigned c)
-{
-    if (c >= '0' && c <= '9')
-        return (int)(c - '0');
-    c |= 0x20;
-    return c >= 'a' && c <= 'f' ? (int)(c - 'a' + 10) : -1;
-}
-
-/* One hex digit of \uXXXX. Surrogates are D800-DBFF (high) and DC00-DFFF (low): the first two
- * digits decide, so the rest of the escape needs no checking. */
+/* One hex digit of \uXXXX (jsonc_utf8.h's rules). */
 static int hex_step(jst *h, unsigned c)
 {
-    int v = hex_val(c);
-    if (v < 0)
+    if (json_hex_digit(c, h->hex, &h->surr) < 0)
         return -1;
-    if (h->hex == 0) {
-        if (v == 0xD)
-            h->surr |= SURR_D;
-        else if (h->surr & SURR_LOW)
-            return -1;
-    } else if (h->hex == 1 && (h->surr & SURR_D)) {
-        int low = v >= 0xC;
-        if ((h->surr & SURR_LOW) ? !low : low)
-            return -1; /* a high surrogate without its low half, or a lone low one */
-        if (v >= 0x8 && !low)
-            h->surr |= SURR_HIGH;
-    }
     if (++h->hex < 4)
         return 0;
     h->phase = (h->surr & SURR_HIGH) ? P_LOW_BS : P_STR;

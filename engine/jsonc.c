@@ -175,39 +175,17 @@ static int esc_step(sd_jfsm *m, unsigned c)
         jset(m, J_HEX);
         return 0;
     }
-    if (!strchr("\"\\/bfnrt", (int)c) || !c)
+    if (!json_simple_escape(c))
         return -1;
     jset(m, J_STR);
     return 0;
 }
 
-static int hex_val(unsigned c)
-{
-    if (c >= '0' && c <= '9')
-        return (int)(c - '0');
-    c |= 0x20;
-    return c >= 'a' && c <= 'f' ? (int)(c - 'a' + 10) : -1;
-}
-
-/* One hex digit of \uXXXX. Surrogates are D800-DBFF (high) and DC00-DFFF (low): the first
- * two digits decide, so the rest of the escape needs no checking. */
+/* One hex digit of \uXXXX (jsonc_utf8.h's rules). */
 static int hex_step(sd_jfsm *m, unsigned c)
 {
-    int v = hex_val(c);
-    if (v < 0)
+    if (json_hex_digit(c, m->sub, &m->aux) < 0)
         return -1;
-    if (m->sub == 0) {
-        if (v == 0xD)
-            m->aux |= SURR_D;
-        else if (m->aux & SURR_LOW)
-            return -1;
-    } else if (m->sub == 1 && (m->aux & SURR_D)) {
-        int low = v >= 0xC;
-        if ((m->aux & SURR_LOW) ? !low : low)
-            return -1; /* a high surrogate without its low half, or a lone low one */
-        if (v >= 0x8 && !low)
-            m->aux |= SURR_HIGH;
-    }
     if (++m->sub < 4)
         return 0;
     jset(m, (m->aux & SURR_HIGH) ? J_LOW_BS : J_STR);
