@@ -9,22 +9,10 @@
 #include <unistd.h>
 
 #include "engine/jsonc.h"
+#include "tests/engine/text_util.h"
 #include "tests/harness.h"
 
 #define TINY "models/tiny"
-
-static inline uint64_t rng_next(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
-static inline unsigned rnd(uint64_t *s, unsigned n)
-{
-    return (unsigned)(rng_next(s) % n);
-}
 
 static inline double now_ms(void)
 {

@@ -75,17 +75,7 @@ static void test_random_edits(void)
         int n_accepted = 0, n_unreadable = 0, n_tries = 6000;
         for (int seed = 1; seed <= n_tries; seed++) {
             size_t n = gen_doc(&g, (uint64_t)seed + 7777);
-            for (unsigned e = 1 + rnd(&rng, 2); e > 0 && n > 0; e--) {
-                size_t at = rnd(&rng, (unsigned)n);
-                char c = alphabet[rnd(&rng, sizeof alphabet - 1)];
-                unsigned op = rnd(&rng, 3);
-                if (op == 0)
-                    g.b[at] = c;
-                else if (op == 1)
-                    memmove(g.b + at, g.b + at + 1, n - at - 1), n--;
-                else if (n + 1 < sizeof g.b)
-                    memmove(g.b + at + 1, g.b + at, n - at), g.b[at] = c, n++;
-            }
+            n = mutate_text(g.b, n, sizeof g.b, alphabet, sizeof alphabet - 1, &rng);
             if (!accepts(s, g.b, n, &rng, 0))
                 continue;
             int ref = ref_valid(g.root, g.b, n);

@@ -174,17 +174,7 @@ static void test_jfsm_matches_reference(void)
     int n_valid = 0;
     for (uint64_t seed = 1; seed <= 20000; seed++) {
         size_t n = gen_doc(&g, seed);
-        for (unsigned e = 1 + rnd(&rng, 2); e > 0 && n > 0; e--) {
-            size_t at = rnd(&rng, (unsigned)n);
-            char c = alphabet[rnd(&rng, sizeof alphabet - 1)];
-            unsigned op = rnd(&rng, 3);
-            if (op == 0)
-                g.b[at] = c;
-            else if (op == 1)
-                memmove(g.b + at, g.b + at + 1, n - at - 1), n--;
-            else if (n + 1 < sizeof g.b)
-                memmove(g.b + at + 1, g.b + at, n - at), g.b[at] = c, n++;
-        }
+        n = mutate_text(g.b, n, sizeof g.b, alphabet, sizeof alphabet - 1, &rng);
         sd_jfsm m;
         sd_jfsm_init(&m);
         int fsm = sd_jfsm_feed(&m, g.b, n) == 0 && sd_jfsm_complete(&m);

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 static inline uint64_t rng_next(uint64_t *s)
 {
@@ -30,6 +31,26 @@ static inline const char *q(const char *s)
         b[i] = s[i] == '\'' ? '"' : s[i];
     b[i] = '\0';
     return b;
+}
+
+/* One or two random edits of b[0, n): a byte of alphabet (n_alpha bytes) replacing, or
+ * inserted before, a random byte, or a byte deleted; b holds cap bytes. Returns the new length.
+ * For texts near valid documents, where validators differ most easily. */
+static inline size_t mutate_text(char *b, size_t n, size_t cap, const char *alphabet, size_t n_alpha,
+                                 uint64_t *rng)
+{
+    for (unsigned e = 1 + rnd(rng, 2); e > 0 && n > 0; e--) {
+        size_t at = rnd(rng, (unsigned)n);
+        char c = alphabet[rnd(rng, (unsigned)n_alpha)];
+        unsigned op = rnd(rng, 3);
+        if (op == 0)
+            b[at] = c;
+        else if (op == 1)
+            memmove(b + at, b + at + 1, n - at - 1), n--;
+        else if (n + 1 < cap)
+            memmove(b + at + 1, b + at, n - at), b[at] = c, n++;
+    }
+    return n;
 }
 
 #endif
