@@ -88,3 +88,24 @@ ab_bench() {
     grep -E '^\| (dense|[0-9]+:[0-9]+) ' "$R/$kind-$name.md" | sed "s/^/$name /" >>"$R/summary.txt"
     ab_pack
 }
+
+# b1_records: issue #3's and #4's batch-1 records in $R: every pattern's decode at Llama-3.1-8B
+# shapes (decode-b1.md, rows into summary.txt) and the 8B kernel table at batch 1 and 8
+# (kern-8b.md), each skipped with 60 s or less of AB_LIMIT_S left.
+b1_records() {
+    local t
+    if ab_have 60 "decode b1"; then
+        t=$(ab_time_left)
+        timeout $((t < 120 ? t : 120)) build/gpu/sparsed bench decode --preset "$P8" \
+            --pattern dense,2:4,4:8,8:16,16:32 --batch 1 --out "$R/decode-b1.md" >/dev/null 2>"$R/decode-b1.err"
+        ab_note "bench decode b1 rc=$? $(ab_el) s"
+        grep -E '^\| (dense|[0-9]+:[0-9]+) ' "$R/decode-b1.md" >>"$R/summary.txt"
+        ab_pack
+    fi
+    if ab_have 60 "kernels"; then
+        timeout "$(ab_time_left)" build/gpu/sparsed bench kernels --model 8B --tp 1 --batch 1,8 --reps 20 \
+            --out "$R/kern-8b.md" >/dev/null 2>"$R/kern-8b.err"
+        ab_note "bench kernels rc=$? $(ab_el) s"
+        ab_pack
+    fi
+}

@@ -80,16 +80,4 @@ for p in dense 2:4; do
     rm -rf /tmp/ck-$name
 done
 
-if have 60 "decode b1"; then
-    timeout $(($(left_s) < 120 ? $(left_s) : 120)) build/gpu/sparsed bench decode --preset $P8 \
-        --pattern dense,2:4,4:8,8:16,16:32 --batch 1 --out "$R/decode-b1.md" >/dev/null 2>"$R/decode-b1.err"
-    ab_note "bench decode b1 rc=$? $(ab_el) s"
-    grep -E '^\| (dense|[0-9]+:[0-9]+) ' "$R/decode-b1.md" >>"$R/summary.txt"
-    ab_pack
-fi
-if have 60 "kernels"; then
-    timeout "$(left_s)" build/gpu/sparsed bench kernels --model 8B --tp 1 --batch 1,8 --reps 20 \
-        --out "$R/kern-8b.md" >/dev/null 2>"$R/kern-8b.err"
-    ab_note "bench kernels rc=$? $(ab_el) s"
-    ab_pack
-fi
+b1_records
