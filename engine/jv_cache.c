@@ -125,8 +125,9 @@ static int compile(sd_jvc_kind kind, int parallel, const char *text, size_t len,
             e->jv = (sd_jval){e->schema,  id,      sd_jschema_state_size(e->schema), js_step, js_complete,
                               js_can_end, js_plain};
     } else {
-        rc = kind == SD_JVC_TOOLS_LAZY ? sd_tcall_compile_lazy(&e->tcall, text, len, parallel, d)
-                                       : sd_tcall_compile(&e->tcall, text, len, parallel, d);
+        rc = kind == SD_JVC_TOOLS_LAZY    ? sd_tcall_compile_lazy(&e->tcall, text, len, parallel, d)
+             : kind == SD_JVC_TOOLS_LLAMA ? sd_tcall_compile_llama(&e->tcall, text, len, parallel, d)
+                                          : sd_tcall_compile(&e->tcall, text, len, parallel, d);
         if (rc == 0)
             e->jv = (sd_jval){e->tcall,   id,      sd_tcall_state_size(e->tcall), tc_step, tc_complete,
                               tc_can_end, tc_plain};

@@ -28,7 +28,8 @@ typedef struct sd_jvc_entry sd_jvc_entry;
 typedef enum sd_jvc_kind {
     SD_JVC_SCHEMA = 1, /* a JSON Schema (engine/jschema.h) */
     SD_JVC_TOOLS,      /* a tool list (engine/toolcall.h) */
-    SD_JVC_TOOLS_LAZY, /* a tool list in lazy mode (sd_tcall_compile_lazy): calls inside free text */
+    SD_JVC_TOOLS_LAZY,  /* a tool list in lazy mode (sd_tcall_compile_lazy): calls inside free text */
+    SD_JVC_TOOLS_LLAMA, /* a tool list in Llama mode (sd_tcall_compile_llama): calls or free text */
 } sd_jvc_kind;
 
 /* A cache of up to `capacity` validators (1..256). */

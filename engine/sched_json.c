@@ -46,9 +46,12 @@ int sd_sched__json_init(const sd_sched *s, sd_sched_req *r, const sd_request_par
         return sd_diag_set(d, SD_EINVAL, "%s: the model has no tokenizer to constrain JSON with",
                            p->tool_spec ? "tools" : "response_format");
     r->json = 1;
-    if (p->tool_spec)
-        return init_shared(s, r, p->tool_lazy ? SD_JVC_TOOLS_LAZY : SD_JVC_TOOLS, p->tool_parallel,
-                           p->tool_spec, p->tool_lazy == 2, d);
+    if (p->tool_spec) {
+        sd_jvc_kind kind = p->tool_lazy == SD_TOOL_LAZY_LLAMA ? SD_JVC_TOOLS_LLAMA
+                           : p->tool_lazy                     ? SD_JVC_TOOLS_LAZY
+                                                              : SD_JVC_TOOLS;
+        return init_shared(s, r, kind, p->tool_parallel, p->tool_spec, p->tool_lazy == SD_TOOL_LAZY_THINKING, d);
+    }
     if (p->json_schema)
         return init_shared(s, r, SD_JVC_SCHEMA, 0, p->json_schema, 0, d);
     r->jv = sd_jval_json;

@@ -1,7 +1,8 @@
 /* toolcall: compiles a tool list (parsed with jansson) into names sorted by bytes and one
  * compiled jschema per tool, and validates tool-call text byte by byte: fixed literals, a name
- * matched as a shrinking range of the sorted names, then the chosen tool's arguments; in lazy
- * mode, free text around them, watched for the trigger by a small automaton. */
+ * matched as a shrinking range of the sorted names, then the chosen tool's arguments; in Hermes
+ * lazy mode, free text around them, watched for the trigger by a small automaton; in Llama mode,
+ * a reply that is calls from its first '{' or free text from any other first byte. */
 #include "toolcall.h"
 
 #include <jansson.h>
@@ -28,8 +29,8 @@ struct sd_tcall {
     struct tool *tools; /* [n] sorted by name bytes: the names sharing a prefix form a run */
     int n;
     int parallel;
-    int lazy;
-    int max_calls;  /* lazy: calls the text may hold (1, or SD_TCALL_MAX_CALLS with parallel) */
+    int mode;       /* M_FORCED, M_HERMES (sd_tcall_compile_lazy) or M_LLAMA */
+    int max_calls;  /* calls the text may hold (1, or SD_TCALL_MAX_CALLS with parallel) */
     size_t js_size; /* bytes of the largest tool's jschema state */
     /* lazy: the trigger's matching automaton (KMP): trig[m][c] is how many of its bytes are matched
      * after byte c follows m matched ones; TRIG_LEN: the whole trigger. The same for the think
@@ -38,9 +39,11 @@ struct sd_tcall {
     uint8_t topen[TOPEN_LEN][256], tclose[TCLOSE_LEN][256];
 };
 
+enum { M_FORCED, M_HERMES, M_LLAMA };
+
 /* The fixed parts of the text. A call's opening literal ends just inside the name's quotes;
  * lazy mode's follows the trigger and its closing one ends the markup. */
-enum { L_OPEN, L_POPEN, L_NEXT, L_ARGS, L_CLOSE, L_LOPEN, L_LCLOSE };
+enum { L_OPEN, L_POPEN, L_NEXT, L_ARGS, L_CLOSE, L_LOPEN, L_LCLOSE, L_PARAMS, L_SEMI };
 static const char *const lits[] = {
     [L_OPEN] = "{\"name\": \"",
     [L_POPEN] = "[{\"name\": \"",
@@ -49,6 +52,8 @@ static const char *const lits[] = {
     [L_CLOSE] = "}",
     [L_LOPEN] = "\n{\"name\": \"",
     [L_LCLOSE] = "}\n" SD_TCALL_LAZY_CLOSE,
+    [L_PARAMS] = ", \"parameters\": ", /* Llama's key for the arguments */
+    [L_SEMI] = "; {\"name\": \"",     /* Llama: the next call */
 };
 
 enum {
@@ -57,7 +62,8 @@ enum {
     P_ARGS,  /* the arguments of tool lo: pos 0 before their '{', 1 after (the jschema state follows) */
     P_AFTER, /* parallel: a call closed; ", " and another, or ']' */
     P_DONE,  /* the whole text: nothing may follow */
-    P_FREE,  /* lazy: free text, `trig` bytes of the trigger matched */
+    P_FREE,  /* lazy: free text, `trig` bytes of the trigger matched; Llama: free text to the end */
+    P_START, /* Llama: only whitespace so far */
 };
 
 /* The state: this 8-byte header, then the chosen tool's jschema state (js_size bytes, zero outside
@@ -67,6 +73,7 @@ enum {
  *   P_ARGS   pos, lo, calls
  *   P_AFTER  calls
  *   P_DONE   nothing: calls is 0 too
+ *   P_START  nothing
  *   P_FREE   trig, calls (lazy: they decide whether another call may open); hi: inside a think
  *            block, lo: the bytes of its closing tag matched there, of "<think>" outside (where
  *            trig runs beside it; inside, trig is 0) */
@@ -241,7 +248,7 @@ static void build_trigger(sd_tcall *tc)
     build_kmp(tc->tclose, THINK_CLOSE, TCLOSE_LEN);
 }
 
-static int compile_mode(sd_tcall **ret, const char *spec, size_t len, int parallel, int lazy, sd_diag *d)
+static int compile_mode(sd_tcall **ret, const char *spec, size_t len, int parallel, int mode, sd_diag *d)
 {
     json_error_t err;
     json_t *root = json_loadb(spec, len, JSON_REJECT_DUPLICATES, &err);
@@ -256,9 +263,9 @@ static int compile_mode(sd_tcall **ret, const char *spec, size_t len, int parall
         return rc;
     }
     tc->parallel = parallel != 0;
-    tc->lazy = lazy;
-    tc->max_calls = lazy && !parallel ? 1 : SD_TCALL_MAX_CALLS;
-    if (lazy)
+    tc->mode = mode;
+    tc->max_calls = mode != M_FORCED && !parallel ? 1 : SD_TCALL_MAX_CALLS;
+    if (mode == M_HERMES)
         build_trigger(tc);
     *ret = tc;
     return 0;
@@ -266,12 +273,17 @@ static int compile_mode(sd_tcall **ret, const char *spec, size_t len, int parall
 
 int sd_tcall_compile(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d)
 {
-    return compile_mode(ret, spec, len, parallel, 0, d);
+    return compile_mode(ret, spec, len, parallel, M_FORCED, d);
 }
 
 int sd_tcall_compile_lazy(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d)
 {
-    return compile_mode(ret, spec, len, parallel, 1, d);
+    return compile_mode(ret, spec, len, parallel, M_HERMES, d);
+}
+
+int sd_tcall_compile_llama(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d)
+{
+    return compile_mode(ret, spec, len, parallel, M_LLAMA, d);
 }
 
 void sd_tcall_free(sd_tcall *t)
@@ -306,8 +318,10 @@ static void lit_begin(struct tc_state *s, int lit, int pos)
 void sd_tcall_init(const sd_tcall *t, void *state)
 {
     memset(state, 0, sd_tcall_state_size(t));
-    if (t->lazy)
+    if (t->mode == M_HERMES)
         ((struct tc_state *)state)->phase = P_FREE;
+    else if (t->mode == M_LLAMA)
+        ((struct tc_state *)state)->phase = P_START;
     else
         lit_begin(state, t->parallel ? L_POPEN : L_OPEN, 0);
 }
@@ -315,7 +329,7 @@ void sd_tcall_init(const sd_tcall *t, void *state)
 void sd_tcall_init_thinking(const sd_tcall *t, void *state)
 {
     sd_tcall_init(t, state);
-    if (t->lazy)
+    if (t->mode == M_HERMES)
         ((struct tc_state *)state)->hi = 1;
 }
 
@@ -327,11 +341,12 @@ static void lit_end(const sd_tcall *t, struct tc_state *s)
     s->pos = 0;
     switch (lit) {
     case L_ARGS:
+    case L_PARAMS:
         s->phase = P_ARGS;
         sd_jschema_init(t->tools[s->lo].js, js_state(s));
         break;
-    case L_CLOSE:
-        s->phase = t->parallel ? P_AFTER : P_DONE;
+    case L_CLOSE: /* Llama's last call that may come ends the text (no ']' closes its list) */
+        s->phase = t->parallel && (t->mode != M_LLAMA || s->calls < t->max_calls) ? P_AFTER : P_DONE;
         s->calls = s->phase == P_DONE ? 0 : s->calls; /* done is one state, however many calls */
         break;
     case L_LCLOSE: /* back to free text, the calls counted, outside any think block */
@@ -385,7 +400,7 @@ static int step_name(const sd_tcall *t, struct tc_state *s, unsigned c)
         if (t->tools[s->lo].len != s->pos)
             return -1;
         s->hi = 0;
-        lit_begin(s, L_ARGS, 0);
+        lit_begin(s, t->mode == M_LLAMA ? L_PARAMS : L_ARGS, 0);
         return 0;
     }
     int lo = bound(t, s->lo, s->hi, s->pos, (int)c, 0), hi = bound(t, s->lo, s->hi, s->pos, (int)c, 1) - 1;
@@ -409,7 +424,7 @@ static int step_args(const sd_tcall *t, struct tc_state *s, unsigned c)
         return 0;
     memset(js_state(s), 0, t->js_size); /* the object closed: the call's '}' comes next */
     s->lo = 0;
-    lit_begin(s, t->lazy ? L_LCLOSE : L_CLOSE, 0);
+    lit_begin(s, t->mode == M_HERMES ? L_LCLOSE : L_CLOSE, 0);
     return 0;
 }
 
@@ -419,6 +434,8 @@ static int step_free(const sd_tcall *t, struct tc_state *s, unsigned c)
 {
     if (c > 0xFF)
         return -1;
+    if (t->mode == M_LLAMA) /* the reply did not open with a call: it is text to its end */
+        return 0;
     if (s->hi) { /* inside a think block: only its end matters */
         int e = t->tclose[s->lo][c];
         s->hi = e < (int)TCLOSE_LEN;
@@ -443,8 +460,28 @@ static int step_free(const sd_tcall *t, struct tc_state *s, unsigned c)
     return 0;
 }
 
-static int step_after(struct tc_state *s, unsigned c)
+/* Llama's reply so far is whitespace: '{' opens a call, anything else makes it free text. */
+static int step_start(struct tc_state *s, unsigned c)
 {
+    if (c > 0xFF)
+        return -1;
+    if (c == ' ' || c == '\n' || c == '\t' || c == '\r')
+        return 0;
+    if (c == '{')
+        lit_begin(s, L_OPEN, 1);
+    else
+        s->phase = P_FREE;
+    return 0;
+}
+
+static int step_after(const sd_tcall *t, struct tc_state *s, unsigned c)
+{
+    if (t->mode == M_LLAMA) { /* "; " and the next call, or the end */
+        if (c != ';')
+            return -1;
+        lit_begin(s, L_SEMI, 1);
+        return 0;
+    }
     if (c == ']') {
         s->phase = P_DONE;
         s->calls = 0; /* done is one state, however many calls */
@@ -467,9 +504,11 @@ int sd_tcall_step(const sd_tcall *t, void *state, unsigned byte)
     case P_ARGS:
         return step_args(t, s, byte);
     case P_AFTER:
-        return step_after(s, byte);
+        return step_after(t, s, byte);
     case P_FREE:
         return step_free(t, s, byte);
+    case P_START:
+        return step_start(s, byte);
     default:
         return -1;
     }
@@ -489,13 +528,16 @@ int sd_tcall_feed(const sd_tcall *t, void *state, const char *bytes, size_t n)
 
 int sd_tcall_complete(const sd_tcall *t, const void *state)
 {
-    return ((const struct tc_state *)state)->phase == P_DONE; /* lazy mode never gets there */
+    return ((const struct tc_state *)state)->phase == P_DONE; /* Hermes lazy mode never gets there */
 }
 
 int sd_tcall_can_end(const sd_tcall *t, const void *state)
 {
-    if (t->lazy)
-        return ((const struct tc_state *)state)->phase == P_FREE;
+    int phase = ((const struct tc_state *)state)->phase;
+    if (t->mode == M_HERMES)
+        return phase == P_FREE;
+    if (t->mode == M_LLAMA) /* before, beside or after the calls: never inside one */
+        return phase == P_START || phase == P_FREE || phase == P_AFTER || phase == P_DONE;
     return sd_tcall_complete(t, state);
 }
 

@@ -28,6 +28,18 @@
  * plans ("I'll answer within <tool_call> tags") before it calls; sd_tcall_init_thinking starts a
  * text inside such a block (a prompt that opened it).
  *
+ * Llama mode (sd_tcall_compile_llama; tool_choice "auto" with Llama 3.1-3.3's markup, where the
+ * whole reply is the call, as their templates teach): leading whitespace, then either calls
+ *
+ *   {"name": "NAME", "parameters": ARGS}          then the end (parallel 0), or
+ *   CALL; CALL; ...                               up to SD_TCALL_MAX_CALLS, "; " between (parallel 1)
+ *
+ * when the first other byte is '{', or free text to the end when it is anything else. A '{' that
+ * opens the reply therefore always opens a call (a JSON answer the model meant as content would
+ * be read as one; llama.cpp's Llama handler does the same). complete() is 1 after the last call
+ * that may come; can_end() is 1 everywhere but inside a call. The python tag (a special token)
+ * is not a byte here: the vocabulary mask never lets one through, so the model writes the JSON.
+ *
  * The spec: JSON text, an array of 1..SD_TCALL_MAX_TOOLS objects {"name": NAME, "parameters":
  * SCHEMA, "strict": BOOL}; other keys (e.g. "description") are ignored. Names match
  * [A-Za-z0-9_-]{1,64} and are distinct. "parameters" absent or null means {"type": "object",
@@ -70,6 +82,8 @@ int sd_tcall_compile(sd_tcall **ret, const char *spec, size_t len, int parallel,
 /* The same tool list for lazy mode (above): free text with calls in Hermes markup; parallel: 1 for
  * up to SD_TCALL_MAX_CALLS calls, 0 for at most one. Errors as sd_tcall_compile's. */
 int sd_tcall_compile_lazy(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d);
+/* The same tool list for Llama mode (above). Errors as sd_tcall_compile's. */
+int sd_tcall_compile_llama(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d);
 void sd_tcall_free(sd_tcall *t); /* NULL: no-op */
 
 /* Bytes of one state: fixed per tool list, a multiple of 8, at most SD_TCALL_STATE_MAX. States are
@@ -87,10 +101,10 @@ int sd_tcall_step(const sd_tcall *t, void *state, unsigned byte);
 /* n bytes, all or nothing: -1 leaves state as it was. */
 int sd_tcall_feed(const sd_tcall *t, void *state, const char *bytes, size_t n);
 /* 1 once the whole text has been read (after the final '}' or ']'): every byte is then rejected.
- * Lazy mode: never. */
+ * Lazy mode: never. Llama mode: after the last call that may come. */
 int sd_tcall_complete(const sd_tcall *t, const void *state);
 /* 1 when the text may end here: the same as complete (a tool call never ends in a number). Lazy
- * mode: in free text, outside a call. */
+ * mode: in free text, outside a call. Llama mode: anywhere outside a call. */
 int sd_tcall_can_end(const sd_tcall *t, const void *state);
 /* 1 inside an argument string whose content is unconstrained (sd_jschema_in_plain_string). 0 in
  * lazy mode's free text: a plain token there may still complete the trigger and break the call. */

@@ -232,12 +232,17 @@ static int submit_all(sd_http *h, sd_http__gen *g, sd_api_err *e)
         p.json_object = g->req.json_object;
         p.json_schema = g->req.json_schema;
         /* "required" / named: the reply is calls; "auto" in Hermes markup: free text in which
-         * each <tool_call> opens a constrained call (lazily, as llama.cpp's lazy grammars) */
-        int lazy = g->req.tool_choice == SD_TOOLS_AUTO && g->reply.fmt == SD_TOOL_FMT_HERMES;
+         * each <tool_call> opens a constrained call (lazily, as llama.cpp's lazy grammars); in
+         * Llama's: a reply that opens with '{' is constrained calls */
+        int lazy = g->req.tool_choice == SD_TOOLS_AUTO &&
+                   (g->reply.fmt == SD_TOOL_FMT_HERMES || g->reply.fmt == SD_TOOL_FMT_LLAMA);
         if (g->req.tool_choice == SD_TOOLS_REQUIRED || g->req.tool_choice == SD_TOOLS_NAMED || lazy)
             p.tool_spec = g->req.tool_spec;
         p.tool_parallel = g->req.parallel_tool_calls;
-        p.tool_lazy = lazy ? 1 + g->prompt_thinks : 0;
+        if (lazy)
+            p.tool_lazy = g->reply.fmt == SD_TOOL_FMT_LLAMA ? SD_TOOL_LAZY_LLAMA
+                          : g->prompt_thinks                ? SD_TOOL_LAZY_THINKING
+                                                            : SD_TOOL_LAZY_HERMES;
         sd_diag d = {0};
         pthread_mutex_lock(&g->mu);
         g->refs++; /* the engine's reference, dropped at the final event */

@@ -3,7 +3,8 @@
  * with EOS after a text that jansson parses as one object (or, cut by max_tokens, that the
  * validator still takes as a prefix); a plain request beside them is unchanged; a schema the
  * engine cannot enforce is refused at submit; forced tool calls (tool_spec) end with EOS after
- * one call or an array of them; lazy ones (tool_lazy) leave free text, each call in it whole. */
+ * one call or an array of them; lazy ones (tool_lazy) leave free text, each call in it whole; in
+ * Llama's markup a reply that opens with '{' is whole calls, then EOS. */
 #include <jansson.h>
 
 #include "engine/jschema.h"
@@ -207,10 +208,31 @@ static void tool_params(sd_request_params *p, const int32_t *ids, int32_t n, uin
     p->tool_lazy = lazy;
 }
 
-static void check_call(const json_t *c, const char *text)
+/* Runs the 8 tool requests p[] into rs[] on a fresh backend (256 KV blocks of 16; o: 8 sequences,
+ * 512 tokens a step) and compiles tool_spec with `compile` for one call and parallel ones into
+ * tc[0], tc[1]. The backend, for more requests; NULL (a failed check) on error. */
+typedef int (*tcall_compile_fn)(sd_tcall **, const char *, size_t, int, sd_diag *);
+static sd_backend *run_tools(sd_request_params *p, res *rs, sd_engine_opts *o, tcall_compile_fn compile,
+                             sd_tcall *tc[2])
+{
+    sd_backend *b = backend_new(256, 16);
+    opts(o, 8, 512);
+    int ok = b && run_all(b, o, p, rs, 8, NULL) == 0;
+    for (int k = 0; ok && k < 2; k++)
+        ok = compile(&tc[k], tool_spec, strlen(tool_spec), k, NULL) == 0;
+    CHECK_MSG(ok, "backend %p: the requests or the validators failed", (void *)b);
+    if (!ok) {
+        sd_backend_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* argkey: "arguments", or Llama's "parameters" */
+static void check_call(const json_t *c, const char *argkey, const char *text)
 {
     const char *name = json_string_value(json_object_get(c, "name"));
-    const json_t *args = json_object_get(c, "arguments");
+    const json_t *args = json_object_get(c, argkey);
     CHECK_MSG(json_object_size(c) == 2 && name && json_is_object(args), "call: %s", text);
     if (!name || !json_is_object(args))
         return;
@@ -233,9 +255,9 @@ static void check_tool_text(const sd_tcall *tc, const res *r, int parallel)
     json_t *v = json_loadb(r->text, r->text_len, 0, NULL);
     CHECK_MSG(v && (parallel ? json_is_array(v) : json_is_object(v)), "parse: %s", r->text);
     for (size_t i = 0; parallel && i < json_array_size(v); i++)
-        check_call(json_array_get(v, i), r->text);
+        check_call(json_array_get(v, i), "arguments", r->text);
     if (v && !parallel)
-        check_call(v, r->text);
+        check_call(v, "arguments", r->text);
     json_decref(v);
 }
 
@@ -249,20 +271,16 @@ static void test_tool_calls(void)
                     "\"f\"}}, {\"name\": \"get_time\", \"arguments\": {}}]\nw = ",
                     &n[1]);
     REQUIRE(ids[0] && ids[1]);
-    sd_backend *b = backend_new(256, 16);
-    REQUIRE(b);
-    sd_engine_opts o;
-    opts(&o, 8, 512);
     res rs[8] = {0};
     sd_request_params p[8];
     for (int i = 0; i < 8; i++) { /* 0-3 one call, 4-7 parallel */
         tool_params(&p[i], ids[i & 1], n[i & 1], 300 + (uint64_t)i, i >= 4, 0);
         p[i].max_tokens = 400; /* up to 16 calls of ~13-35 tokens (the model may well make 16) */
     }
-    REQUIRE(run_all(b, &o, p, rs, 8, NULL) == 0);
+    sd_engine_opts o;
     sd_tcall *tc[2] = {NULL, NULL};
-    for (int k = 0; k < 2; k++)
-        REQUIRE(sd_tcall_compile(&tc[k], tool_spec, strlen(tool_spec), k, NULL) == 0);
+    sd_backend *b = run_tools(p, rs, &o, sd_tcall_compile, tc);
+    REQUIRE(b);
     int weather = 0;
     for (int i = 0; i < 8; i++) {
         fprintf(stderr, "  request %d (%d tokens): %s\n", i, rs[i].n, rs[i].text);
@@ -316,7 +334,7 @@ static int check_lazy_text(const sd_tcall *tc, const res *r, int parallel)
         json_t *v = json_loadb(p, (size_t)(e - p), 0, NULL);
         CHECK_MSG(v && json_is_object(v), "call %d does not parse: %.*s", calls, (int)(e - p), p);
         if (v)
-            check_call(v, r->text);
+            check_call(v, "arguments", r->text);
         json_decref(v);
         calls++;
         p = e + strlen(close);
@@ -341,10 +359,6 @@ static void test_lazy_tool_calls(void)
                                 blocks[i % 3]);
     int32_t n, *ids = encode(prompt, &n);
     REQUIRE(ids);
-    sd_backend *b = backend_new(256, 16);
-    REQUIRE(b);
-    sd_engine_opts o;
-    opts(&o, 8, 512);
     res rs[8] = {0};
     sd_request_params p[8];
     for (int i = 0; i < 8; i++) { /* 0-3 one call at most, 4-7 up to 16 */
@@ -352,10 +366,10 @@ static void test_lazy_tool_calls(void)
         p[i].sampling.top_k = 3; /* see the prompt */
         p[i].max_tokens = 160;
     }
-    REQUIRE(run_all(b, &o, p, rs, 8, NULL) == 0);
+    sd_engine_opts o;
     sd_tcall *tc[2] = {NULL, NULL};
-    for (int k = 0; k < 2; k++)
-        REQUIRE(sd_tcall_compile_lazy(&tc[k], tool_spec, strlen(tool_spec), k, NULL) == 0);
+    sd_backend *b = run_tools(p, rs, &o, sd_tcall_compile_lazy, tc);
+    REQUIRE(b);
     int calls = 0;
     for (int i = 0; i < 8; i++) {
         int c = check_lazy_text(tc[i >= 4], &rs[i], i >= 4);
@@ -382,6 +396,70 @@ static void test_lazy_tool_calls(void)
     free(ids);
 }
 
+/* SD_TOOL_LAZY_LLAMA: a reply that opens with '{' is calls in Llama's form, ending with EOS after
+ * the last; one that opens otherwise is free text. Primed with such calls, the tiny model opens
+ * most replies with '{'; primed with prose, none. */
+static void test_llama_tool_calls(void)
+{
+    /* Python assignments of such calls: the tiny model (trained on code) opens the next right after
+     * "w = "; before a bare call on a line of its own it writes blank lines */
+    static const char calls[] =
+        "w = {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"unit\": \"c\"}}\n"
+        "w = {\"name\": \"get_time\", \"parameters\": {}}\n"
+        "w = {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\", \"unit\": \"f\"}}\nw = ";
+    int32_t n[2], *ids[2] = {encode(calls, &n[0]), encode("# read the file and count the lines\n", &n[1])};
+    REQUIRE(ids[0] && ids[1]);
+    res rs[8] = {0};
+    sd_request_params p[8];
+    for (int i = 0; i < 8; i++) { /* 0-5 primed with calls (3-5 parallel), 6-7 with prose */
+        tool_params(&p[i], ids[i >= 6], n[i >= 6], 700 + (uint64_t)i, i >= 3 && i < 6, SD_TOOL_LAZY_LLAMA);
+        p[i].sampling.top_k = 3;
+        p[i].max_tokens = p[i].tool_parallel ? 560 : 120; /* room for 16 calls of ~31 tokens */
+    }
+    sd_engine_opts o;
+    sd_tcall *tc[2] = {NULL, NULL};
+    sd_backend *b = run_tools(p, rs, &o, sd_tcall_compile_llama, tc);
+    REQUIRE(b);
+    int called = 0;
+    for (int i = 0; i < 8; i++) {
+        const res *r = &rs[i];
+        int par = i >= 3 && i < 6;
+        uint64_t st[SD_JVAL_MAX_STATE / 8];
+        sd_tcall_init(tc[par], st);
+        CHECK_MSG(r->n_final == 1 && r->n_error == 0 && sd_tcall_feed(tc[par], st, r->text, r->text_len) == 0,
+                  "request %d: %s", i, r->text);
+        size_t at = strspn(r->text, " \n");
+        int is_call = r->text[at] == '{';
+        called += is_call;
+        fprintf(stderr, "  request %d (%s, %d tokens): %.*s\n", i,
+                r->finish == SD_FINISH_STOP ? "stop" : "length", r->n,
+                r->text_len < 160 ? (int)r->text_len : 160, r->text);
+        CHECK_MSG(!is_call || i < 6, "prose prompt, call reply: %s", r->text);
+        if (!is_call || r->finish != SD_FINISH_STOP) /* free text, or a call cut by max_tokens */
+            continue;
+        CHECK_MSG(sd_tcall_can_end(tc[par], st) && (par || sd_tcall_complete(tc[par], st)), "EOS inside: %s",
+                  r->text);
+        for (size_t k = 0; at < r->text_len; k++) { /* "; " between parallel calls */
+            json_error_t je;
+            json_t *v = json_loadb(r->text + at, r->text_len - at, JSON_DISABLE_EOF_CHECK, &je);
+            CHECK_MSG(v, "call %zu does not parse: %s", k, r->text);
+            if (!v)
+                break;
+            check_call(v, "parameters", r->text);
+            json_decref(v);
+            at += (size_t)je.position + 2;
+        }
+    }
+    CHECK_MSG(called >= 3, "%d of 6 primed requests opened with a call", called);
+    for (int k = 0; k < 2; k++)
+        sd_tcall_free(tc[k]);
+    for (int i = 0; i < 8; i++)
+        res_reset(&rs[i]);
+    sd_backend_free(b);
+    free(ids[0]);
+    free(ids[1]);
+}
+
 int main(void)
 {
     sd_diag d = {0};
@@ -395,6 +473,7 @@ int main(void)
     RUN(test_json_schema);
     RUN(test_tool_calls);
     RUN(test_lazy_tool_calls);
+    RUN(test_llama_tool_calls);
     sd_model_free(M);
     return sd_test_done();
 }

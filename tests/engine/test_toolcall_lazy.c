@@ -2,11 +2,7 @@
  * in Hermes markup accepted or rejected at the right byte, the call limits, can_end exactly outside
  * calls, no trigger inside <think> blocks, canonical states, random walks, and its vocabulary mask
  * on the shared Qwen3 tokenizer against brute force, with timings. */
-#include <time.h>
-
-#include "engine/jsonc.h"
-#include "engine/tokenizer.h"
-#include "tests/engine/toolcall_ref.h"
+#include "tests/engine/toolcall_vocab.h"
 
 /* ---- lazy mode ---------------------------------------------------------------------------------- */
 
@@ -311,101 +307,9 @@ static void test_lazy_random_walks(void)
 
 /* ---- lazy mode over a real vocabulary ----------------------------------------------------------- */
 
-static int lz_step(const void *ctx, void *state, unsigned byte)
-{
-    return sd_tcall_step(ctx, state, byte);
-}
-
-static int lz_complete(const void *ctx, const void *state)
-{
-    return sd_tcall_complete(ctx, state);
-}
-
-static int lz_can_end(const void *ctx, const void *state)
-{
-    return sd_tcall_can_end(ctx, state);
-}
-
-static int lz_plain(const void *ctx, const void *state)
-{
-    return sd_tcall_in_plain_string(ctx, state);
-}
-
-static sd_jval lazy_jval(const sd_tcall *t, uint64_t id)
-{
-    return (sd_jval){t, id, sd_tcall_state_size(t), lz_step, lz_complete, lz_can_end, lz_plain};
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-struct qvocab {
-    sd_tokenizer *tok;
-    sd_jmask *jm;
-    int32_t n, eos;
-    uint64_t *bits; /* [(n + 63) / 64] */
-    float *logits;  /* [n] */
-};
-
-/* The mask's set for state against one decided token by token (eos: exactly when the text may
- * end; others: not special, not empty, every byte taken). Returns how many are allowed, -1 when
- * the sets differ; *ret_free: the non-special tokens allowed. */
-static int32_t mask_vs_brute(struct qvocab *qv, const sd_jval *v, const void *state, int32_t *ret_free)
-{
-    int32_t got = sd_jmask_allowed_v(qv->jm, v, state, &qv->eos, 1, qv->n, qv->bits), want = 0, bad = 0;
-    *ret_free = 0;
-    for (int32_t id = 0; id < qv->n; id++) {
-        size_t len = 0;
-        const char *b = sd_tok_token_bytes(qv->tok, id, &len);
-        tstate tmp;
-        memcpy(&tmp, state, v->size);
-        int ok = id == qv->eos ? v->can_end(v->ctx, state)
-                               : b && len > 0 && !sd_tok_is_special(qv->tok, id) &&
-                                     sd_tcall_feed(v->ctx, &tmp, b, len) == 0;
-        want += ok;
-        *ret_free += ok && id != qv->eos;
-        if (ok != (int)((qv->bits[id >> 6] >> (id & 63)) & 1) && bad++ < 3)
-            CHECK_MSG(0, "token %d (%s): brute force %d", id, sd_tok_token_str(qv->tok, id), ok);
-    }
-    CHECK_MSG(got == want, "the mask allows %d, brute force %d", got, want);
-    return bad || got != want ? -1 : got;
-}
-
-static int32_t token_of(const sd_tokenizer *tok, int32_t n, const char *s)
-{
-    for (int32_t id = 0; id < n; id++) {
-        size_t len = 0;
-        const char *b = sd_tok_token_bytes(tok, id, &len);
-        if (b && len == strlen(s) && memcmp(b, s, len) == 0)
-            return id;
-    }
-    return -1;
-}
-
-static int allowed(const struct qvocab *qv, int32_t id)
-{
-    return id >= 0 && (int)((qv->bits[id >> 6] >> (id & 63)) & 1);
-}
-
-/* Cold (the trie walked) and cached sd_jmask_apply_v of state, in ms. */
-static void time_apply(struct qvocab *qv, const sd_jval *v, const void *state, double *cold, double *warm)
-{
-    double t0 = now_ms();
-    sd_jmask_apply_v(qv->jm, v, state, &qv->eos, 1, qv->logits, qv->n);
-    *cold = now_ms() - t0;
-    t0 = now_ms();
-    for (int rep = 0; rep < 100; rep++)
-        sd_jmask_apply_v(qv->jm, v, state, &qv->eos, 1, qv->logits, qv->n);
-    *warm = (now_ms() - t0) / 100;
-}
-
 static void lazy_mask_states(struct qvocab *qv, sd_tcall *const t[2])
 {
-    const sd_jval v = lazy_jval(t[0], 1), v1 = lazy_jval(t[1], 2);
+    const sd_jval v = tcall_jval(t[0], 1), v1 = tcall_jval(t[1], 2);
     int32_t n_plain = 0, n_free = 0, trig = token_of(qv->tok, qv->n, SD_TCALL_LAZY_OPEN);
     for (int32_t id = 0; id < qv->n; id++) {
         size_t len = 0;
@@ -457,24 +361,13 @@ static void test_lazy_mask_qwen3(void)
     const char *path = sd_test_shared("tokenizers/qwen3/tokenizer.json");
     if (!path)
         SKIP("../shared/tokenizers/qwen3 absent");
-    struct qvocab qv = {0};
-    sd_diag d = {0};
-    REQUIRE(sd_tok_load(&qv.tok, path, &d) == 0);
-    qv.n = sd_tok_vocab_size(qv.tok);
-    qv.eos = sd_tok_eos_id(qv.tok);
-    qv.bits = calloc(((size_t)qv.n + 63) / 64, sizeof *qv.bits);
-    qv.logits = calloc((size_t)qv.n, sizeof *qv.logits);
+    struct qvocab qv;
     sd_tcall *t[2] = {compile_lazy_ok(tools, 1), compile_lazy_ok(tools, 0)};
-    int rc = sd_jmask_init(&qv.jm, qv.tok, &d);
-    CHECK_MSG(rc == 0, "%s", sd_diag_str(&d, rc));
-    if (rc == 0 && qv.bits && qv.logits && t[0] && t[1] && qv.eos >= 0)
+    if (qvocab_open(&qv, path) == 0 && t[0] && t[1])
         lazy_mask_states(&qv, t);
     sd_tcall_free(t[0]);
     sd_tcall_free(t[1]);
-    sd_jmask_free(qv.jm);
-    sd_tok_free(qv.tok);
-    free(qv.bits);
-    free(qv.logits);
+    qvocab_close(&qv);
 }
 
 int main(void)

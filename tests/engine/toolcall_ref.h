@@ -37,21 +37,25 @@ static const char tools[] =
     "'required':['city','unit'],'additionalProperties':false}},"
     "{'name':'ping'},{'name':'Z-9','parameters':null}]";
 
-/* spec (with ' for ") compiled in the forced form, or lazily; NULL (and a failed check) on error. */
-static inline sd_tcall *compile_mode(const char *spec, int parallel, int lazy)
+enum { FORCED, LAZY, LLAMA }; /* compile_mode's modes */
+
+/* spec (with ' for ") compiled in the forced form, lazily or for Llama; NULL (and a failed check)
+ * on error. */
+static inline sd_tcall *compile_mode(const char *spec, int parallel, int mode)
 {
     sd_tcall *t = NULL;
     sd_diag d = {0};
     const char *json = q(spec);
-    int rc = lazy ? sd_tcall_compile_lazy(&t, json, strlen(json), parallel, &d)
-                  : sd_tcall_compile(&t, json, strlen(json), parallel, &d);
+    int rc = mode == LAZY    ? sd_tcall_compile_lazy(&t, json, strlen(json), parallel, &d)
+             : mode == LLAMA ? sd_tcall_compile_llama(&t, json, strlen(json), parallel, &d)
+                             : sd_tcall_compile(&t, json, strlen(json), parallel, &d);
     CHECK_MSG(rc == 0, "compile: %s", d.msg);
     return rc == 0 ? t : NULL;
 }
 
 static inline sd_tcall *compile_ok(const char *spec, int parallel)
 {
-    return compile_mode(spec, parallel, 0);
+    return compile_mode(spec, parallel, FORCED);
 }
 
 /* Feeds each pair's texts to fresh states (poisoned differently first) and checks their bytes
@@ -97,11 +101,13 @@ static inline int name_in(const char *name, const char *const *names, int n)
     return 0;
 }
 
-/* One call as the text must have it: exactly "name" and "arguments", the name one of the tools,
- * arguments an object; get_weather's required keys and enum; ping's empty arguments. */
-static inline void check_call(const json_t *call, const char *const *names, int n_names, const char *text)
+/* One call as the text must have it: exactly "name" and `argkey` ("arguments"; Llama's
+ * "parameters"), the name one of the tools, the arguments an object; get_weather's required keys
+ * and enum; ping's empty arguments. */
+static inline void check_call_key(const json_t *call, const char *argkey, const char *const *names, int n_names,
+                                  const char *text)
 {
-    const json_t *name = json_object_get(call, "name"), *args = json_object_get(call, "arguments");
+    const json_t *name = json_object_get(call, "name"), *args = json_object_get(call, argkey);
     CHECK_MSG(json_is_object(call) && json_object_size(call) == 2 && json_is_string(name) &&
                   json_is_object(args),
               "shape: %s", text);
@@ -121,9 +127,14 @@ static inline void check_call(const json_t *call, const char *const *names, int 
     }
 }
 
+static inline void check_call(const json_t *call, const char *const *names, int n_names, const char *text)
+{
+    check_call_key(call, "arguments", names, n_names, text);
+}
+
 static inline sd_tcall *compile_lazy_ok(const char *spec, int parallel)
 {
-    return compile_mode(spec, parallel, 1);
+    return compile_mode(spec, parallel, LAZY);
 }
 
 #endif

@@ -3,7 +3,8 @@ named function constrain the reply to calls of the offered functions (any model 
 even one whose template never shows it the tools); streamed calls equal whole ones; "auto"
 needs a template that teaches a markup sparsed parses (the bundled one does not: 400), and with
 one (tests/fixtures/templates/hermes_tools.jinja) the tools and earlier calls reach the prompt
-exactly as Python jinja2 renders them."""
+exactly as Python jinja2 renders them; in Llama 3.1's markup (tests/fixtures/templates/llama_tools.jinja)
+a reply that opens with a call is constrained to one."""
 import json
 import shutil
 
@@ -180,6 +181,30 @@ def test_auto_renders_tools_and_calls(start_server, hermes_model):
         client.chat.completions.create(model=client.models.list().data[0].id, messages=MSGS, tools=[strict],
                                        max_tokens=4)
     assert e.value.body["param"] == "tools" and "'pattern' is not supported" in e.value.body["message"]
+
+
+def test_auto_llama_calls(start_server, tmp_path_factory):
+    """A template in Llama 3.1's markup (the reply is the call, {"name", "parameters"}; the fixture's
+    generation prompt primes the tiny model to open with one): "auto" constrains the call the reply
+    opens, which comes back as tool_calls with finish "tool_calls", streamed as whole."""
+    openai = pytest.importorskip("openai")
+    d, _ = model_with_template(tmp_path_factory, "llama_tools")
+    srv = start_server(args=["--model", str(d)])
+    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    kw = dict(model=client.models.list().data[0].id, messages=MSGS, tools=TOOLS, temperature=0)
+    for parallel in (False, True):
+        kw["max_tokens"] = 600 if parallel else 64  # the tiny model goes on to the 16 calls allowed
+        r = client.chat.completions.create(parallel_tool_calls=parallel, **kw)
+        c = r.choices[0]
+        assert c.finish_reason == "tool_calls" and c.message.content is None, c
+        assert 1 <= len(c.message.tool_calls) <= (16 if parallel else 1), c
+        for call in c.message.tool_calls:
+            check_call(call)
+        chunks = list(client.chat.completions.create(stream=True, parallel_tool_calls=parallel, **kw))
+        streamed = [tc for ch in chunks if ch.choices for tc in (ch.choices[0].delta.tool_calls or [])]
+        assert [(t.function.name, t.function.arguments) for t in streamed] == \
+            [(t.function.name, t.function.arguments) for t in c.message.tool_calls]
+        assert chunks[-1].choices[0].finish_reason == "tool_calls"
 
 
 def model_with_template(tmp_path_factory, name):
