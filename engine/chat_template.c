@@ -20,6 +20,13 @@ struct sd_chat_template {
     int thinks;              /* either template speaks of </think> */
 };
 
+/* Other markups' own words for a call, which rule out Llama's bare JSON even where the template
+ * also writes "parameters" (a tool's schema spelt out): Mistral's, Granite's and Phi-4's tags,
+ * DeepSeek's (its "▁" is U+2581). */
+static const char *const other_markups[] = {"[TOOL_CALLS]", "<|tool_call|>",
+                                            "tool\xe2\x96\x81"
+                                            "call"};
+
 /* The markup a template source teaches for calls: its own words for it, not its structure. */
 static sd_chat_tools tools_of(const char *src)
 {
@@ -27,6 +34,10 @@ static sd_chat_tools tools_of(const char *src)
         return SD_CHAT_TOOLS_IGNORED;
     if (strstr(src, "<tool_call>"))
         return SD_CHAT_TOOLS_HERMES;
+    for (size_t i = 0; i < sizeof other_markups / sizeof *other_markups; i++)
+        if (strstr(src, other_markups[i]))
+            return SD_CHAT_TOOLS_OTHER;
+    /* Llama 3.1 / 3.3 name the python tag; 3.2 only teaches {"name": ..., "parameters": ...} */
     if (strstr(src, "<|python_tag|>") || strstr(src, "\"parameters\""))
         return SD_CHAT_TOOLS_LLAMA;
     return SD_CHAT_TOOLS_OTHER;
