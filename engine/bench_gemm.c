@@ -71,12 +71,12 @@ static void linear_shapes(const sd_model_config *c, const char **names, int64_t 
 
 static void row_head(FILE *f)
 {
-    fprintf(f,
-            "| linear | rows x cols | T | dense cuBLAS µs (TFLOPS) | expansion µs | warp expansion µs (same "
-            "bits) | 2:4 expand + cuBLAS µs (x dense) | by 8 / 16 / 32 MB pieces µs | N:M GEMM 64 µs (x "
-            "dense) | N:M GEMM 128 µs (x dense) | "
-            "2:4 cuSPARSELt µs (x dense) | cuSPARSELt searched µs (x dense) |\n"
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    fprintf(
+        f,
+        "| linear | rows x cols | T | dense cuBLAS µs (TFLOPS) | expansion µs | warp expansion µs (same "
+        "bits) | 2:4 expand + cuBLAS µs (x dense) | N:M GEMM 64 µs (x dense) | N:M GEMM 128 µs (x dense) | "
+        "2:4 cuSPARSELt µs (x dense) | cuSPARSELt searched µs (x dense) |\n"
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
 }
 
 /* "12.3 (1.45x)" of a path beside dense, or the reason it did not run. */
@@ -97,12 +97,9 @@ static void row(FILE *f, const char *name, const int64_t *s, int T, const sd_gem
     cell(g128, sizeof g128, t->nm_gemm_us[1], t->dense_us, NULL);
     cell(cs, sizeof cs, t->cslt_us, t->dense_us, t->cslt_err);
     cell(cs2, sizeof cs2, t->cslt_search_us, t->dense_us, t->cslt_us > 0 ? t->cslt_err : "-");
-    fprintf(f,
-            "| %s | %lld x %lld | %d | %.1f (%.0f) | %.1f | %.1f (%s) | %s | %.1f / %.1f / %.1f | %s | %s | "
-            "%s | %s |\n",
-            name, (long long)s[0], (long long)s[1], T, t->dense_us, tflops, t->expand_us, t->expand_warp_us,
-            t->expand_same ? "same" : "DIFFERENT", eb, t->chunk_us[0], t->chunk_us[1], t->chunk_us[2], g64,
-            g128, cs, cs2);
+    fprintf(f, "| %s | %lld x %lld | %d | %.1f (%.0f) | %.1f | %.1f (%s) | %s | %s | %s | %s | %s |\n", name,
+            (long long)s[0], (long long)s[1], T, t->dense_us, tflops, t->expand_us, t->expand_warp_us,
+            t->expand_same ? "same" : "DIFFERENT", eb, g64, g128, cs, cs2);
 }
 
 static int run(const bg_opts *o, int argc, char **argv)

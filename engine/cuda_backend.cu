@@ -5,7 +5,6 @@
 #include "engine/backend.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -172,21 +171,6 @@ static int env_mode(const char *name, int def, int max)
     return e && e[0] >= '0' && e[0] <= '0' + max && !e[1] ? e[0] - '0' : def;
 }
 
-/* SD_EXPAND_CHUNK_MB (0..1024, default 16): MB of dense rows expanded a piece before each cuBLAS GEMM
- * of a bitmask linear (sd__cu_expand_gemm): small enough to stay in the 50 MB L2 of an H100 / H200
- * between its expansion and its GEMM. 0: the whole matrix at once, to DRAM and back (as before). */
-static int64_t expand_chunk_bytes(void)
-{
-    const char *e = getenv("SD_EXPAND_CHUNK_MB");
-    char *end = NULL;
-    long mb = e ? strtol(e, &end, 10) : 16;
-    if (e && (end == e || *end || mb < 0 || mb > 1024)) {
-        fprintf(stderr, "sparsed: SD_EXPAND_CHUNK_MB=%s is not 0..1024: 16 MB\n", e);
-        mb = 16;
-    }
-    return (int64_t)mb << 20;
-}
-
 /* The most rows a 2:4 .. 16:32 linear sends to the wide kernels, more going to cuBLAS on the expanded
  * weights: up to SD_NM_MAX_B_TILED, above SD_NM_MAX_B_WIDE in tiles (each one launch with the weights
  * read again; first use times them against cuBLAS per shape). On the 8B shapes the tiles ran 1.0-2.2x
@@ -291,7 +275,6 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
      * faster (8B shapes on an H100: gate_up 128 us against 216; 8:16 prompt chunks of 512 tokens
      * 21.9 ms against 27.3; kernels/NOTES.md v33). SD_EXPAND_WARP=0: the thread-per-word kernel. */
     b->mm.expand_warp = env_mode("SD_EXPAND_WARP", 1, 1);
-    b->mm.expand_chunk = expand_chunk_bytes();
     if (!rc && cslt)
         rc = sd__cu_mm_cslt(&b->mm, &b->w, cslt, b->st, d);
     if (!rc && b->mm.cslt) /* a plan per padded row count: the warm-up runs each */

@@ -1,7 +1,6 @@
 /* cuda_gemm_bench: a prompt chunk's GEMM of one linear, every path side by side (cuda_gemm_bench.h). */
 #include "engine/cuda_gemm_bench.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,9 +34,6 @@ typedef enum {
     GB_EXPAND,
     GB_EXPAND_WARP,
     GB_EXPAND_BLAS,
-    GB_CHUNK8, /* sd__cu_expand_gemm by pieces of 8, 16, 32 MB */
-    GB_CHUNK16,
-    GB_CHUNK32,
     GB_CSLT,
     GB_NM_GEMM64,
     GB_NM_GEMM128
@@ -55,9 +51,6 @@ static int run_path(gb *g, gb_path p, sd_diag *d)
         return gemm(g, g->w, d);
     if (p == GB_CSLT)
         return sd_cslt_matmul(g->cslt, g->values, g->x, g->y, g->T, 0, g->st, d);
-    if (p >= GB_CHUNK8 && p <= GB_CHUNK32)
-        return sd__cu_expand_gemm(g->blas, g->values, g->mask, g->scratch, g->rows, g->cols,
-                                  (int64_t)8 << (20 + p - GB_CHUNK8), 1, g->x, g->y, g->T, 0, g->st, d);
     if (p == GB_NM_GEMM64 || p == GB_NM_GEMM128) {
         sd_nm_spmv_args a = {};
         a.n = 2, a.m = 4, a.rows = g->rows, a.cols = g->cols, a.B = g->T;
@@ -209,8 +202,6 @@ int sd_cuda_gemm_bench(int device, int64_t rows, int64_t cols, int T, int reps, 
         rc = same_expansions(&g, &t->expand_same, d);
     if (!rc)
         rc = time_path(&g, GB_EXPAND_BLAS, &t->expand_blas_us, d);
-    for (int k = 0; k < 3 && !rc; k++)
-        rc = time_path(&g, (gb_path)(GB_CHUNK8 + k), &t->chunk_us[k], d);
     for (int k = 0; k < 2 && !rc; k++)
         rc = time_path(&g, k ? GB_NM_GEMM128 : GB_NM_GEMM64, &t->nm_gemm_us[k], d);
     if (!rc) {
@@ -287,59 +278,5 @@ int sd_cuda_expand_check(int device, int64_t rows, int64_t cols, int n, int m, u
     for (int k = 0; k < 2 && !rc; k++)
         rc = xc_run(&x, rows, cols, k, &diff[k], d);
     xc_free(&x);
-    return rc;
-}
-
-/* Relative L2 distance of b from a (n floats, copied back); NaN where either holds one. */
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        const double e = (double)a[i] - (double)b[i];
-        num += e * e;
-        den += (double)a[i] * (double)a[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-/* y [T, rows] by sd__cu_expand_gemm with `chunk`, copied back into h: poisoned with NaN first, or,
- * with acc, set to 1.0 everywhere (every run accumulates onto the same start). */
-static int eg_run(gb *g, int64_t chunk, int acc, float *h, sd_diag *d)
-{
-    const size_t n = (size_t)g->T * (size_t)g->rows;
-    for (size_t i = 0; i < n; i++)
-        h[i] = acc ? 1.f : NAN;
-    SD_CU(d, cudaMemcpyAsync(g->y, h, n * 4, cudaMemcpyHostToDevice, g->st));
-    SD_TRY(sd__cu_expand_gemm(g->blas, g->values, g->mask, g->scratch, g->rows, g->cols, chunk, 1, g->x, g->y,
-                              g->T, acc, g->st, d));
-    SD_CU(d, cudaMemcpyAsync(h, g->y, n * 4, cudaMemcpyDeviceToHost, g->st));
-    SD_CU(d, cudaStreamSynchronize(g->st));
-    return 0;
-}
-
-int sd_cuda_expand_gemm_check(int device, int64_t rows, int64_t cols, int n, int m, int T, int64_t chunk,
-                              uint64_t seed, double rel[2], sd_diag *d)
-{
-    if (rows <= 0 || cols <= 0 || cols % 64 || T < 1)
-        return sd_diag_set(d, SD_EINVAL, "expand gemm check: [%lld, %lld] x %d", (long long)rows,
-                           (long long)cols, T);
-    gb g;
-    int rc = gb_init(&g, device, rows, cols, T, 1, d);
-    const size_t ny = (size_t)T * (size_t)rows;
-    float *h[2] = {(float *)malloc(ny * 4), (float *)malloc(ny * 4)};
-    if (!rc && (!h[0] || !h[1]))
-        rc = sd_diag_set(d, SD_ENOMEM, "expand gemm check: %zu outputs", ny);
-    if (!rc) /* gb_init's mask is 2:4; this one is the caller's pattern */
-        rc = sd__cu_fill_nm_mask(g.mask, (size_t)rows * (size_t)cols / 32, n, m, seed, g.st, d);
-    for (int acc = 0; acc < 2 && !rc; acc++) {
-        rc = eg_run(&g, 0, acc, h[0], d);
-        if (!rc)
-            rc = eg_run(&g, chunk, acc, h[1], d);
-        if (!rc)
-            rel[acc] = rel_l2(h[0], h[1], ny);
-    }
-    free(h[0]);
-    free(h[1]);
-    gb_free(&g);
     return rc;
 }

@@ -19,7 +19,6 @@ typedef struct sd_gemm_times {
     double expand_warp_us; /* the same by the warp kernel (SD_EXPAND_WARP) */
     int expand_same;       /* 1: both kernels wrote the same bits */
     double expand_blas_us; /* expansion, then the same GEMM on the scratch (2:4 without cuSPARSELt) */
-    double chunk_us[3];    /* the same by pieces of 8, 16, 32 MB (sd__cu_expand_gemm, warp kernel) */
     double nm_gemm_us[2];  /* kernels/nm_gemm.h on the bitmask, 64 / 128 vectors a block */
     double cslt_us;        /* cuSPARSELt on its copy, default config (SD_CUSPARSELT=1), fp32 out */
     double cslt_search_us; /* the same with the config cusparseLtMatmulSearch picked (the default) */
@@ -38,14 +37,6 @@ int sd_cuda_gemm_bench(int device, int64_t rows, int64_t cols, int T, int reps, 
  * tests/engine/test_expand_gpu.c). */
 int sd_cuda_expand_check(int device, int64_t rows, int64_t cols, int n, int m, uint64_t seed, size_t diff[2],
                          sd_diag *d);
-
-/* Random n:m bitmask weights [rows, cols] and x [T, cols] on `device`: y = x W^T by
- * sd__cu_expand_gemm whole (chunk 0) and by pieces of `chunk` bytes, each into an output poisoned
- * with NaN, then both again with acc onto the same nonzero y. *rel[0], *rel[1]: the relative L2
- * distance of the pieces' y from the whole's, plain and accumulated (a NaN where a column was left
- * unwritten). For tests/engine/test_expand_gpu.c. */
-int sd_cuda_expand_gemm_check(int device, int64_t rows, int64_t cols, int n, int m, int T, int64_t chunk,
-                              uint64_t seed, double rel[2], sd_diag *d);
 
 #ifdef __cplusplus
 }

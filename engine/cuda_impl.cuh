@@ -245,8 +245,6 @@ typedef struct sd_cu_mm {
                               with it failed (cuda_step.cu) */
     int cslt_graph_fail;   /* SD_CUSPARSELT_GRAPHS=2 (tests): the first capture of a GEMM fails */
     int expand_warp;       /* sd__cu_expand_bitmask's warp kernel (SD_EXPAND_WARP=1) */
-    int64_t expand_chunk;  /* bytes of dense weights expanded a piece for cuBLAS (sd__cu_expand_gemm;
-                              SD_EXPAND_CHUNK_MB), 0: the whole matrix at once */
     int nm_gemm;           /* kernels/nm_gemm.h above SD_NM_MAX_B_WIDE rows: SD_NM_GEMM=1 untimed, =2 timed
                               (cuda_linear.cu) */
 } sd_cu_mm;
@@ -268,16 +266,6 @@ int sd__cu_mm_cslt(sd_cu_mm *mm, const sd_cu_weights *w, int mode, cudaStream_t 
  * acc, +=): the GEMM every path above the kernels' rows ends in but cuSPARSELt's. */
 int sd__cu_gemm_bf16(cublasHandle_t blas, const __nv_bfloat16 *w, int64_t rows, int64_t cols,
                      const __nv_bfloat16 *in, float *out, int T, int acc, sd_diag *d);
-/* The same into columns of a wider output: out [T, ldo] (ldo >= rows). */
-int sd__cu_gemm_bf16_ld(cublasHandle_t blas, const __nv_bfloat16 *w, int64_t rows, int64_t cols,
-                        const __nv_bfloat16 *in, float *out, int64_t ldo, int T, int acc, sd_diag *d);
-/* out [T, rows] fp32 = in x W^T (acc: +=) for bitmask W (values, mask: [rows, cols] as the SpMV
- * kernels hold them): W expanded into scratch (warp: the warp kernel) and multiplied by cuBLAS,
- * `chunk` bytes of dense rows at a time (whole rows, a multiple of 64 of them; 0 or more than W:
- * all at once), each piece's GEMM right after its expansion, while the piece is still in L2. */
-int sd__cu_expand_gemm(cublasHandle_t blas, const __nv_bfloat16 *values, const uint32_t *mask,
-                       __nv_bfloat16 *scratch, int64_t rows, int64_t cols, int64_t chunk, int warp,
-                       const __nv_bfloat16 *in, float *out, int T, int acc, cudaStream_t st, sd_diag *d);
 /* out [T, l->rows] fp32 = in [T, l->cols] bf16 x W^T (bias not applied); with `acc`,
  * out += in x W^T (the residual add of the o and down projections: no zeroing before split-K). */
 int sd__cu_linear(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, float *out, int T, int acc,

@@ -187,40 +187,14 @@ static int run_kernel(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *
     return launch(l, &a, st, d);
 }
 
-/* Row-major Y[T, ldo] = X[T, cols] W[rows, cols]^T is column-major Y^T = W^T' X^T'. */
-int sd__cu_gemm_bf16_ld(cublasHandle_t blas, const __nv_bfloat16 *w, int64_t rows, int64_t cols,
-                        const __nv_bfloat16 *in, float *out, int64_t ldo, int T, int acc, sd_diag *d)
-{
-    const float one = 1.f, beta = acc ? 1.f : 0.f;
-    SD_CUBLAS(d, cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, T, (int)cols, &one, w, CUDA_R_16BF,
-                              (int)cols, in, CUDA_R_16BF, (int)cols, &beta, out, CUDA_R_32F, (int)ldo,
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return 0;
-}
-
+/* Row-major Y[T, rows] = X[T, cols] W[rows, cols]^T is column-major Y^T = W^T' X^T'. */
 int sd__cu_gemm_bf16(cublasHandle_t blas, const __nv_bfloat16 *w, int64_t rows, int64_t cols,
                      const __nv_bfloat16 *in, float *out, int T, int acc, sd_diag *d)
 {
-    return sd__cu_gemm_bf16_ld(blas, w, rows, cols, in, out, rows, T, acc, d);
-}
-
-/* Expanded whole, W goes to DRAM and comes back for the GEMM: 2 bytes a weight written and read
- * again beside the 1.125 the bitmask costs (an 8B gate_up: 235 MB each way, 128 us for the
- * expansion alone on an H100, kernels/NOTES.md v33). A piece of a few MB is still in L2 when its
- * GEMM reads it, and the next piece overwrites the same lines there. */
-int sd__cu_expand_gemm(cublasHandle_t blas, const __nv_bfloat16 *values, const uint32_t *mask,
-                       __nv_bfloat16 *scratch, int64_t rows, int64_t cols, int64_t chunk, int warp,
-                       const __nv_bfloat16 *in, float *out, int T, int acc, cudaStream_t st, sd_diag *d)
-{
-    int64_t step = chunk > 0 ? chunk / (2 * cols) / 64 * 64 : rows;
-    if (step < 64)
-        step = 64;
-    for (int64_t r0 = 0; r0 < rows; r0 += step) {
-        const int64_t n = rows - r0 < step ? rows - r0 : step;
-        SD_TRY(sd__cu_expand_bitmask(values + r0 * (cols / 2), mask + r0 * (cols / 32), scratch, n, cols,
-                                     warp, st, d));
-        SD_TRY(sd__cu_gemm_bf16_ld(blas, scratch, n, cols, in, out + r0, rows, T, acc, d));
-    }
+    const float one = 1.f, beta = acc ? 1.f : 0.f;
+    SD_CUBLAS(d, cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, T, (int)cols, &one, w, CUDA_R_16BF,
+                              (int)cols, in, CUDA_R_16BF, (int)cols, &beta, out, CUDA_R_32F, (int)rows,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return 0;
 }
 
@@ -248,9 +222,9 @@ static int run_blas(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in
                     cudaStream_t st, sd_diag *d)
 {
     if (l->bitmask)
-        return sd__cu_expand_gemm(mm->blas, l->values, l->mask, mm->scratch, l->rows, l->cols,
-                                  mm->expand_chunk, mm->expand_warp, in, out, T, acc, st, d);
-    return sd__cu_gemm_bf16(mm->blas, l->w, l->rows, l->cols, in, out, T, acc, d);
+        SD_TRY(
+            sd__cu_expand_bitmask(l->values, l->mask, mm->scratch, l->rows, l->cols, mm->expand_warp, st, d));
+    return sd__cu_gemm_bf16(mm->blas, l->bitmask ? mm->scratch : l->w, l->rows, l->cols, in, out, T, acc, d);
 }
 
 const sd_cu_tuned *sd__cu_find_tuned(const sd_cu_mm *mm, const sd_cu_tuned *p)

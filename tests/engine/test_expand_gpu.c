@@ -2,8 +2,7 @@
  * thread a word, and the warp kernel of SD_EXPAND_WARP) against the CPU's sd_nm_expand, bit for
  * bit, for every pattern, on shapes whose word counts end inside a warp's run of 32 (odd rows, cols
  * of 129 * 32 among them) and on an 8B shape, and for 2:4 on an lm_head-sized one. The output is
- * poisoned first, so a column left unwritten fails; and the expansion + cuBLAS by pieces against the
- * whole matrix at once. Skips without a GPU. */
+ * poisoned first, so a column left unwritten fails. Skips without a GPU. */
 #include "tests/harness.h"
 
 #include <stdint.h>
@@ -65,45 +64,11 @@ static void test_expand_check_refuses(void)
     CHECK(sd_cuda_expand_check(0, 4, 48, 2, 4, 1, diff, &d) == SD_EINVAL);
 }
 
-/* The expansion and GEMM by pieces (sd__cu_expand_gemm, the path of every bitmask linear cuBLAS
- * takes) against the whole matrix at once: row counts that leave a short last piece and one that is
- * a single piece, a piece smaller than 64 rows (rounded up to 64), every pattern, 1 to 300 rows of
- * x, plain and accumulating. The pieces' GEMMs may sum in another order than the whole's (cuBLAS
- * picks its kernel by shape), so 1e-5, not bits; an output column no piece wrote stays NaN. */
-static void test_expand_gemm_pieces(void)
-{
-    if (sd_cuda_device_count() <= 0)
-        SKIP("no CUDA device");
-    static const struct {
-        int64_t rows, cols, chunk;
-        int T;
-    } cases[] = {
-        {1000, 512, 64 * 512 * 2, 1},       /* 16 pieces of 64 rows, the last of 40 */
-        {4096, 1024, 3 << 20, 128},         /* 1536 rows a piece: 1536, 1536, 1024 */
-        {300, 4096, 1 << 10, 300},          /* less than a row: 64 rows a piece */
-        {6144, 4096, (int64_t)16 << 20, 7}, /* the 8B qkv at the default 16 MB: 1024 rows a piece */
-        {192, 256, (int64_t)1 << 30, 65},   /* more than the matrix: one piece */
-    };
-    const int pats[4][2] = {{2, 4}, {4, 8}, {8, 16}, {16, 32}};
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        const int *p = pats[i % 4];
-        double rel[2] = {1, 1};
-        sd_diag d = {0};
-        const int rc = sd_cuda_expand_gemm_check(0, cases[i].rows, cases[i].cols, p[0], p[1], cases[i].T,
-                                                 cases[i].chunk, 40 + i, rel, &d);
-        CHECK_MSG(rc == 0, "case %zu: %s", i, sd_diag_str(&d, rc));
-        CHECK_MSG(rel[0] < 1e-5 && rel[1] < 1e-5,
-                  "case %zu (%d:%d [%lld, %lld] x %d): rel L2 %.3g, accumulated %.3g", i, p[0], p[1],
-                  (long long)cases[i].rows, (long long)cases[i].cols, cases[i].T, rel[0], rel[1]);
-    }
-}
-
 int main(void)
 {
     RUN(test_expand_matches_cpu);
     RUN(test_expand_large);
     RUN(test_expand_check_refuses);
-    RUN(test_expand_gemm_pieces);
     return sd_test_done();
 }
 #endif

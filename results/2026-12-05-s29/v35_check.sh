@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# tools/gpu/v35_check.sh: the expansion + cuBLAS by pieces (sd__cu_expand_gemm, SD_EXPAND_CHUNK_MB,
+# results/2026-12-05-s29/v35_check.sh (was tools/gpu/v35_check.sh in 766cc6c, whose code it measured;
+# that code is reverted, its diff in pieces.patch): the expansion + cuBLAS by pieces (sd__cu_expand_gemm, SD_EXPAND_CHUNK_MB,
 # kernels/NOTES.md v35), written without a GPU, checked and timed in one device call:
 #   1. test_expand_gpu (the pieces against the whole matrix, every pattern), test_cuda_backend,
 #      test_warmup and test_cslt_graph (the decode graphs, where the pieces are captured);
