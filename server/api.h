@@ -182,6 +182,10 @@ void sd_api_tool_calls_free(sd_api_tool_call *calls, int n);
  * not NULL): 1 when the text holds the whole form, its last '}' (one call) or ']' read. */
 int sd_api_tools_scan(const char *text, size_t len, int parallel, sd_api_call_span *spans, int max,
                       int *closed);
+/* The same for an "auto" reply in Llama's markup that opens with '{' (text from that brace on):
+ * {"name": ..., "parameters": ...} calls, "; " between them, as engine/toolcall.h's Llama mode
+ * constrains them. *closed: 1 when the last call begun has ended (another may still follow). */
+int sd_api_tools_scan_llama(const char *text, size_t len, sd_api_call_span *spans, int max, int *closed);
 
 /* Writes `len` bytes as valid UTF-8 into a malloc'd string (invalid sequences become
  * U+FFFD), for token strings that cut a character in two. */

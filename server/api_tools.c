@@ -415,15 +415,28 @@ int sd_api_tools_split(const sd_api_req *r, sd_api_tool_fmt fmt, const char *tex
     return b.oom ? -1 : 0;
 }
 
-int sd_api_tools_scan(const char *s, size_t len, int parallel, sd_api_call_span *spans, int max, int *closed)
+/* The fixed text around constrained calls (engine/toolcall.h): what opens the list, each call's
+ * opening (first, then next; NULL: one call only), what leads into its arguments, what closes the
+ * list (NULL: nothing; the text is whole after any call unless another begins). */
+typedef struct call_markup {
+    const char *open, *first, *next, *args, *close;
+} call_markup;
+
+static const call_markup FORCED_ONE = {NULL, "{\"name\": \"", NULL, "\", \"arguments\": ", NULL},
+                         FORCED_LIST = {"[", "{\"name\": \"", ", {\"name\": \"", "\", \"arguments\": ", "]"},
+                         LLAMA = {NULL, "{\"name\": \"", "; {\"name\": \"", "\", \"parameters\": ", NULL};
+
+static int scan_calls(const char *s, size_t len, const call_markup *m, sd_api_call_span *spans, int max,
+                      int *closed)
 {
     size_t i = 0;
     int n = 0, whole = 0;
     if (closed)
         *closed = 0;
-    if (parallel && !literal(s, len, &i, "["))
+    if (m->open && !literal(s, len, &i, m->open))
         return 0;
-    while (n < max && literal(s, len, &i, n == 0 || !parallel ? "{\"name\": \"" : ", {\"name\": \"")) {
+    while (n < max && (n == 0 || m->next) && literal(s, len, &i, n == 0 ? m->first : m->next)) {
+        whole = 0;
         sd_api_call_span *c = &spans[n++];
         memset(c, 0, sizeof *c);
         c->name = i;
@@ -432,14 +445,15 @@ int sd_api_tools_scan(const char *s, size_t len, int parallel, sd_api_call_span 
         c->name_len = i - c->name;
         c->named = i < len;
         c->args = i;
-        if (!c->named || !literal(s, len, &i, "\", \"arguments\": "))
+        if (!c->named || !literal(s, len, &i, m->args))
             break;
         c->args = i;
         c->done = args_end(s, len, &i);
         c->args_len = i - c->args;
         if (!c->done || !literal(s, len, &i, "}"))
             break;
-        if (!parallel || literal(s, len, &i, "]")) {
+        whole = !m->close;
+        if (!m->next || (m->close && literal(s, len, &i, m->close))) {
             whole = 1;
             break;
         }
@@ -447,4 +461,14 @@ int sd_api_tools_scan(const char *s, size_t len, int parallel, sd_api_call_span 
     if (closed)
         *closed = whole;
     return n;
+}
+
+int sd_api_tools_scan(const char *s, size_t len, int parallel, sd_api_call_span *spans, int max, int *closed)
+{
+    return scan_calls(s, len, parallel ? &FORCED_LIST : &FORCED_ONE, spans, max, closed);
+}
+
+int sd_api_tools_scan_llama(const char *s, size_t len, sd_api_call_span *spans, int max, int *closed)
+{
+    return scan_calls(s, len, &LLAMA, spans, max, closed);
 }

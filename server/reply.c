@@ -72,13 +72,19 @@ static int push_call(sd_reply_delta *out, int index, const char *name, size_t na
     return 0;
 }
 
-/* A constrained reply: no content, the calls streamed as they are written. */
-static int constrained(const sd_reply_cfg *cfg, const char *t, size_t len, int final, sd_reply_pos *pos,
-                       sd_reply_delta *out)
+/* A constrained reply: no content, the calls streamed as they are written. Forced calls fill the
+ * text; Llama's (llama: 1) begin at its first '{', at t + from. */
+static int constrained(const sd_reply_cfg *cfg, const char *t, size_t len, int final, int llama, size_t from,
+                       sd_reply_pos *pos, sd_reply_delta *out)
 {
     sd_api_call_span sp[MAX_CALLS];
     int closed = 0;
-    int n = sd_api_tools_scan(t, len, cfg->req->parallel_tool_calls, sp, MAX_CALLS, &closed);
+    int n = llama ? sd_api_tools_scan_llama(t + from, len - from, sp, MAX_CALLS, &closed)
+                  : sd_api_tools_scan(t, len, cfg->req->parallel_tool_calls, sp, MAX_CALLS, &closed);
+    for (int k = 0; llama && k < n; k++) { /* offsets into t */
+        sp[k].name += from;
+        sp[k].args += from;
+    }
     for (int k = pos->call; k < n && sp[k].named; k++) {
         size_t from = pos->args > sp[k].args ? pos->args : sp[k].args, to = sp[k].args + sp[k].args_len;
         int first = k >= pos->named;
@@ -95,6 +101,24 @@ static int constrained(const sd_reply_cfg *cfg, const char *t, size_t len, int f
     out->called = final && pos->named > 0 && closed;
     out->content_null = final && pos->named > 0;
     return 0;
+}
+
+/* "auto" in Llama's markup: a reply that opens with '{' is calls (engine/toolcall.h's Llama mode
+ * constrains them), streamed as forced calls are. Not one whose final text holds no named call
+ * (a constraint that did not run, e.g. max_tokens inside the first name): that is content, as the
+ * split at the end reads it. */
+static int llama_calls(const sd_reply_cfg *cfg, const char *t, size_t len, int final, size_t c_from,
+                       const sd_reply_pos *pos)
+{
+    if (cfg->req->tool_choice != SD_TOOLS_AUTO || cfg->fmt != SD_TOOL_FMT_LLAMA)
+        return 0;
+    size_t j = sd_scan_ws(t, c_from, len);
+    if (j >= len || t[j] != '{')
+        return 0;
+    if (!final || pos->named)
+        return 1;
+    sd_api_call_span sp[1];
+    return sd_api_tools_scan_llama(t + j, len - j, sp, 1, NULL) == 1 && sp[0].named;
 }
 
 /* The content's end that may go out now, [c_from, *end), and at the end the calls. */
@@ -131,9 +155,11 @@ int sd_reply_next(const sd_reply_cfg *cfg, const char *text, size_t len, int fin
         out->had_reasoning = final;
     }
     if (cfg->req->tool_choice == SD_TOOLS_REQUIRED || cfg->req->tool_choice == SD_TOOLS_NAMED)
-        return constrained(cfg, text, len, final, pos, out);
+        return constrained(cfg, text, len, final, 0, 0, pos, out);
     if (p.c_from >= len && !final)
         return 0;
+    if (llama_calls(cfg, text, len, final, p.c_from, pos))
+        return constrained(cfg, text, len, final, 1, sd_scan_ws(text, p.c_from, len), pos, out);
     size_t end = len;
     int rc = content_end(cfg, text, len, final, p.c_from, pos, &end, out);
     size_t from = pos->content > p.c_from ? pos->content : p.c_from;

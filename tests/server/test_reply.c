@@ -36,7 +36,7 @@ static void take(split *sp, const sd_reply_delta *d)
     sd_api_tool_calls_free(d->calls, d->n_calls);
 }
 
-static split whole(const sd_reply_cfg *cfg, const char *t)
+static split whole_split(const sd_reply_cfg *cfg, const char *t)
 {
     split sp = {0};
     sd_reply_pos pos = {0};
@@ -49,7 +49,7 @@ static split whole(const sd_reply_cfg *cfg, const char *t)
 /* Streams t a byte at a time (then final) and checks the increments match the whole split. */
 static void check_stream(const sd_reply_cfg *cfg, const char *t)
 {
-    split want = whole(cfg, t), got = {0};
+    split want = whole_split(cfg, t), got = {0};
     sd_reply_pos pos = {0};
     size_t n = strlen(t);
     for (size_t i = 1; i <= n; i++) {
@@ -91,7 +91,7 @@ static void test_thinking(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         cfg.think_open = cases[i].open;
-        split s = whole(&cfg, cases[i].text);
+        split s = whole_split(&cfg, cases[i].text);
         CHECK_MSG(!strcmp(s.reasoning, cases[i].reasoning) && !strcmp(s.content, cases[i].content),
                   "case %zu: '%s' / '%s'", i, s.reasoning, s.content);
         int reasoned =
@@ -101,7 +101,7 @@ static void test_thinking(void)
     }
     /* off: all content, tags and all */
     cfg.think = 0;
-    split s = whole(&cfg, "<think>a</think>b");
+    split s = whole_split(&cfg, "<think>a</think>b");
     CHECK(!strcmp(s.content, "<think>a</think>b") && !s.had_reasoning);
 }
 
@@ -115,12 +115,12 @@ static void test_thinking_then_calls(void)
     const char *t =
         "<think>\nI need the time.\n</think>\n\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n"
         "</tool_call>";
-    split s = whole(&cfg, t);
+    split s = whole_split(&cfg, t);
     CHECK(!strcmp(s.reasoning, "\nI need the time.\n") && s.n_calls == 1 && s.content_null && !s.content[0]);
     check_stream(&cfg, t);
     const char *t2 =
         "<think>x</think>Sure. <tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>";
-    s = whole(&cfg, t2);
+    s = whole_split(&cfg, t2);
     CHECK(!strcmp(s.content, "Sure.") && s.n_calls == 1 && !s.content_null);
     check_stream(&cfg, t2);
     sd_api_req_free(&r);
@@ -195,6 +195,54 @@ static void test_constrained_stream(void)
     sd_api_req_free(&r);
 }
 
+/* "auto" in Llama's markup: a reply that opens with '{' streams as constrained calls do (names
+ * once, arguments piece by piece, no content); prose streams as content; a reply cut before its
+ * first name ended is content, as the split reads it. */
+static void test_llama_stream(void)
+{
+    sd_api_req r;
+    sd_api_err e;
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"t\"}],\"tools\":[" TIME_TOOL "]}";
+    REQUIRE(sd_api_parse(&r, SD_API_CHAT, body, strlen(body), &e) == 0);
+    sd_reply_cfg cfg = {.req = &r, .fmt = SD_TOOL_FMT_LLAMA};
+    const char *t = " \n{\"name\": \"get_time\", \"parameters\": {\"tz\": \"a; {\\\"\"}}; {\"name\": "
+                    "\"get_time\", \"parameters\": {}}";
+    size_t n = strlen(t);
+    calls whole = {0}, got = {0};
+    sd_reply_pos pos = {0};
+    sd_reply_delta d;
+    REQUIRE(sd_reply_next(&cfg, t, n, 1, &pos, &d) == 0);
+    CHECK(d.called && d.content_null && !d.content_len);
+    take_calls(&whole, &d);
+    memset(&pos, 0, sizeof pos);
+    int pieces = 0;
+    for (size_t i = 1; i <= n; i++) {
+        REQUIRE(sd_reply_next(&cfg, t, i, 0, &pos, &d) == 0);
+        CHECK(!d.content_len && !d.reasoning_len && !d.called);
+        pieces += d.n_calls;
+        take_calls(&got, &d);
+    }
+    REQUIRE(sd_reply_next(&cfg, t, n, 1, &pos, &d) == 0);
+    CHECK(d.called);
+    take_calls(&got, &d);
+    CHECK_MSG(whole.n == 2 && got.n == 2 && !got.named_twice && pieces > 4, "%d / %d calls, %d pieces",
+              whole.n, got.n, pieces);
+    for (int k = 0; k < 2; k++)
+        CHECK_MSG(!strcmp(got.name[k], "get_time") && !strcmp(got.args[k], whole.args[k]), "call %d", k);
+    CHECK_MSG(!strcmp(whole.args[0], "{\"tz\": \"a; {\\\"\"}") && !strcmp(whole.args[1], "{}"), "%s",
+              whole.args[0]);
+    /* cut inside the second call's arguments (max_tokens): two calls, no "tool_calls" */
+    memset(&pos, 0, sizeof pos);
+    REQUIRE(sd_reply_next(&cfg, t, n - 2, 1, &pos, &d) == 0);
+    CHECK(d.n_calls == 2 && !d.called && d.content_null);
+    sd_api_tool_calls_free(d.calls, d.n_calls);
+    /* cut before the first name ended: content */
+    split s = whole_split(&cfg, "{\"name\": \"get_t");
+    CHECK(!strcmp(s.content, "{\"name\": \"get_t") && !s.n_calls && !s.content_null);
+    check_stream(&cfg, "The time is not known to me.");
+    sd_api_req_free(&r);
+}
+
 static void test_think_open(void)
 {
     CHECK(sd_reply_think_open("<|im_start|>assistant\n<think>\n", 29));
@@ -213,6 +261,7 @@ int main(void)
     RUN(test_thinking);
     RUN(test_thinking_then_calls);
     RUN(test_constrained_stream);
+    RUN(test_llama_stream);
     RUN(test_think_open);
     return sd_test_done();
 }

@@ -186,7 +186,7 @@ def test_auto_renders_tools_and_calls(start_server, hermes_model):
 def test_auto_llama_calls(start_server, tmp_path_factory):
     """A template in Llama 3.1's markup (the reply is the call, {"name", "parameters"}; the fixture's
     generation prompt primes the tiny model to open with one): "auto" constrains the call the reply
-    opens, which comes back as tool_calls with finish "tool_calls", streamed as whole."""
+    opens, which comes back as tool_calls with finish "tool_calls", streamed as forced calls stream."""
     openai = pytest.importorskip("openai")
     d, _ = model_with_template(tmp_path_factory, "llama_tools")
     srv = start_server(args=["--model", str(d)])
@@ -202,8 +202,17 @@ def test_auto_llama_calls(start_server, tmp_path_factory):
             check_call(call)
         chunks = list(client.chat.completions.create(stream=True, parallel_tool_calls=parallel, **kw))
         streamed = [tc for ch in chunks if ch.choices for tc in (ch.choices[0].delta.tool_calls or [])]
-        assert [(t.function.name, t.function.arguments) for t in streamed] == \
-            [(t.function.name, t.function.arguments) for t in c.message.tool_calls]
+        got = {}
+        for t in streamed:  # as forced calls stream: the name once, then the arguments in pieces
+            if t.index not in got:
+                assert t.id.startswith("call_") and t.function.name, t
+                got[t.index] = [t.function.name, ""]
+            else:
+                assert t.id is None and t.function.name is None, t
+            got[t.index][1] += t.function.arguments
+        assert got == {k: [t.function.name, t.function.arguments] for k, t in enumerate(c.message.tool_calls)}
+        assert len(streamed) > len(got)  # the arguments came in pieces
+        assert not any(ch.choices[0].delta.content for ch in chunks if ch.choices)
         assert chunks[-1].choices[0].finish_reason == "tool_calls"
 
 
