@@ -96,8 +96,9 @@ static int tool_format(sd_http__gen *g, sd_api_err *e)
 #endif
 }
 
-/* Tokenizes every prompt (or the rendered chat) into g->pids/plen. */
-static int tokenize(sd_http *h, sd_http__gen *g, sd_api_err *e)
+/* Tokenizes every prompt (or the rendered chat) into g->pids/plen; a text prompt with the
+ * tokenizer's special tokens (BOS etc.) where `special`. */
+static int tokenize(sd_http *h, sd_http__gen *g, int special, sd_api_err *e)
 {
     const sd_tokenizer *tok = sd_model_tokenizer(g->slot->m.model);
     int np = g->req.kind == SD_API_CHAT ? 1 : g->req.n_prompts;
@@ -135,7 +136,7 @@ static int tokenize(sd_http *h, sd_http__gen *g, sd_api_err *e)
         size_t n = 0;
         sd_diag d = {0};
         /* Completions: BOS etc. as HF does; chat: the template already holds bos_token. */
-        int rc = sd_tok_encode(tok, text, tlen, p != NULL, &ids, &n, &d);
+        int rc = sd_tok_encode(tok, text, tlen, p != NULL && special, &ids, &n, &d);
         if (!p)
             free(text);
         if (rc < 0)
@@ -304,7 +305,7 @@ static int check_model(const sd_http_model *m, const sd_api_req *r, sd_api_err *
 
 /* /tokenize: a chat body ("messages") or a completion body (one "prompt"), parsed and
  * tokenized as a generation request would be, into g->pids[0]; nothing is submitted. */
-int sd_http__gen_tokenize(sd_http *h, sd_http__gen *g, sd_http__conn *c, sd_api_err *e)
+int sd_http__gen_tokenize(sd_http *h, sd_http__gen *g, sd_http__conn *c, int special, sd_api_err *e)
 {
     if (!g->slot && !(g->slot = sd_http__slot_get(h)))
         return sd_api_fail(e, 503, NULL, "model_loading", "the model is still loading");
@@ -316,7 +317,7 @@ int sd_http__gen_tokenize(sd_http *h, sd_http__gen *g, sd_http__conn *c, sd_api_
         return -1;
     if (kind == SD_API_COMPLETION && g->req.n_prompts != 1)
         return sd_api_fail(e, 400, "prompt", "invalid_value", "/tokenize takes one prompt (a string)");
-    return tokenize(h, g, e);
+    return tokenize(h, g, special, e);
 }
 
 int sd_http__gen_prepare(sd_http *h, sd_http__gen *g, sd_http__conn *c, sd_api_err *e)
@@ -326,7 +327,7 @@ int sd_http__gen_prepare(sd_http *h, sd_http__gen *g, sd_http__conn *c, sd_api_e
     if (!g->slot && !(g->slot = sd_http__slot_get(h)))
         return sd_api_fail(e, 503, NULL, "model_loading", "the model is still loading");
     if (sd_api_parse(&g->req, kind, c->body ? c->body : "", c->len, e) < 0 ||
-        check_model(&g->slot->m, &g->req, e) < 0 || tool_format(g, e) < 0 || tokenize(h, g, e) < 0 ||
+        check_model(&g->slot->m, &g->req, e) < 0 || tool_format(g, e) < 0 || tokenize(h, g, 1, e) < 0 ||
         setup_choices(h, g, c, e) < 0)
         return -1;
     return submit_all(h, g, e);

@@ -51,24 +51,13 @@ static enum MHD_Result tokenize(sd_http *h, struct MHD_Connection *conn, sd_http
         return sd_api_fail(&e, 500, NULL, NULL, "out of memory"), fail(conn, c, &e);
     c->gen = g; /* released by on_completed, as a generation's (nothing was submitted) */
     enum MHD_Result ret;
-    if (sd_http__gen_tokenize(h, g, c, &e) < 0) {
+    /* "add_special_tokens": false: a text prompt encoded without BOS and the like */
+    if (sd_http__gen_tokenize(h, g, c, !json_is_false(ast), &e) < 0) {
         ret = fail(conn, c, &e);
     } else {
         const sd_tokenizer *tok = sd_model_tokenizer(g->slot->m.model);
-        int32_t *ids = g->pids[0];
-        int32_t n = g->plen[0];
-        /* "add_special_tokens": false: the prompt text encoded without BOS and the like */
-        if (json_is_false(ast) && tok && g->req.kind == SD_API_COMPLETION && g->req.prompts[0].text) {
-            int32_t *bare = NULL;
-            size_t nb = 0;
-            sd_diag d = {0};
-            const char *text = g->req.prompts[0].text;
-            if (sd_tok_encode(tok, text, strlen(text), 0, &bare, &nb, &d) == 0) {
-                free(g->pids[0]);
-                g->pids[0] = ids = bare;
-                g->plen[0] = n = (int32_t)nb;
-            }
-        }
+        const int32_t *ids = g->pids[0];
+        const int32_t n = g->plen[0];
         json_t *a = json_array(), *ts = strs ? json_array() : NULL;
         for (int32_t i = 0; i < n; i++) {
             json_array_append_new(a, json_integer(ids[i]));
