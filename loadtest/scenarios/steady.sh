@@ -12,4 +12,6 @@ $SDLOAD --base-url "$URL" --request-rate "${RATES:-1,2,4,8,16,32,inf}" --num-pro
     --goodput ttft:1000 tpot:100 --result-json "$OUT/$NAME.json" --plot "$OUT/$NAME.png" "$@" \
     | tee "$OUT/$NAME.txt"
 echo "$(date -u +%FT%TZ) end; load average: $(cut -d' ' -f1-3 /proc/loadavg); server: preemptions" \
-    "$(metric sparsed_preemptions_total), KV blocks $(metric sparsed_kv_cache_blocks_total)" >>"$OUT/$NAME.machine.txt"
+    "$(metric sparsed_preemptions_total), KV blocks $(metric sparsed_kv_cache_blocks_total)," \
+    "prefix-cache hits $(metric sparsed_prefix_cache_hits_total) of $(metric sparsed_prefix_cache_queries_total)" \
+    "prompt tokens" >>"$OUT/$NAME.machine.txt"
