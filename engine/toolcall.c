@@ -53,14 +53,15 @@ static const char *const lits[] = {
     [L_LOPEN] = "\n{\"name\": \"",
     [L_LCLOSE] = "}\n" SD_TCALL_LAZY_CLOSE,
     [L_PARAMS] = ", \"parameters\": ", /* Llama's key for the arguments */
-    [L_SEMI] = "; {\"name\": \"",     /* Llama: the next call */
+    [L_SEMI] = "; {\"name\": \"",      /* Llama: the next call */
 };
 
 enum {
     P_LIT,   /* inside lits[lit], pos bytes matched */
     P_NAME,  /* pos bytes of a name typed: the sorted names [lo, hi] start with them */
     P_ARGS,  /* the arguments of tool lo: pos 0 before their '{', 1 after (the jschema state follows) */
-    P_AFTER, /* parallel: a call closed; ", " and another, or ']' */
+    P_AFTER, /* a call closed: forced parallel, ", " and another or ']'; Llama, "; " and another or the
+                end; Hermes, whitespace and another's trigger (`trig` bytes of it matched) or the end */
     P_DONE,  /* the whole text: nothing may follow */
     P_FREE,  /* lazy: free text, `trig` bytes of the trigger matched; Llama: free text to the end */
     P_START, /* Llama: only whitespace so far */
@@ -71,7 +72,7 @@ enum {
  *   P_LIT    lit, pos, calls; lo (the tool) in L_ARGS
  *   P_NAME   pos, lo, hi, calls
  *   P_ARGS   pos, lo, calls
- *   P_AFTER  calls
+ *   P_AFTER  calls; Hermes: trig
  *   P_DONE   nothing: calls is 0 too
  *   P_START  nothing
  *   P_FREE   trig, calls (lazy: they decide whether another call may open); hi: inside a think
@@ -349,8 +350,8 @@ static void lit_end(const sd_tcall *t, struct tc_state *s)
         s->phase = t->parallel && (t->mode != M_LLAMA || s->calls < t->max_calls) ? P_AFTER : P_DONE;
         s->calls = s->phase == P_DONE ? 0 : s->calls; /* done is one state, however many calls */
         break;
-    case L_LCLOSE: /* back to free text, the calls counted, outside any think block */
-        s->phase = P_FREE;
+    case L_LCLOSE: /* from here only whitespace and more calls (the calls counted) */
+        s->phase = P_AFTER;
         s->lo = s->hi = 0;
         break;
     default: /* a call's opening: any name may come */
@@ -474,8 +475,25 @@ static int step_start(struct tc_state *s, unsigned c)
     return 0;
 }
 
+/* Hermes, after a call: whitespace, or the trigger of another while one more may come. */
+static int step_after_hermes(const sd_tcall *t, struct tc_state *s, unsigned c)
+{
+    static const char trig[] = SD_TCALL_LAZY_OPEN;
+    if (s->trig == 0 && (c == ' ' || c == '\n' || c == '\t' || c == '\r'))
+        return 0;
+    if (c != (unsigned char)trig[s->trig] || s->calls >= t->max_calls)
+        return -1;
+    if (++s->trig < TRIG_LEN)
+        return 0;
+    s->trig = 0;
+    lit_begin(s, L_LOPEN, 0);
+    return 0;
+}
+
 static int step_after(const sd_tcall *t, struct tc_state *s, unsigned c)
 {
+    if (t->mode == M_HERMES)
+        return step_after_hermes(t, s, c);
     if (t->mode == M_LLAMA) { /* "; " and the next call, or the end */
         if (c != ';')
             return -1;
@@ -534,8 +552,8 @@ int sd_tcall_complete(const sd_tcall *t, const void *state)
 int sd_tcall_can_end(const sd_tcall *t, const void *state)
 {
     int phase = ((const struct tc_state *)state)->phase;
-    if (t->mode == M_HERMES)
-        return phase == P_FREE;
+    if (t->mode == M_HERMES) /* in free text, or between calls (not inside a trigger) */
+        return phase == P_FREE || (phase == P_AFTER && ((const struct tc_state *)state)->trig == 0);
     if (t->mode == M_LLAMA) /* before, beside or after the calls: never inside one */
         return phase == P_START || phase == P_FREE || phase == P_AFTER || phase == P_DONE;
     return sd_tcall_complete(t, state);

@@ -15,16 +15,18 @@
  * last '}' (one call) or ']' (parallel): the text then ends with end-of-sequence.
  *
  * Lazy mode (sd_tcall_compile_lazy; tool_choice "auto" with Hermes markup, as llama.cpp's lazy
- * grammars): free text, in which every SD_TCALL_LAZY_OPEN opens exactly one call:
+ * grammars): free text until SD_TCALL_LAZY_OPEN opens a call, then calls to the end:
  *
- *   FREE <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call> FREE ...
+ *   FREE <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call> WS <tool_call>\n... WS
  *
  * FREE is any bytes (one may end the text anywhere in it, even inside a partial "<tool_c"); the
- * trigger is found wherever it ends ("<<tool_call>" opens a call). After 1 call (parallel 0) or
- * SD_TCALL_MAX_CALLS (parallel 1), the byte that would complete another trigger is rejected. The
- * text never has to end, so complete() is always 0 there; can_end() is 1 in FREE text and 0 from
- * the trigger's '>' to the end of "\n</tool_call>". Inside a "<think>" ... "</think>" block of the
- * free text the trigger opens nothing: a thinking model (Qwen3) writes about the markup as it
+ * trigger is found wherever it ends ("<<tool_call>" opens a call). Once a call has closed, only
+ * whitespace (WS) and another call's trigger may follow, so a reply is content, then calls, and
+ * the server may stream them as they are written; after 1 call (parallel 0) or SD_TCALL_MAX_CALLS
+ * (parallel 1) only whitespace. The text never has to end, so complete() is always 0 there;
+ * can_end() is 1 in FREE text and between calls, 0 from the trigger's '>' to the end of
+ * "\n</tool_call>" and inside a trigger after a call. Inside a "<think>" ... "</think>" block of
+ * the free text the trigger opens nothing: a thinking model (Qwen3) writes about the markup as it
  * plans ("I'll answer within <tool_call> tags") before it calls; sd_tcall_init_thinking starts a
  * text inside such a block (a prompt that opened it).
  *
@@ -88,8 +90,8 @@ void sd_tcall_free(sd_tcall *t); /* NULL: no-op */
 
 /* Bytes of one state: fixed per tool list, a multiple of 8, at most SD_TCALL_STATE_MAX. States are
  * canonical: texts that leave the validator in the same place give states equal under memcmp. In
- * lazy mode's free text the place is the trigger's bytes matched and the calls made so far (they
- * decide whether another may open): two free texts with as many calls give equal states. */
+ * lazy mode's free text the place is the trigger's bytes matched; between calls, also the calls
+ * made so far (they decide whether another may open). */
 size_t sd_tcall_state_size(const sd_tcall *t);
 /* Sets state to the start of the text. */
 void sd_tcall_init(const sd_tcall *t, void *state);

@@ -315,8 +315,9 @@ static void test_tool_calls(void)
 }
 
 /* tool_lazy: free text sampled at temperature 1, primed with Hermes markup so that the model writes
- * calls; the lazy validator takes every text (one that ended with EOS ends outside a call), and
- * each whole <tool_call> block in it is a call of one of the tools that jansson parses. */
+ * calls; the lazy validator takes every text (one that ended with EOS ends outside a call), each
+ * whole <tool_call> block in it is a call of one of the tools that jansson parses, and only
+ * whitespace and calls follow the first. */
 static int check_lazy_text(const sd_tcall *tc, const res *r, int parallel)
 {
     static const char open[] = SD_TCALL_LAZY_OPEN "\n", close[] = "\n" SD_TCALL_LAZY_CLOSE;
@@ -338,6 +339,10 @@ static int check_lazy_text(const sd_tcall *tc, const res *r, int parallel)
         json_decref(v);
         calls++;
         p = e + strlen(close);
+        /* after a call only whitespace, then another call (or a cut one) or the end */
+        const char *q = p + strspn(p, " \n\t\r");
+        CHECK_MSG(!*q || !strncmp(q, open, strlen(q) < strlen(open) ? strlen(q) : strlen(open)),
+                  "text after call %d: %s", calls, r->text);
     }
     CHECK_MSG(parallel || calls <= 1, "%d calls with parallel 0: %s", calls, r->text);
     return calls;

@@ -1,7 +1,8 @@
-/* test_toolcall_lazy: the tool-call validator's lazy mode (engine/toolcall.h): free text with calls
- * in Hermes markup accepted or rejected at the right byte, the call limits, can_end exactly outside
- * calls, no trigger inside <think> blocks, canonical states, random walks, and its vocabulary mask
- * on the shared Qwen3 tokenizer against brute force, with timings. */
+/* test_toolcall_lazy: the tool-call validator's lazy mode (engine/toolcall.h): free text, then calls
+ * in Hermes markup with only whitespace between and after them, accepted or rejected at the right
+ * byte, the call limits, can_end exactly outside calls and triggers, no trigger inside <think>
+ * blocks, canonical states, random walks, and its vocabulary mask on the shared Qwen3 tokenizer
+ * against brute force, with timings. */
 #include "tests/engine/toolcall_vocab.h"
 
 /* ---- lazy mode ---------------------------------------------------------------------------------- */
@@ -23,9 +24,27 @@ static int in_call(const char *text, size_t i)
     }
 }
 
+/* Whether the first i bytes of text may end there: outside a call, and, once a call has closed,
+ * not inside the next one's trigger (only whitespace and calls follow a call). */
+static int may_end(const char *text, size_t i)
+{
+    static const char open[] = SD_TCALL_LAZY_OPEN, close[] = "\n" SD_TCALL_LAZY_CLOSE;
+    if (in_call(text, i))
+        return 0;
+    const char *c = NULL;
+    for (const char *p = strstr(text, close); p && (size_t)(p - text) + strlen(close) <= i;
+         p = strstr(p + 1, close))
+        c = p + strlen(close);
+    if (!c)
+        return 1;
+    while ((size_t)(c - text) < i && strchr(" \n\t\r", *c))
+        c++;
+    return (size_t)(c - text) == i || strncmp(c, open, i - (size_t)(c - text)) != 0;
+}
+
 /* The index of the first byte a lazy validator rejects, or -1 when it takes the whole text; checks
- * on the way that complete is never 1 and can_end is 1 exactly outside the calls. *ret_end: can_end
- * after the whole text. */
+ * on the way that complete is never 1 and can_end is 1 exactly where may_end says. *ret_end:
+ * can_end after the whole text. */
 static long lazy_reject(const sd_tcall *t, const char *text, int *ret_end)
 {
     tstate st;
@@ -33,7 +52,7 @@ static long lazy_reject(const sd_tcall *t, const char *text, int *ret_end)
     size_t n = strlen(text);
     for (size_t i = 0;; i++) {
         CHECK_MSG(!sd_tcall_complete(t, &st), "complete after %zu bytes of %s", i, text);
-        CHECK_MSG(sd_tcall_can_end(t, &st) == !in_call(text, i), "can_end after %zu bytes of %s", i, text);
+        CHECK_MSG(sd_tcall_can_end(t, &st) == may_end(text, i), "can_end after %zu bytes of %s", i, text);
         if (i == n)
             break;
         if (sd_tcall_step(t, &st, (unsigned char)text[i]) < 0)
@@ -65,30 +84,35 @@ static void test_lazy_accepts(void)
         "",
         "Just text, no call.\n\n",
         "I will call it.\n" TC_PING,
-        TC_GET "\n\nand then " TC_PING " and more text\n",
-        "<" TC_PING,                       /* "<<tool_call>" still opens a call */
-        "<tool_call" TC_PING "<tool_call", /* a partial trigger, then a whole one */
+        TC_GET "\n\n" TC_PING "\n",         /* a second call: parallel only */
+        "<" TC_PING,                        /* "<<tool_call>" still opens a call */
+        "<tool_call" TC_PING " <tool_call", /* a partial trigger, a call, a partial one (parallel) */
         "<tool <tool_ <tool_cal <tool_callx </tool_call> <TOOL_CALL>", /* none completes */
         "<tool_call>\n{'name': 'get_weather', 'arguments': {'city': '</tool_call>', 'unit': "
         "'c'}}\n</tool_call>",
         "x <tool_call>\n{'name': 'get_", /* inside a call */
         "<tool_call>",
         "<tool_call>\n{'name': 'ping', 'arguments': {}}\n</tool_cal",
+        TC_PING " and more text",    /* nothing but whitespace and calls after a call */
+        TC_PING "\n<tool_call>\n x", /* a second call's opening, then not it */
     };
-    static const long want[] = {DOC, DOC, DOC, DOC, DOC, DOC, DOC, DOC, PREFIX, PREFIX, PREFIX};
-    _Static_assert(sizeof want / sizeof *want == sizeof texts / sizeof *texts, "one index per text");
+    const long ping = (long)strlen(q(TC_PING)), get2 = (long)strlen(q(TC_GET "\n\n")),
+               trig2 = (long)strlen(q("<tool_call" TC_PING " "));
+    /* want[k][parallel]: with parallel 0 a second call's '<' is the byte rejected */
+    const long want[][2] = {{DOC, DOC},           {DOC, DOC},       {DOC, DOC},       {get2, DOC},
+                            {DOC, DOC},           {trig2, PREFIX},  {DOC, DOC},       {DOC, DOC},
+                            {PREFIX, PREFIX},     {PREFIX, PREFIX}, {PREFIX, PREFIX}, {ping + 1, ping + 1},
+                            {ping + 1, ping + 13}};
+    REQUIRE(sizeof want / sizeof *want == sizeof texts / sizeof *texts);
     for (int parallel = 0; parallel < 2; parallel++) {
         sd_tcall *t = compile_lazy_ok(tools, parallel);
         REQUIRE(t);
         size_t size = sd_tcall_state_size(t);
         CHECK_MSG(size % 8 == 0 && size <= SD_TCALL_STATE_MAX && size <= SD_JVAL_MAX_STATE, "size %zu", size);
-        /* with parallel 0, the fourth text's second call is one too many */
-        long w3 = (long)strlen(q(TC_GET "\n\nand then " TC_PING)) - (long)strlen(q(TC_PING)) + 10;
-        long want_p[sizeof want / sizeof *want];
-        memcpy(want_p, want, sizeof want);
-        if (!parallel)
-            want_p[3] = w3;
-        check_lazy(t, texts, want_p, sizeof texts / sizeof *texts);
+        long w[sizeof texts / sizeof *texts];
+        for (size_t k = 0; k < sizeof texts / sizeof *texts; k++)
+            w[k] = want[k][parallel];
+        check_lazy(t, texts, w, sizeof texts / sizeof *texts);
         sd_tcall_free(t);
     }
 }
@@ -150,31 +174,32 @@ static void test_lazy_rejects(void)
     sd_tcall_free(t);
 }
 
-/* n ping calls in markup, text between them, then `tail`. */
+/* Some text, then n ping calls in markup, a newline between them, then `tail`. */
 static const char *ping_markup(int n, const char *tail)
 {
     static char buf[4096];
-    size_t len = 0;
+    size_t len = (size_t)snprintf(buf, sizeof buf, "Calling %d.\n", n);
     for (int i = 0; i < n; i++)
-        len += (size_t)snprintf(buf + len, sizeof buf - len, "call %d: %s\n", i, q(TC_PING));
+        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s\n", q(TC_PING));
     snprintf(buf + len, sizeof buf - len, "%s", tail);
     return buf;
 }
 
-/* The call limit: the byte that would complete one more trigger is the one rejected; the rest of
- * the free text stays free. */
+/* The call limit: after the last call only whitespace, and the '<' of one more trigger is the byte
+ * rejected; before it, text after a call is rejected at its first byte. */
 static void test_lazy_limits(void)
 {
     for (int parallel = 0; parallel < 2; parallel++) {
         sd_tcall *t = compile_lazy_ok(tools, parallel);
         REQUIRE(t);
         int max = parallel ? SD_TCALL_MAX_CALLS : 1, end = 0;
-        CHECK(lazy_reject(t, ping_markup(max, "<tool_call <tool_call\n</tool_call> done"), &end) == -1 &&
-              end);
-        const char *over = ping_markup(max, "and one more <tool_call>");
+        CHECK(lazy_reject(t, ping_markup(max, " \n\t "), &end) == -1 && end);
+        const char *over = ping_markup(max, "  <tool_call>");
         long at = lazy_reject(t, over, &end);
-        CHECK_MSG(at == (long)strlen(over) - 1, "parallel %d: call %d rejected at %ld of %zu", parallel,
+        CHECK_MSG(at == (long)strlen(over) - 11, "parallel %d: call %d rejected at %ld of %zu", parallel,
                   max + 1, at, strlen(over));
+        const char *text = ping_markup(1, "done");
+        CHECK(lazy_reject(t, text, &end) == (long)strlen(text) - 4);
         sd_tcall_free(t);
     }
 }
@@ -187,28 +212,39 @@ static void test_lazy_canonical(void)
         {"hello", "<tool_cal! \xc3\xa9<tool_callx"},            /* nothing matched */
         {"abc<to", "<<tool_call <to"},                          /* "<to" matched */
         {"<to", "<t"},                                          /* a different place */
-        {"a " TC_GET " b", TC_PING},                            /* one call made, nothing matched */
-        {TC_PING " x<tool_c", "y " TC_GET "<tool_c"},           /* one call, "<tool_c" */
+        {"a " TC_GET " \n", TC_PING},                           /* one call made, nothing matched */
         {"", TC_PING},                                          /* no call made, one made */
         {"<tool_call>\n{'name': 'get', 'arguments': {'id': 5}", /* about to close a call */
          "free <tool_call>\n{'name': 'ping', 'arguments': {}"},
         {"x<tool_call>\n{'name': 'get_time', 'arguments': {'tz': 'a", /* inside a plain string */
          "<tool_call>\n{'name': 'get_time', 'arguments': {'tz': 'bcd"},
     };
-    static const int equal[] = {1, 1, 0, 1, 1, 0, 1, 1};
+    static const int equal[] = {1, 1, 0, 1, 0, 1, 1};
     for (int parallel = 0; parallel < 2; parallel++) {
         sd_tcall *t = compile_lazy_ok(tools, parallel);
         REQUIRE(t);
-        static const int plain[] = {0, 0, 0, 0, 0, 0, 0, 1}; /* only inside a call's string */
+        static const int plain[] = {0, 0, 0, 0, 0, 0, 1}; /* only inside a call's string */
         check_pairs(t, pairs, equal, plain, sizeof pairs / sizeof *pairs, parallel);
         sd_tcall_free(t);
     }
+    /* between calls (parallel): the next trigger's bytes matched, whatever the whitespace */
+    static const char *const between[][2] = {
+        {TC_PING " <tool_c", "y " TC_GET "\n\n<tool_c"}, /* one call, "<tool_c" */
+        {TC_PING "<t", TC_PING "<to"},                   /* not the same part */
+        {TC_PING TC_GET, TC_GET "\n" TC_PING},           /* two calls */
+    };
+    static const int same[] = {1, 0, 1};
+    sd_tcall *t = compile_lazy_ok(tools, 1);
+    REQUIRE(t);
+    check_pairs(t, between, same, NULL, sizeof between / sizeof *between, 2);
+    sd_tcall_free(t);
 }
 
-/* Random text in which calls open at random: free bytes from an alphabet rich in the trigger's
- * (partial triggers, and now and then whole ones by chance), the trigger fed whole at times (taken
- * only while calls remain), the calls walked over their allowed bytes. The text may end at any
- * free byte; each call in it parses as one of the tools'. */
+/* Random replies: free bytes from an alphabet rich in the trigger's (partial triggers, and now and
+ * then whole ones by chance), the trigger fed whole at times; once a call has opened, only
+ * whitespace and more triggers (other bytes must be rejected; a trigger only while calls remain),
+ * the calls walked over their allowed bytes. The text may end at any free byte or between calls;
+ * each call in it parses as one of the tools'. */
 #define LAZY_ALPHA "<tool_call>/\n x\xc3\xa9"
 
 static size_t lazy_walk(const sd_tcall *t, int max_calls, uint64_t *rng, char *buf, size_t cap,
@@ -224,7 +260,7 @@ static size_t lazy_walk(const sd_tcall *t, int max_calls, uint64_t *rng, char *b
         CHECK_MSG(k > 0, "a dead end after %zu bytes", n);
         if (k == 0)
             return 0;
-        if (!sd_tcall_can_end(t, &st)) { /* inside a call */
+        if (!sd_tcall_can_end(t, &st)) { /* inside a call, or a trigger between calls */
             buf[n] = (char)allowed[rng_next(rng) % (unsigned)k];
             sd_tcall_step(t, &st, (unsigned char)buf[n++]);
             calls += sd_tcall_can_end(t, &st); /* it closed */
@@ -243,10 +279,14 @@ static size_t lazy_walk(const sd_tcall *t, int max_calls, uint64_t *rng, char *b
         }
         const char *alpha = rnd(rng, 4) ? LAZY_ALPHA : "ab";
         char c = alpha[rnd(rng, (unsigned)strlen(alpha))];
-        if (sd_tcall_step(t, &st, (unsigned char)c) == 0)
+        int ok = sd_tcall_step(t, &st, (unsigned char)c) == 0;
+        if (ok)
             buf[n++] = c;
-        else /* only the last byte of one trigger too many */
-            CHECK_MSG(c == '>' && calls == max_calls, "free byte %02x rejected after %d calls", c, calls);
+        if (calls > 0) /* between calls: whitespace, or a trigger's '<' while calls remain */
+            CHECK_MSG(ok == (c == ' ' || c == '\n' || (c == '<' && calls < max_calls)),
+                      "byte %02x after %d calls: %d", (unsigned char)c, calls, ok);
+        else /* free text before any call (one may open by chance: the '>' of a trigger) */
+            CHECK_MSG(ok, "free byte %02x rejected", (unsigned char)c);
     }
     buf[n] = '\0';
     CHECK_MSG(sd_tcall_can_end(t, &st), "inside a call after %zu bytes", n);
@@ -338,19 +378,23 @@ static void lazy_mask_states(struct qvocab *qv, sd_tcall *const t[2])
     REQUIRE(sd_tcall_feed(t[0], &st, "\"}}\n</tool_call", 15) == 0);
     CHECK(mask_vs_brute(qv, &v, &st, &n_free) > 0 && !allowed(qv, qv->eos));
     REQUIRE(sd_tcall_step(t[0], &st, '>') == 0 && sd_tcall_can_end(t[0], &st));
-    CHECK(mask_vs_brute(qv, &v, &st, &n_free) == n && allowed(qv, trig));
-    /* one call at most: after it, the trigger's token is out and little else */
+    /* between calls: whitespace, the next trigger (its token, or its start), eos */
+    int32_t n_between = mask_vs_brute(qv, &v, &st, &n_free);
+    CHECK_MSG(n_between > 1 && n_between < 2000 && allowed(qv, trig) && allowed(qv, qv->eos) &&
+                  allowed(qv, token_of(qv->tok, qv->n, "\n")),
+              "between calls: %d tokens", n_between);
+    /* one call at most: after it only whitespace and eos, not the trigger's token */
     sd_tcall_init(t[1], &st);
     const char *one = SD_TCALL_LAZY_OPEN "\n{\"name\": \"ping\", \"arguments\": {}}\n" SD_TCALL_LAZY_CLOSE;
     REQUIRE(sd_tcall_feed(t[1], &st, one, strlen(one)) == 0);
     int32_t n_done = mask_vs_brute(qv, &v1, &st, &n_free);
-    CHECK_MSG(n_free > n_plain / 100 * 99 && allowed(qv, qv->eos) && !allowed(qv, trig),
-              "after the last call: %d of %d tokens", n_free, n_plain);
+    CHECK_MSG(n_done > 1 && n_done < n_between && allowed(qv, qv->eos) && !allowed(qv, trig),
+              "after the last call: %d of %d tokens", n_done, n_plain);
     fprintf(
         stderr,
         "  qwen3 lazy (%d tokens, %d non-special): free text allows %d (apply cold %.2f ms, cached %.1f us); "
-        "after the trigger %d (cold %.2f ms, cached %.1f us); after the last call %d\n",
-        qv->n, n_plain, n, cold, 1e3 * warm, n_call, cold_call, 1e3 * warm_call, n_done);
+        "after the trigger %d (cold %.2f ms, cached %.1f us); between calls %d; after the last call %d\n",
+        qv->n, n_plain, n, cold, 1e3 * warm, n_call, cold_call, 1e3 * warm_call, n_between, n_done);
 }
 
 /* The shared Qwen3 tokenizer, where "<tool_call>" is one (non-special) token: from free text
