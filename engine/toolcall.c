@@ -72,7 +72,7 @@ enum {
  *   P_LIT    lit, pos, calls; lo (the tool) in L_ARGS
  *   P_NAME   pos, lo, hi, calls
  *   P_ARGS   pos, lo, calls
- *   P_AFTER  calls; Hermes: trig
+ *   P_AFTER  calls; Hermes: trig, lo (whitespace bytes)
  *   P_DONE   nothing: calls is 0 too
  *   P_START  nothing
  *   P_FREE   trig, calls (lazy: they decide whether another call may open); hi: inside a think
@@ -350,8 +350,9 @@ static void lit_end(const sd_tcall *t, struct tc_state *s)
         s->phase = t->parallel && (t->mode != M_LLAMA || s->calls < t->max_calls) ? P_AFTER : P_DONE;
         s->calls = s->phase == P_DONE ? 0 : s->calls; /* done is one state, however many calls */
         break;
-    case L_LCLOSE: /* from here only whitespace and more calls (the calls counted) */
-        s->phase = P_AFTER;
+    case L_LCLOSE: /* from here a little whitespace and more calls (the calls counted), or the end */
+        s->phase = s->calls < t->max_calls ? P_AFTER : P_DONE;
+        s->calls = s->phase == P_DONE ? 0 : s->calls;
         s->lo = s->hi = 0;
         break;
     default: /* a call's opening: any name may come */
@@ -475,14 +476,18 @@ static int step_start(struct tc_state *s, unsigned c)
     return 0;
 }
 
-/* Hermes, after a call: whitespace, or the trigger of another while one more may come. */
-static int step_after_hermes(const sd_tcall *t, struct tc_state *s, unsigned c)
+/* Hermes, after a call (another may come): up to HERMES_WS bytes of whitespace (a model that has
+ * nothing more to call must not pad to max_tokens), then the trigger of the next call (lo: the
+ * whitespace bytes so far, trig: the trigger's). */
+#define HERMES_WS 4
+static int step_after_hermes(struct tc_state *s, unsigned c)
 {
     static const char trig[] = SD_TCALL_LAZY_OPEN;
     if (s->trig == 0 && (c == ' ' || c == '\n' || c == '\t' || c == '\r'))
-        return 0;
-    if (c != (unsigned char)trig[s->trig] || s->calls >= t->max_calls)
+        return s->lo < HERMES_WS ? (s->lo++, 0) : -1;
+    if (c != (unsigned char)trig[s->trig])
         return -1;
+    s->lo = 0;
     if (++s->trig < TRIG_LEN)
         return 0;
     s->trig = 0;
@@ -493,7 +498,7 @@ static int step_after_hermes(const sd_tcall *t, struct tc_state *s, unsigned c)
 static int step_after(const sd_tcall *t, struct tc_state *s, unsigned c)
 {
     if (t->mode == M_HERMES)
-        return step_after_hermes(t, s, c);
+        return step_after_hermes(s, c);
     if (t->mode == M_LLAMA) { /* "; " and the next call, or the end */
         if (c != ';')
             return -1;
@@ -546,14 +551,15 @@ int sd_tcall_feed(const sd_tcall *t, void *state, const char *bytes, size_t n)
 
 int sd_tcall_complete(const sd_tcall *t, const void *state)
 {
-    return ((const struct tc_state *)state)->phase == P_DONE; /* Hermes lazy mode never gets there */
+    return ((const struct tc_state *)state)->phase == P_DONE;
 }
 
 int sd_tcall_can_end(const sd_tcall *t, const void *state)
 {
     int phase = ((const struct tc_state *)state)->phase;
-    if (t->mode == M_HERMES) /* in free text, or between calls (not inside a trigger) */
-        return phase == P_FREE || (phase == P_AFTER && ((const struct tc_state *)state)->trig == 0);
+    if (t->mode == M_HERMES) /* in free text, between calls (not inside a trigger), after the last */
+        return phase == P_FREE || phase == P_DONE ||
+               (phase == P_AFTER && ((const struct tc_state *)state)->trig == 0);
     if (t->mode == M_LLAMA) /* before, beside or after the calls: never inside one */
         return phase == P_START || phase == P_FREE || phase == P_AFTER || phase == P_DONE;
     return sd_tcall_complete(t, state);

@@ -17,18 +17,18 @@
  * Lazy mode (sd_tcall_compile_lazy; tool_choice "auto" with Hermes markup, as llama.cpp's lazy
  * grammars): free text until SD_TCALL_LAZY_OPEN opens a call, then calls to the end:
  *
- *   FREE <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call> WS <tool_call>\n... WS
+ *   FREE <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call> WS <tool_call>\n...
  *
  * FREE is any bytes (one may end the text anywhere in it, even inside a partial "<tool_c"); the
  * trigger is found wherever it ends ("<<tool_call>" opens a call). Once a call has closed, only
- * whitespace (WS) and another call's trigger may follow, so a reply is content, then calls, and
- * the server may stream them as they are written; after 1 call (parallel 0) or SD_TCALL_MAX_CALLS
- * (parallel 1) only whitespace. The text never has to end, so complete() is always 0 there;
- * can_end() is 1 in FREE text and between calls, 0 from the trigger's '>' to the end of
- * "\n</tool_call>" and inside a trigger after a call. Inside a "<think>" ... "</think>" block of
- * the free text the trigger opens nothing: a thinking model (Qwen3) writes about the markup as it
- * plans ("I'll answer within <tool_call> tags") before it calls; sd_tcall_init_thinking starts a
- * text inside such a block (a prompt that opened it).
+ * up to 4 bytes of whitespace (WS) and another call's trigger may follow, so a reply is content,
+ * then calls, and the server may stream them as they are written; the last call that may come (1
+ * with parallel 0, SD_TCALL_MAX_CALLS with 1) ends the text: complete() is 1 after it and 0
+ * before. can_end() is 1 in FREE text, between calls and after the last, 0 from the trigger's '>'
+ * to the end of "\n</tool_call>" and inside a trigger after a call. Inside a "<think>" ...
+ * "</think>" block of the free text the trigger opens nothing: a thinking model (Qwen3) writes
+ * about the markup as it plans ("I'll answer within <tool_call> tags") before it calls;
+ * sd_tcall_init_thinking starts a text inside such a block (a prompt that opened it).
  *
  * Llama mode (sd_tcall_compile_llama; tool_choice "auto" with Llama 3.1-3.3's markup, where the
  * whole reply is the call, as their templates teach): leading whitespace, then either calls
@@ -103,10 +103,10 @@ int sd_tcall_step(const sd_tcall *t, void *state, unsigned byte);
 /* n bytes, all or nothing: -1 leaves state as it was. */
 int sd_tcall_feed(const sd_tcall *t, void *state, const char *bytes, size_t n);
 /* 1 once the whole text has been read (after the final '}' or ']'): every byte is then rejected.
- * Lazy mode: never. Llama mode: after the last call that may come. */
+ * Lazy and Llama modes: after the last call that may come. */
 int sd_tcall_complete(const sd_tcall *t, const void *state);
 /* 1 when the text may end here: the same as complete (a tool call never ends in a number). Lazy
- * mode: in free text, outside a call. Llama mode: anywhere outside a call. */
+ * mode: in free text and between calls. Llama mode: anywhere outside a call. */
 int sd_tcall_can_end(const sd_tcall *t, const void *state);
 /* 1 inside an argument string whose content is unconstrained (sd_jschema_in_plain_string). 0 in
  * lazy mode's free text: a plain token there may still complete the trigger and break the call. */

@@ -186,6 +186,10 @@ int sd_api_tools_scan(const char *text, size_t len, int parallel, sd_api_call_sp
  * {"name": ..., "parameters": ...} calls, "; " between them, as engine/toolcall.h's Llama mode
  * constrains them. *closed: 1 when the last call begun has ended (another may still follow). */
 int sd_api_tools_scan_llama(const char *text, size_t len, sd_api_call_span *spans, int max, int *closed);
+/* The same for "auto" calls in the Hermes markup (text from the first "<tool_call>" on): blocks
+ * <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call> with whitespace between them, as
+ * engine/toolcall.h's lazy mode constrains them. *closed: 1 when the last block begun has closed. */
+int sd_api_tools_scan_hermes(const char *text, size_t len, sd_api_call_span *spans, int max, int *closed);
 
 /* Writes `len` bytes as valid UTF-8 into a malloc'd string (invalid sequences become
  * U+FFFD), for token strings that cut a character in two. */

@@ -416,15 +416,25 @@ int sd_api_tools_split(const sd_api_req *r, sd_api_tool_fmt fmt, const char *tex
 }
 
 /* The fixed text around constrained calls (engine/toolcall.h): what opens the list, each call's
- * opening (first, then next; NULL: one call only), what leads into its arguments, what closes the
- * list (NULL: nothing; the text is whole after any call unless another begins). */
+ * opening (first, then next, after whitespace where ws; NULL: one call only), what leads into its
+ * arguments, what follows each call's closing brace (after), what closes the list (NULL: nothing;
+ * the text is whole after any call unless another begins). */
 typedef struct call_markup {
-    const char *open, *first, *next, *args, *close;
+    const char *open, *first, *next, *args, *after, *close;
+    int ws;
 } call_markup;
 
-static const call_markup FORCED_ONE = {NULL, "{\"name\": \"", NULL, "\", \"arguments\": ", NULL},
-                         FORCED_LIST = {"[", "{\"name\": \"", ", {\"name\": \"", "\", \"arguments\": ", "]"},
-                         LLAMA = {NULL, "{\"name\": \"", "; {\"name\": \"", "\", \"parameters\": ", NULL};
+#define NAME_OPEN "{\"name\": \""
+static const call_markup FORCED_ONE = {NULL, NAME_OPEN, NULL, "\", \"arguments\": ", NULL, NULL, 0},
+                         FORCED_LIST = {"[", NAME_OPEN, ", " NAME_OPEN, "\", \"arguments\": ", NULL, "]", 0},
+                         LLAMA = {NULL, NAME_OPEN, "; " NAME_OPEN, "\", \"parameters\": ", NULL, NULL, 0},
+                         HERMES = {NULL,
+                                   "<tool_call>\n" NAME_OPEN,
+                                   "<tool_call>\n" NAME_OPEN,
+                                   "\", \"arguments\": ",
+                                   "\n</tool_call>",
+                                   NULL,
+                                   1};
 
 static int scan_calls(const char *s, size_t len, const call_markup *m, sd_api_call_span *spans, int max,
                       int *closed)
@@ -435,7 +445,11 @@ static int scan_calls(const char *s, size_t len, const call_markup *m, sd_api_ca
         *closed = 0;
     if (m->open && !literal(s, len, &i, m->open))
         return 0;
-    while (n < max && (n == 0 || m->next) && literal(s, len, &i, n == 0 ? m->first : m->next)) {
+    while (n < max && (n == 0 || m->next)) {
+        size_t j = n && m->ws ? sd_scan_ws(s, i, len) : i;
+        if (!literal(s, len, &j, n == 0 ? m->first : m->next))
+            break;
+        i = j;
         whole = 0;
         sd_api_call_span *c = &spans[n++];
         memset(c, 0, sizeof *c);
@@ -450,7 +464,7 @@ static int scan_calls(const char *s, size_t len, const call_markup *m, sd_api_ca
         c->args = i;
         c->done = args_end(s, len, &i);
         c->args_len = i - c->args;
-        if (!c->done || !literal(s, len, &i, "}"))
+        if (!c->done || !literal(s, len, &i, "}") || (m->after && !literal(s, len, &i, m->after)))
             break;
         whole = !m->close;
         if (!m->next || (m->close && literal(s, len, &i, m->close))) {
@@ -471,4 +485,9 @@ int sd_api_tools_scan(const char *s, size_t len, int parallel, sd_api_call_span 
 int sd_api_tools_scan_llama(const char *s, size_t len, sd_api_call_span *spans, int max, int *closed)
 {
     return scan_calls(s, len, &LLAMA, spans, max, closed);
+}
+
+int sd_api_tools_scan_hermes(const char *s, size_t len, sd_api_call_span *spans, int max, int *closed)
+{
+    return scan_calls(s, len, &HERMES, spans, max, closed);
 }

@@ -72,19 +72,32 @@ static int push_call(sd_reply_delta *out, int index, const char *name, size_t na
     return 0;
 }
 
-/* A constrained reply: no content, the calls streamed as they are written. Forced calls fill the
- * text; Llama's (llama: 1) begin at its first '{', at t + from. */
-static int constrained(const sd_reply_cfg *cfg, const char *t, size_t len, int final, int llama, size_t from,
+/* Where a reply's calls are and in what form: all of it, forced; from its first '{', Llama's; from
+ * its first "<tool_call>", Hermes' (content before). */
+enum { CALLS_FORCED, CALLS_LLAMA, CALLS_HERMES };
+
+/* The calls of t[from, len) in form `kind`, offsets into t. */
+static int scan(const sd_reply_cfg *cfg, int kind, const char *t, size_t len, size_t from,
+                sd_api_call_span *sp, int *closed)
+{
+    int n = kind == CALLS_FORCED
+                ? sd_api_tools_scan(t, len, cfg->req->parallel_tool_calls, sp, MAX_CALLS, closed)
+            : kind == CALLS_LLAMA ? sd_api_tools_scan_llama(t + from, len - from, sp, MAX_CALLS, closed)
+                                  : sd_api_tools_scan_hermes(t + from, len - from, sp, MAX_CALLS, closed);
+    for (int k = 0; k < n; k++) {
+        sp[k].name += from;
+        sp[k].args += from;
+    }
+    return n;
+}
+
+/* The calls of a constrained reply, streamed as they are written (their form: kind, from t + from). */
+static int constrained(const sd_reply_cfg *cfg, const char *t, size_t len, int final, int kind, size_t from,
                        sd_reply_pos *pos, sd_reply_delta *out)
 {
     sd_api_call_span sp[MAX_CALLS];
     int closed = 0;
-    int n = llama ? sd_api_tools_scan_llama(t + from, len - from, sp, MAX_CALLS, &closed)
-                  : sd_api_tools_scan(t, len, cfg->req->parallel_tool_calls, sp, MAX_CALLS, &closed);
-    for (int k = 0; llama && k < n; k++) { /* offsets into t */
-        sp[k].name += from;
-        sp[k].args += from;
-    }
+    int n = scan(cfg, kind, t, len, from, sp, &closed);
     for (int k = pos->call; k < n && sp[k].named; k++) {
         size_t from = pos->args > sp[k].args ? pos->args : sp[k].args, to = sp[k].args + sp[k].args_len;
         int first = k >= pos->named;
@@ -99,7 +112,7 @@ static int constrained(const sd_reply_cfg *cfg, const char *t, size_t len, int f
     }
     /* "tool_calls" only for calls whole: one cut by a stop string keeps the engine's reason */
     out->called = final && pos->named > 0 && closed;
-    out->content_null = final && pos->named > 0;
+    out->content_null = final && pos->named > 0 && pos->content == 0;
     return 0;
 }
 
@@ -117,8 +130,28 @@ static int llama_calls(const sd_reply_cfg *cfg, const char *t, size_t len, int f
         return 0;
     if (!final || pos->named)
         return 1;
-    sd_api_call_span sp[1];
-    return sd_api_tools_scan_llama(t + j, len - j, sp, 1, NULL) == 1 && sp[0].named;
+    sd_api_call_span sp[MAX_CALLS];
+    return scan(cfg, CALLS_LLAMA, t, len, j, sp, NULL) > 0 && sp[0].named;
+}
+
+/* "auto" in the Hermes markup: from the first "<tool_call>" (found at *at, from c_from on) the
+ * reply is calls (engine/toolcall.h's lazy mode holds it to calls and whitespace), streamed as
+ * constrained ones are, the content before them first. Not where the final text holds no named
+ * call in the exact form (a trigger inside an unclosed thinking block, a reply cut in the first
+ * name): the split at the end reads that one. */
+static int hermes_calls(const sd_reply_cfg *cfg, const char *t, size_t len, int final, size_t c_from,
+                        const sd_reply_pos *pos, size_t *at)
+{
+    if (cfg->req->tool_choice != SD_TOOLS_AUTO || cfg->fmt != SD_TOOL_FMT_HERMES)
+        return 0;
+    const char *p = sd_scan_find(t + c_from, len - c_from, SD_TCALL_LAZY_OPEN);
+    if (!p)
+        return 0;
+    *at = (size_t)(p - t);
+    if (!final || pos->named)
+        return 1;
+    sd_api_call_span sp[MAX_CALLS];
+    return scan(cfg, CALLS_HERMES, t, len, *at, sp, NULL) > 0 && sp[0].named;
 }
 
 /* The content's end that may go out now, [c_from, *end), and at the end the calls. */
@@ -155,11 +188,22 @@ int sd_reply_next(const sd_reply_cfg *cfg, const char *text, size_t len, int fin
         out->had_reasoning = final;
     }
     if (cfg->req->tool_choice == SD_TOOLS_REQUIRED || cfg->req->tool_choice == SD_TOOLS_NAMED)
-        return constrained(cfg, text, len, final, 0, 0, pos, out);
+        return constrained(cfg, text, len, final, CALLS_FORCED, 0, pos, out);
     if (p.c_from >= len && !final)
         return 0;
     if (llama_calls(cfg, text, len, final, p.c_from, pos))
-        return constrained(cfg, text, len, final, 1, sd_scan_ws(text, p.c_from, len), pos, out);
+        return constrained(cfg, text, len, final, CALLS_LLAMA, sd_scan_ws(text, p.c_from, len), pos, out);
+    size_t at = 0;
+    if (hermes_calls(cfg, text, len, final, p.c_from, pos, &at)) {
+        /* the content before the calls, whitespace before the tag left out, then the calls */
+        size_t end = sd_scan_trim_end(text, at), from = pos->content > p.c_from ? pos->content : p.c_from;
+        if (end > from) {
+            out->content = text + from;
+            out->content_len = end - from;
+            pos->content = end;
+        }
+        return constrained(cfg, text, len, final, CALLS_HERMES, at, pos, out);
+    }
     size_t end = len;
     int rc = content_end(cfg, text, len, final, p.c_from, pos, &end, out);
     size_t from = pos->content > p.c_from ? pos->content : p.c_from;

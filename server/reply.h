@@ -12,10 +12,11 @@
  * and, once the text is final, the rest and the calls. A constrained reply ("required" or a
  * named function) is all calls, handed out as they are written: each call's name once it has
  * ended, then its arguments piece by piece, as OpenAI streams them; one cut by max_tokens stays a
- * call with the arguments written so far (finish "length", as OpenAI's). "auto" calls in the
- * Hermes markup come whole, once the reply is final; a Llama reply that opens with '{' is calls
- * (the engine constrains it so) and streams as a constrained one. Streaming calls it after every token;
- * a whole response calls it once, final. */
+ * call with the arguments written so far (finish "length", as OpenAI's). "auto" calls stream the
+ * same way: a Llama reply that opens with '{' is calls, and a Hermes reply is calls from its first
+ * "<tool_call>" on (the engine constrains both so), its content before them. A reply whose final
+ * text holds no call in that exact form is split at the end (server/api_tools.c). Streaming calls
+ * it after every token; a whole response calls it once, final. */
 #ifndef SD_REPLY_H
 #define SD_REPLY_H
 

@@ -73,7 +73,7 @@ static void test_shared_and_apart(void)
     sd_jvc_put(t1);
 }
 
-/* Lazy tool calls (free text around Hermes markup) and forced ones of the same tools: two entries
+/* Lazy tool calls (free text, then calls in Hermes markup) and forced ones of the same tools: two entries
  * with their own ids, each accepting its own texts; a second lazy get is a hit. */
 static void test_lazy_apart(void)
 {
@@ -87,8 +87,9 @@ static void test_lazy_apart(void)
                  *l0 = get(c, SD_JVC_TOOLS_LAZY, 0, tools, &ids);
     REQUIRE(l2 && l0);
     CHECK(l2 == l && l0 != l && sd_jvc_hits(c) == 1);
-    const char *markup = "Sure. <tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call> Done.";
+    const char *markup = "Sure. <tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>\n";
     CHECK(accepts(l, markup) && accepts(l, "no call") && !accepts(f, markup));
+    CHECK(!accepts(l, "Sure. <tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call> Done."));
     /* a bare call is a forced call's whole text, and lazy mode's free text */
     CHECK(accepts(f, "[{\"name\": \"g\", \"arguments\": {}}]") && accepts(l, "[{\"name\": \"g\""));
     CHECK(!accepts(l, "<tool_call>\n{\"name\": \"h\"") && !accepts(l, "<tool_call>\n{\"name\": \"g\""));

@@ -12,11 +12,6 @@
 
 #define TIME_TOOL "{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}}"
 
-typedef struct split {
-    char reasoning[512], content[512];
-    int n_calls, content_null, had_reasoning;
-} split;
-
 static void append(char *dst, const char *s, size_t n)
 {
     size_t l = strlen(dst);
@@ -24,16 +19,45 @@ static void append(char *dst, const char *s, size_t n)
     dst[l + n] = 0;
 }
 
+/* Calls by index: the name (given once, in the first piece) and the arguments' pieces joined. */
+typedef struct calls {
+    char name[4][32], args[4][256];
+    int n, named_twice;
+} calls;
+
+static void take_calls(calls *c, const sd_reply_delta *d)
+{
+    for (int k = 0; k < d->n_calls; k++) {
+        const sd_api_tool_call *t = &d->calls[k];
+        if (t->index < 0 || t->index >= 4)
+            continue;
+        if (t->name) {
+            c->named_twice |= c->name[t->index][0] != 0;
+            snprintf(c->name[t->index], sizeof c->name[0], "%s", t->name);
+        }
+        append(c->args[t->index], t->arguments, strlen(t->arguments));
+        c->n = t->index + 1 > c->n ? t->index + 1 : c->n;
+    }
+    sd_api_tool_calls_free(d->calls, d->n_calls);
+}
+
+typedef struct split {
+    char reasoning[512], content[512];
+    int n_calls, content_null, had_reasoning, called;
+    calls c; /* the calls, joined by index */
+} split;
+
 static void take(split *sp, const sd_reply_delta *d)
 {
     if (d->reasoning_len)
         append(sp->reasoning, d->reasoning, d->reasoning_len);
     if (d->content_len)
         append(sp->content, d->content, d->content_len);
-    sp->n_calls += d->n_calls;
     sp->content_null |= d->content_null;
     sp->had_reasoning |= d->had_reasoning;
-    sd_api_tool_calls_free(d->calls, d->n_calls);
+    sp->called |= d->called;
+    take_calls(&sp->c, d); /* frees them */
+    sp->n_calls = sp->c.n;
 }
 
 static split whole_split(const sd_reply_cfg *cfg, const char *t)
@@ -46,7 +70,8 @@ static split whole_split(const sd_reply_cfg *cfg, const char *t)
     return sp;
 }
 
-/* Streams t a byte at a time (then final) and checks the increments match the whole split. */
+/* Streams t a byte at a time (then final) and checks the increments match the whole split: the
+ * same parts, the same calls joined (a call's pieces may come before the end), never a name twice. */
 static void check_stream(const sd_reply_cfg *cfg, const char *t)
 {
     split want = whole_split(cfg, t), got = {0};
@@ -55,7 +80,7 @@ static void check_stream(const sd_reply_cfg *cfg, const char *t)
     for (size_t i = 1; i <= n; i++) {
         sd_reply_delta d;
         CHECK(sd_reply_next(cfg, t, i, 0, &pos, &d) == 0);
-        CHECK_MSG(d.n_calls == 0, "calls before the end at %zu of %s", i, t);
+        CHECK_MSG(!d.called, "called before the end at %zu of %s", i, t);
         take(&got, &d);
         /* what went out is a prefix of the final parts: never taken back */
         CHECK_MSG(!strncmp(want.reasoning, got.reasoning, strlen(got.reasoning)), "%s: reasoning '%s' at %zu",
@@ -68,7 +93,11 @@ static void check_stream(const sd_reply_cfg *cfg, const char *t)
     take(&got, &d);
     CHECK_MSG(!strcmp(want.reasoning, got.reasoning) && !strcmp(want.content, got.content), "%s: '%s' '%s'",
               t, got.reasoning, got.content);
-    CHECK(want.n_calls == got.n_calls && want.content_null == got.content_null);
+    CHECK(want.n_calls == got.n_calls && want.content_null == got.content_null && want.called == got.called);
+    CHECK(!got.c.named_twice && !want.c.named_twice);
+    for (int k = 0; k < want.n_calls; k++)
+        CHECK_MSG(!strcmp(want.c.name[k], got.c.name[k]) && !strcmp(want.c.args[k], got.c.args[k]),
+                  "%s: call %d", t, k);
 }
 
 static void test_thinking(void)
@@ -124,28 +153,6 @@ static void test_thinking_then_calls(void)
     CHECK(!strcmp(s.content, "Sure.") && s.n_calls == 1 && !s.content_null);
     check_stream(&cfg, t2);
     sd_api_req_free(&r);
-}
-
-/* Calls by index: the name (given once, in the first piece) and the arguments' pieces joined. */
-typedef struct calls {
-    char name[4][32], args[4][256];
-    int n, named_twice;
-} calls;
-
-static void take_calls(calls *c, const sd_reply_delta *d)
-{
-    for (int k = 0; k < d->n_calls; k++) {
-        const sd_api_tool_call *t = &d->calls[k];
-        if (t->index < 0 || t->index >= 4)
-            continue;
-        if (t->name) {
-            c->named_twice |= c->name[t->index][0] != 0;
-            snprintf(c->name[t->index], sizeof c->name[0], "%s", t->name);
-        }
-        append(c->args[t->index], t->arguments, strlen(t->arguments));
-        c->n = t->index + 1 > c->n ? t->index + 1 : c->n;
-    }
-    sd_api_tool_calls_free(d->calls, d->n_calls);
 }
 
 static void test_constrained_stream(void)
@@ -243,6 +250,51 @@ static void test_llama_stream(void)
     sd_api_req_free(&r);
 }
 
+/* "auto" in the Hermes markup: the content before the first <tool_call> streams as content, then
+ * the calls stream as constrained ones do (names once, arguments in pieces, before the end); a
+ * reply cut inside a call keeps it, without "tool_calls". */
+static void test_hermes_stream(void)
+{
+    sd_api_req r;
+    sd_api_err e;
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"t\"}],\"tools\":[" TIME_TOOL "]}";
+    REQUIRE(sd_api_parse(&r, SD_API_CHAT, body, strlen(body), &e) == 0);
+    sd_reply_cfg cfg = {.req = &r, .fmt = SD_TOOL_FMT_HERMES, .think = 1};
+    const char *t =
+        "<think>plan</think>\n\nLet me check.\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
+        "{\"tz\": \"</tool_call>\"}}\n</tool_call>\n \n<tool_call>\n{\"name\": \"get_time\", "
+        "\"arguments\": {}}\n</tool_call>\n";
+    split w = whole_split(&cfg, t);
+    CHECK_MSG(!strcmp(w.content, "Let me check.") && w.n_calls == 2 && w.called && !w.content_null &&
+                  !strcmp(w.reasoning, "plan") && !strcmp(w.c.args[0], "{\"tz\": \"</tool_call>\"}") &&
+                  !strcmp(w.c.args[1], "{}"),
+              "'%s' %d calls: %s", w.content, w.n_calls, w.c.args[0]);
+    check_stream(&cfg, t);
+    /* the calls' pieces come before the end */
+    sd_reply_pos pos = {0};
+    int early = 0;
+    for (size_t i = 1; i <= strlen(t); i++) {
+        sd_reply_delta d;
+        REQUIRE(sd_reply_next(&cfg, t, i, 0, &pos, &d) == 0);
+        early += d.n_calls;
+        sd_api_tool_calls_free(d.calls, d.n_calls);
+    }
+    CHECK_MSG(early > 4, "%d call pieces before the end", early);
+    /* cut inside the second call's arguments: both calls, no "tool_calls" */
+    const char *cut = strstr(t, "{}}");
+    REQUIRE(cut);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%.*s", (int)(cut - t) + 1, t);
+    w = whole_split(&cfg, buf);
+    CHECK_MSG(w.n_calls == 2 && !w.called && !strcmp(w.c.args[1], "{"), "%d calls, '%s'", w.n_calls,
+              w.c.args[1]);
+    check_stream(&cfg, buf);
+    /* only calls: content null */
+    w = whole_split(&cfg, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>");
+    CHECK(w.n_calls == 1 && w.called && w.content_null && !w.content[0]);
+    sd_api_req_free(&r);
+}
+
 static void test_think_open(void)
 {
     CHECK(sd_reply_think_open("<|im_start|>assistant\n<think>\n", 29));
@@ -262,6 +314,7 @@ int main(void)
     RUN(test_thinking_then_calls);
     RUN(test_constrained_stream);
     RUN(test_llama_stream);
+    RUN(test_hermes_stream);
     RUN(test_think_open);
     return sd_test_done();
 }

@@ -4,7 +4,8 @@ even one whose template never shows it the tools); streamed calls equal whole on
 needs a template that teaches a markup sparsed parses (the bundled one does not: 400), and with
 one (tests/fixtures/templates/hermes_tools.jinja) the tools and earlier calls reach the prompt
 exactly as Python jinja2 renders them; in Llama 3.1's markup (tests/fixtures/templates/llama_tools.jinja)
-a reply that opens with a call is constrained to one."""
+a reply that opens with a call is constrained to one; in both markups "auto" calls stream piece by
+piece (tests/fixtures/templates/hermes_calls.jinja primes the tiny model to call)."""
 import json
 import shutil
 
@@ -183,17 +184,13 @@ def test_auto_renders_tools_and_calls(start_server, hermes_model):
     assert e.value.body["param"] == "tools" and "'pattern' is not supported" in e.value.body["message"]
 
 
-def test_auto_llama_calls(start_server, tmp_path_factory):
-    """A template in Llama 3.1's markup (the reply is the call, {"name", "parameters"}; the fixture's
-    generation prompt primes the tiny model to open with one): "auto" constrains the call the reply
-    opens, which comes back as tool_calls with finish "tool_calls", streamed as forced calls stream."""
-    openai = pytest.importorskip("openai")
-    d, _ = model_with_template(tmp_path_factory, "llama_tools")
-    srv = start_server(args=["--model", str(d)])
-    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+def check_auto_calls(client, max_tokens):
+    """With the fixture's priming the tiny model opens (or goes on) with calls: each comes back as
+    tool_calls with finish "tool_calls" and no content, one with parallel_tool_calls false, and
+    streamed as forced calls stream (name once, arguments in pieces) equal to the whole response."""
     kw = dict(model=client.models.list().data[0].id, messages=MSGS, tools=TOOLS, temperature=0)
     for parallel in (False, True):
-        kw["max_tokens"] = 600 if parallel else 64  # the tiny model goes on to the 16 calls allowed
+        kw["max_tokens"] = max_tokens if parallel else 64  # the tiny model goes on to the 16 calls allowed
         r = client.chat.completions.create(parallel_tool_calls=parallel, **kw)
         c = r.choices[0]
         assert c.finish_reason == "tool_calls" and c.message.content is None, c
@@ -214,6 +211,26 @@ def test_auto_llama_calls(start_server, tmp_path_factory):
         assert len(streamed) > len(got)  # the arguments came in pieces
         assert not any(ch.choices[0].delta.content for ch in chunks if ch.choices)
         assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_auto_llama_calls(start_server, tmp_path_factory):
+    """A template in Llama 3.1's markup (the reply is the call, {"name", "parameters"}; the fixture's
+    generation prompt primes the tiny model to open with one): "auto" constrains the calls the reply
+    opens with."""
+    openai = pytest.importorskip("openai")
+    d, _ = model_with_template(tmp_path_factory, "llama_tools")
+    srv = start_server(args=["--model", str(d)])
+    check_auto_calls(openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=120), 600)
+
+
+def test_auto_hermes_calls(start_server, tmp_path_factory):
+    """The Hermes markup (tests/fixtures/templates/hermes_calls.jinja primes the tiny model with
+    two <tool_call> blocks): "auto" constrains each call the model opens, and after the first
+    only whitespace and calls may follow, so they stream as they are written."""
+    openai = pytest.importorskip("openai")
+    d, _ = model_with_template(tmp_path_factory, "hermes_calls")
+    srv = start_server(args=["--model", str(d)])
+    check_auto_calls(openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=120), 700)
 
 
 def model_with_template(tmp_path_factory, name):
