@@ -134,12 +134,20 @@ static void test_thinking(void)
     CHECK(!strcmp(s.content, "<think>a</think>b") && !s.had_reasoning);
 }
 
+/* A chat request offering get_time, with `extra` members (",\"tool_choice\": ..."). */
+static int tools_req(sd_api_req *r, const char *extra)
+{
+    char body[512];
+    sd_api_err e;
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"t\"}],\"tools\":[%s]%s}",
+             TIME_TOOL, extra);
+    return sd_api_parse(r, SD_API_CHAT, body, strlen(body), &e);
+}
+
 static void test_thinking_then_calls(void)
 {
     sd_api_req r;
-    sd_api_err e;
-    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"t\"}],\"tools\":[" TIME_TOOL "]}";
-    REQUIRE(sd_api_parse(&r, SD_API_CHAT, body, strlen(body), &e) == 0);
+    REQUIRE(tools_req(&r, "") == 0);
     sd_reply_cfg cfg = {.req = &r, .fmt = SD_TOOL_FMT_HERMES, .think = 1};
     const char *t =
         "<think>\nI need the time.\n</think>\n\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n"
@@ -158,10 +166,7 @@ static void test_thinking_then_calls(void)
 static void test_constrained_stream(void)
 {
     sd_api_req r;
-    sd_api_err e;
-    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"t\"}],\"tools\":[" TIME_TOOL
-                       "],\"tool_choice\":\"required\"}";
-    REQUIRE(sd_api_parse(&r, SD_API_CHAT, body, strlen(body), &e) == 0);
+    REQUIRE(tools_req(&r, ",\"tool_choice\":\"required\"") == 0);
     sd_reply_cfg cfg = {.req = &r, .think = 1};
     const char *t =
         "[{\"name\": \"get_time\", \"arguments\": {\"tz\": \"a}\\\"b\"}}, {\"name\": \"get_time\", "
@@ -208,9 +213,7 @@ static void test_constrained_stream(void)
 static void test_llama_stream(void)
 {
     sd_api_req r;
-    sd_api_err e;
-    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"t\"}],\"tools\":[" TIME_TOOL "]}";
-    REQUIRE(sd_api_parse(&r, SD_API_CHAT, body, strlen(body), &e) == 0);
+    REQUIRE(tools_req(&r, "") == 0);
     sd_reply_cfg cfg = {.req = &r, .fmt = SD_TOOL_FMT_LLAMA};
     const char *t = " \n{\"name\": \"get_time\", \"parameters\": {\"tz\": \"a; {\\\"\"}}; {\"name\": "
                     "\"get_time\", \"parameters\": {}}";
@@ -256,9 +259,7 @@ static void test_llama_stream(void)
 static void test_hermes_stream(void)
 {
     sd_api_req r;
-    sd_api_err e;
-    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"t\"}],\"tools\":[" TIME_TOOL "]}";
-    REQUIRE(sd_api_parse(&r, SD_API_CHAT, body, strlen(body), &e) == 0);
+    REQUIRE(tools_req(&r, "") == 0);
     sd_reply_cfg cfg = {.req = &r, .fmt = SD_TOOL_FMT_HERMES, .think = 1};
     const char *t =
         "<think>plan</think>\n\nLet me check.\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
