@@ -144,7 +144,9 @@ static int hermes_calls(const sd_reply_cfg *cfg, const char *t, size_t len, int 
 {
     if (cfg->req->tool_choice != SD_TOOLS_AUTO || cfg->fmt != SD_TOOL_FMT_HERMES)
         return 0;
-    const char *p = sd_scan_find(t + c_from, len - c_from, SD_TCALL_LAZY_OPEN);
+    /* what went out as content holds no tag (the search resumes there: no rescan per token) */
+    size_t from = pos->content > c_from && pos->content <= len ? pos->content : c_from;
+    const char *p = sd_scan_find(t + from, len - from, SD_TCALL_LAZY_OPEN);
     if (!p)
         return 0;
     *at = (size_t)(p - t);
