@@ -99,10 +99,10 @@ static int constrained(const sd_reply_cfg *cfg, const char *t, size_t len, int f
     int closed = 0;
     int n = scan(cfg, kind, t, len, from, sp, &closed);
     for (int k = pos->call; k < n && sp[k].named; k++) {
-        size_t from = pos->args > sp[k].args ? pos->args : sp[k].args, to = sp[k].args + sp[k].args_len;
+        size_t sent = pos->args > sp[k].args ? pos->args : sp[k].args, to = sp[k].args + sp[k].args_len;
         int first = k >= pos->named;
-        if ((first || to > from) && push_call(out, k, first ? t + sp[k].name : NULL, sp[k].name_len, t + from,
-                                              to > from ? to - from : 0) < 0)
+        if ((first || to > sent) && push_call(out, k, first ? t + sp[k].name : NULL, sp[k].name_len, t + sent,
+                                              to > sent ? to - sent : 0) < 0)
             return -1; /* pos stays: the piece goes out with the next one */
         pos->named = k + 1;
         pos->args = to;
