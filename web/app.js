@@ -116,6 +116,16 @@ function chatParams() {
     }
     p.response_format = { type: "json_schema", json_schema: { name: "console", schema, strict: true } };
   }
+  if (fmt === "tools") {
+    if ($("p-mode").value !== "chat") throw new Error("Tool calls: only in chat mode");
+    try {
+      p.tools = JSON.parse($("p-tools").value);
+    } catch (e) {
+      throw new Error("Tools: not valid JSON (" + e.message + ")");
+    }
+    if (!Array.isArray(p.tools)) throw new Error("Tools: must be a list of {type, function}");
+    p.tool_choice = $("p-tool-choice").value;
+  }
   return p;
 }
 
@@ -189,6 +199,31 @@ function thinking(div, out) {
   return t.querySelector(".think-text");
 }
 
+// The reply's tool calls, one block per call index: the name, then the arguments as they stream.
+function toolCall(div, stats, tc) {
+  let calls = div.querySelector(".calls");
+  if (!calls) {
+    calls = document.createElement("div");
+    calls.className = "calls";
+    stats.before(calls);
+  }
+  let call = calls.querySelector(`[data-index="${tc.index}"]`);
+  if (!call) {
+    call = document.createElement("div");
+    call.className = "call";
+    call.dataset.index = String(tc.index);
+    const name = document.createElement("span");
+    name.className = "call-name";
+    const args = document.createElement("span");
+    args.className = "call-args";
+    call.append(name, args);
+    calls.append(call);
+  }
+  const f = tc.function || {};
+  if (f.name) call.querySelector(".call-name").textContent = f.name;
+  if (f.arguments) call.querySelector(".call-args").textContent += f.arguments;
+}
+
 async function send(text) {
   const mode = $("p-mode").value;
   let body;
@@ -248,6 +283,11 @@ async function send(text) {
         out.textContent += piece;
         div.scrollIntoView({ block: "end" });
       }
+      for (const tc of (mode === "chat" && c.delta && c.delta.tool_calls) || []) {
+        if (tFirst === null) tFirst = performance.now();
+        tLast = performance.now();
+        toolCall(div, stats, tc);
+      }
       if (c.finish_reason) finish = c.finish_reason;
     });
   } catch (e) {
@@ -300,7 +340,10 @@ function initChat() {
   const syncMode = () => { $("p-system-label").hidden = $("p-mode").value !== "chat"; };
   $("p-mode").addEventListener("change", syncMode);
   syncMode();
-  const syncFormat = () => { $("p-schema-label").hidden = $("p-format").value !== "json_schema"; };
+  const syncFormat = () => {
+    $("p-schema-label").hidden = $("p-format").value !== "json_schema";
+    $("p-tools-box").hidden = $("p-format").value !== "tools";
+  };
   $("p-format").addEventListener("change", syncFormat);
   syncFormat();
 }

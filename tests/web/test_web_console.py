@@ -188,6 +188,46 @@ def test_json_output_modes(server, page):
     assert d.find_element("id", "prompt").get_attribute("value") == "x = "
 
 
+def test_tool_calls_show_as_they_stream(server, page):
+    """Output: Tool calls sends the tools list and tool_choice (chat mode) and shows each call's name
+    and arguments, equal to what the API answers to the same request; a list that does not parse,
+    or raw completion mode, is said so and nothing is sent."""
+    d = page
+    from selenium.webdriver.support.ui import Select
+    assert not d.find_element("id", "p-tools").is_displayed()
+    Select(d.find_element("id", "p-format")).select_by_value("tools")
+    assert d.find_element("id", "p-tools").is_displayed() and not d.find_element("id", "p-schema").is_displayed()
+    Select(d.find_element("id", "p-tool-choice")).select_by_value("required")
+    set_field(d, "p-temperature", 0)
+    set_field(d, "p-max-tokens", 500)  # "required" with parallel calls: the tiny model makes up to 16
+    tools = json.loads(d.find_element("id", "p-tools").get_attribute("value"))  # the default list
+    assert tools[0]["function"]["name"] == "get_weather"
+    # a short city keeps the tiny model's call short (it writes a long name otherwise)
+    tools[0]["function"]["parameters"]["properties"]["city"]["maxLength"] = 12
+    set_field(d, "p-tools", json.dumps(tools))
+    send(d, "What is the weather in Paris?")
+    wait(lambda: "tokens" in last_reply(d).find_element("css selector", ".stats").text, 60, "the call")
+    status, _, body = server.post("/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "What is the weather in Paris?"}], "tools": tools,
+        "tool_choice": "required", "temperature": 0, "max_tokens": 500})
+    assert status == 200
+    want = json.loads(body)["choices"][0]
+    calls = last_reply(d).find_elements("css selector", ".call")
+    got = [(c.find_element("css selector", ".call-name").get_attribute("textContent"),
+            c.find_element("css selector", ".call-args").get_attribute("textContent")) for c in calls]
+    assert got == [(t["function"]["name"], t["function"]["arguments"]) for t in want["message"]["tool_calls"]]
+    assert want["finish_reason"] == "tool_calls" and "tool_calls" in last_reply(d).find_element(
+        "css selector", ".stats").text
+    n = len(d.find_elements("css selector", ".msg"))
+    set_field(d, "p-tools", "[not json")
+    send(d, "again")
+    wait(lambda: "Tools" in d.find_element("id", "chat-error").text, 10, "the tools error")
+    Select(d.find_element("id", "p-mode")).select_by_value("completion")
+    send(d, "")
+    wait(lambda: "chat mode" in d.find_element("id", "chat-error").text, 10, "the mode error")
+    assert len(d.find_elements("css selector", ".msg")) == n
+
+
 def test_stop_frees_the_sequence(server, page):
     d = page
     set_field(d, "p-max-tokens", 1900)
