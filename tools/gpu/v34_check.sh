@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# tools/gpu/v34_check.sh: v33's check (tools/gpu/v33_check.sh: the GPU tests the v33 defaults touch,
-# then the A/B of those defaults against their off switches) with the batch-1 records of issues #3
-# and #4 (b1_records of tools/gpu/lib.sh) between the two, so that an H200 call that runs short
-# still records them. Same prebuilt binaries and carry as v33:
+# tools/gpu/v34_check.sh: the v33 defaults checked (kernels/NOTES.md v33-v34): the GPU tests they
+# touch, then the A/B of cuSPARSELt in the decode graphs and the warp expansion against their off
+# switches, alternated twice, with the batch-1 records of issues #3 and #4 (b1_records of
+# tools/gpu/lib.sh) between the two, so that an H200 call that runs short still records them.
+# Binaries prebuilt here (tools/gpu/prebuild.sh build/gpu/sparsed build/gpu/tests/engine/test_...),
+# then on the device:
 #   tar xJf results/tmp/bins.tar.xz && AB_PREBUILT=1 AB_LIMIT_S=330 bash tools/gpu/v34_check.sh
 # carry: .debs, results/tmp.
 source tools/gpu_ab.sh
