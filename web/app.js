@@ -182,18 +182,20 @@ function setStreaming(on) {
   $("stop").disabled = !on;
 }
 
+// A new element: tag, class, children (nodes or text).
+function el(tag, cls, ...kids) {
+  const e = document.createElement(tag);
+  e.className = cls;
+  e.append(...kids);
+  return e;
+}
+
 // The reply's folding "Thinking" block (reasoning_content), made at its first piece.
 function thinking(div, out) {
   let t = div.querySelector(".think");
   if (!t) {
-    t = document.createElement("details");
-    t.className = "think";
+    t = el("details", "think", el("summary", "", "Thinking"), el("div", "think-text"));
     t.open = true;
-    const s = document.createElement("summary");
-    s.textContent = "Thinking";
-    const body = document.createElement("div");
-    body.className = "think-text";
-    t.append(s, body);
     out.before(t);
   }
   return t.querySelector(".think-text");
@@ -203,20 +205,13 @@ function thinking(div, out) {
 function toolCall(div, stats, tc) {
   let calls = div.querySelector(".calls");
   if (!calls) {
-    calls = document.createElement("div");
-    calls.className = "calls";
+    calls = el("div", "calls");
     stats.before(calls);
   }
   let call = calls.querySelector(`[data-index="${tc.index}"]`);
   if (!call) {
-    call = document.createElement("div");
-    call.className = "call";
+    call = el("div", "call", el("span", "call-name"), el("span", "call-args"));
     call.dataset.index = String(tc.index);
-    const name = document.createElement("span");
-    name.className = "call-name";
-    const args = document.createElement("span");
-    args.className = "call-args";
-    call.append(name, args);
     calls.append(call);
   }
   const f = tc.function || {};
