@@ -146,6 +146,40 @@ static void test_scan_constrained(void)
     CHECK(sd_api_tools_scan(two, strlen(two), 1, sp, 1, NULL) == 1);
 }
 
+/* "auto" calls in the forms the engine constrains them to: Llama's ("; " between calls, whole
+ * after any call unless another begins) and Hermes' (blocks with whitespace between, whole once
+ * the last block's closing tag is in). */
+static void test_scan_auto(void)
+{
+    sd_api_call_span sp[4];
+    int closed = -1;
+    const char *ll = "{\"name\": \"get_time\", \"parameters\": {}}; {\"name\": \"get_weather\", "
+                     "\"parameters\": {\"city\": \"a; {\"}}";
+    REQUIRE(sd_api_tools_scan_llama(ll, strlen(ll), sp, 4, &closed) == 2);
+    CHECK(closed == 1 && sp[0].done && sp[1].done && !strncmp(ll + sp[1].name, "get_weather", 11));
+    CHECK(sd_api_tools_scan_llama(ll, 45, sp, 4, &closed) == 1 && closed == 1); /* the first call and "; " */
+    CHECK(sd_api_tools_scan_llama(ll, strlen(ll) - 2, sp, 4, &closed) == 2 && closed == 0);
+    CHECK(sd_api_tools_scan_llama(ll, strlen(ll), sp, 1, &closed) == 1); /* at most max */
+    const char *arg_key = "{\"name\": \"get_time\", \"arguments\": {}}"; /* Hermes' key, not Llama's */
+    CHECK(sd_api_tools_scan_llama(arg_key, strlen(arg_key), sp, 4, &closed) == 1 && !sp[0].done &&
+          closed == 0);
+    const char *he =
+        "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"</tool_call>\"}}\n"
+        "</tool_call>\n \t<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+    REQUIRE(sd_api_tools_scan_hermes(he, strlen(he), sp, 4, &closed) == 2);
+    CHECK(closed == 1 && sp[0].done && sp[1].done && !strcmp(he + sp[1].args, "{}}\n</tool_call>") &&
+          sp[1].args_len == 2);
+    CHECK(sd_api_tools_scan_hermes(he, strlen(he) - 1, sp, 4, &closed) == 2 &&
+          closed == 0); /* tag not whole */
+    const char *cut = strstr(he, "\n \t<tool_c");
+    REQUIRE(cut);
+    size_t at = (size_t)(cut - he) + 8; /* a partial next tag: one call, whole */
+    CHECK(sd_api_tools_scan_hermes(he, at, sp, 4, &closed) == 1 && closed == 1);
+    const char *loose =
+        "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>"; /* no newlines */
+    CHECK(sd_api_tools_scan_hermes(loose, strlen(loose), sp, 4, &closed) == 0 && closed == 0);
+}
+
 static void test_split_hermes(void)
 {
     sd_api_req r;
@@ -289,6 +323,7 @@ int main(void)
     RUN(test_choices);
     RUN(test_rejections);
     RUN(test_scan_constrained);
+    RUN(test_scan_auto);
     RUN(test_split_hermes);
     RUN(test_split_llama);
     RUN(test_arguments_verbatim);
