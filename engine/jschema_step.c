@@ -385,7 +385,7 @@ static int struct_step(const sd_jschema *s, jst *h, unsigned c)
 {
     if (h->phase == P_DONE)
         return -1;
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+    if (json_ws(c)) {
         if (h->ws >= s->max_ws)
             return -1;
         h->ws++;

@@ -104,7 +104,7 @@ static int value_start(sd_jfsm *m, unsigned c)
 /* Outside strings: whitespace (in bounded runs), punctuation, the start of a value. */
 static int struct_step(sd_jfsm *m, unsigned c)
 {
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+    if (json_ws(c)) {
         if (m->ws >= SD_JFSM_MAX_WS)
             return -1;
         m->ws++;

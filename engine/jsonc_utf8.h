@@ -1,9 +1,16 @@
-/* jsonc_utf8: what the two JSON validators (jsonc.c for JSON mode, jschema_step.c for schemas)
- * share about string bytes: the \uXXXX surrogate flags and the UTF-8 continuation rules. */
+/* jsonc_utf8: what the JSON validators (jsonc.c for JSON mode, jschema_step.c for schemas,
+ * toolcall.c for tool calls) share about bytes: JSON's whitespace, the \uXXXX surrogate flags and
+ * the UTF-8 continuation rules. */
 #ifndef SD_JSONC_UTF8_H
 #define SD_JSONC_UTF8_H
 
 #include <stdint.h>
+
+/* JSON's four whitespace bytes. */
+static inline int json_ws(unsigned c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 /* \uXXXX flags: the escape must be a low surrogate (it follows a high one); its first digit
  * was D; it is a high surrogate (so a low one must follow). */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "jschema.h"
+#include "jsonc_utf8.h"
 
 struct tool {
     char name[SD_TCALL_MAX_NAME + 1];
@@ -147,7 +148,7 @@ static int accepts_only_objects(const sd_jschema *js)
     int brace = 0;
     for (unsigned c = 0; c < 256; c++) {
         memcpy(tmp, st, size);
-        if (sd_jschema_step(js, tmp, c) < 0 || c == ' ' || c == '\t' || c == '\n' || c == '\r')
+        if (sd_jschema_step(js, tmp, c) < 0 || json_ws(c))
             continue;
         if (c != '{')
             return 0;
@@ -346,14 +347,11 @@ static void lit_end(const sd_tcall *t, struct tc_state *s)
         s->phase = P_ARGS;
         sd_jschema_init(t->tools[s->lo].js, js_state(s));
         break;
-    case L_CLOSE: /* Llama's last call that may come ends the text (no ']' closes its list) */
-        s->phase = t->parallel && (t->mode != M_LLAMA || s->calls < t->max_calls) ? P_AFTER : P_DONE;
+    case L_CLOSE:
+    case L_LCLOSE: /* a forced list goes on to its ']'; in lazy and Llama modes, where no bracket
+                      closes the calls, the last one that may come ends the text */
+        s->phase = (t->mode == M_FORCED ? t->parallel : s->calls < t->max_calls) ? P_AFTER : P_DONE;
         s->calls = s->phase == P_DONE ? 0 : s->calls; /* done is one state, however many calls */
-        break;
-    case L_LCLOSE: /* from here a little whitespace and more calls (the calls counted), or the end */
-        s->phase = s->calls < t->max_calls ? P_AFTER : P_DONE;
-        s->calls = s->phase == P_DONE ? 0 : s->calls;
-        s->lo = s->hi = 0;
         break;
     default: /* a call's opening: any name may come */
         s->phase = P_NAME;
@@ -467,7 +465,7 @@ static int step_start(struct tc_state *s, unsigned c)
 {
     if (c > 0xFF)
         return -1;
-    if (c == ' ' || c == '\n' || c == '\t' || c == '\r')
+    if (json_ws(c))
         return 0;
     if (c == '{')
         lit_begin(s, L_OPEN, 1);
@@ -483,7 +481,7 @@ static int step_start(struct tc_state *s, unsigned c)
 static int step_after_hermes(struct tc_state *s, unsigned c)
 {
     static const char trig[] = SD_TCALL_LAZY_OPEN;
-    if (s->trig == 0 && (c == ' ' || c == '\n' || c == '\t' || c == '\r'))
+    if (s->trig == 0 && json_ws(c))
         return s->lo < HERMES_WS ? (s->lo++, 0) : -1;
     if (c != (unsigned char)trig[s->trig])
         return -1;
