@@ -144,9 +144,10 @@ enum MHD_Result sd_http__send_error(struct MHD_Connection *conn, sd_http__conn *
 sd_http__gen *sd_http__gen_new(sd_http *h, struct MHD_Connection *conn, sd_http__conn *c);
 /* Parses, tokenizes and submits (server/http_prep.c); fills e and returns -1 on failure. */
 int sd_http__gen_prepare(sd_http *h, sd_http__gen *g, sd_http__conn *c, sd_api_err *e);
-/* Parses and tokenizes only (/tokenize); special: a text prompt gets BOS etc. (a chat's template
- * holds its own). */
-int sd_http__gen_tokenize(sd_http *h, sd_http__gen *g, sd_http__conn *c, int special, sd_api_err *e);
+/* Parses and tokenizes only (/tokenize), a body of `kind`; special: a text prompt gets BOS etc. (a
+ * chat's template holds its own). */
+int sd_http__gen_tokenize(sd_http *h, sd_http__gen *g, sd_http__conn *c, sd_api_kind kind, int special,
+                          sd_api_err *e);
 /* http_tok.c: POST /tokenize and /detokenize (vLLM's shapes), once the body is in. */
 enum MHD_Result sd_http__tok_handle(sd_http *h, struct MHD_Connection *conn, sd_http__conn *c);
 /* Engine event callback (ud: the gen_choice). */

@@ -303,15 +303,13 @@ static int check_model(const sd_http_model *m, const sd_api_req *r, sd_api_err *
     return sd_api_fail(e, 404, "model", "model_not_found", "The model '%s' does not exist", r->model);
 }
 
-/* /tokenize: a chat body ("messages") or a completion body (one "prompt"), parsed and
- * tokenized as a generation request would be, into g->pids[0]; nothing is submitted. */
-int sd_http__gen_tokenize(sd_http *h, sd_http__gen *g, sd_http__conn *c, int special, sd_api_err *e)
+/* /tokenize: a chat body or a completion body (one "prompt"), parsed and tokenized as a
+ * generation request would be, into g->pids[0]; nothing is submitted. */
+int sd_http__gen_tokenize(sd_http *h, sd_http__gen *g, sd_http__conn *c, sd_api_kind kind, int special,
+                          sd_api_err *e)
 {
     if (!g->slot && !(g->slot = sd_http__slot_get(h)))
         return sd_api_fail(e, 503, NULL, "model_loading", "the model is still loading");
-    json_t *o = json_loadb(c->body ? c->body : "", c->len, 0, NULL);
-    sd_api_kind kind = json_object_get(o, "messages") ? SD_API_CHAT : SD_API_COMPLETION;
-    json_decref(o);
     if (sd_api_parse(&g->req, kind, c->body ? c->body : "", c->len, e) < 0 ||
         check_model(&g->slot->m, &g->req, e) < 0)
         return -1;

@@ -51,8 +51,9 @@ static enum MHD_Result tokenize(sd_http *h, struct MHD_Connection *conn, sd_http
         return sd_api_fail(&e, 500, NULL, NULL, "out of memory"), fail(conn, c, &e);
     c->gen = g; /* released by on_completed, as a generation's (nothing was submitted) */
     enum MHD_Result ret;
-    /* "add_special_tokens": false: a text prompt encoded without BOS and the like */
-    if (sd_http__gen_tokenize(h, g, c, !json_is_false(ast), &e) < 0) {
+    /* a chat body has "messages"; "add_special_tokens": false: a text prompt without BOS and the like */
+    sd_api_kind kind = json_object_get(body, "messages") ? SD_API_CHAT : SD_API_COMPLETION;
+    if (sd_http__gen_tokenize(h, g, c, kind, !json_is_false(ast), &e) < 0) {
         ret = fail(conn, c, &e);
     } else {
         const sd_tokenizer *tok = sd_model_tokenizer(g->slot->m.model);

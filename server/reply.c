@@ -116,29 +116,33 @@ static int constrained(const sd_reply_cfg *cfg, const char *t, size_t len, int f
     return 0;
 }
 
+/* Whether "auto" calls found at t + from stream as constrained ones: always while the text grows
+ * (the engine holds it to their form), and at the end if a call was named. A final text with no
+ * named call (cut inside the first name, or not in the exact form) is read by the split at the
+ * end instead. */
+static int auto_calls(const sd_reply_cfg *cfg, int kind, const char *t, size_t len, int final, size_t from,
+                      const sd_reply_pos *pos)
+{
+    if (!final || pos->named)
+        return 1;
+    sd_api_call_span sp[MAX_CALLS];
+    return scan(cfg, kind, t, len, from, sp, NULL) > 0 && sp[0].named;
+}
+
 /* "auto" in Llama's markup: a reply that opens with '{' is calls (engine/toolcall.h's Llama mode
- * constrains them), streamed as forced calls are. Not one whose final text holds no named call
- * (a constraint that did not run, e.g. max_tokens inside the first name): that is content, as the
- * split at the end reads it. */
+ * constrains them), streamed as forced calls are. */
 static int llama_calls(const sd_reply_cfg *cfg, const char *t, size_t len, int final, size_t c_from,
                        const sd_reply_pos *pos)
 {
     if (cfg->req->tool_choice != SD_TOOLS_AUTO || cfg->fmt != SD_TOOL_FMT_LLAMA)
         return 0;
     size_t j = sd_scan_ws(t, c_from, len);
-    if (j >= len || t[j] != '{')
-        return 0;
-    if (!final || pos->named)
-        return 1;
-    sd_api_call_span sp[MAX_CALLS];
-    return scan(cfg, CALLS_LLAMA, t, len, j, sp, NULL) > 0 && sp[0].named;
+    return j < len && t[j] == '{' && auto_calls(cfg, CALLS_LLAMA, t, len, final, j, pos);
 }
 
 /* "auto" in the Hermes markup: from the first "<tool_call>" (found at *at, from c_from on) the
  * reply is calls (engine/toolcall.h's lazy mode holds it to calls and whitespace), streamed as
- * constrained ones are, the content before them first. Not where the final text holds no named
- * call in the exact form (a trigger inside an unclosed thinking block, a reply cut in the first
- * name): the split at the end reads that one. */
+ * constrained ones are, the content before them first. */
 static int hermes_calls(const sd_reply_cfg *cfg, const char *t, size_t len, int final, size_t c_from,
                         const sd_reply_pos *pos, size_t *at)
 {
@@ -150,10 +154,7 @@ static int hermes_calls(const sd_reply_cfg *cfg, const char *t, size_t len, int 
     if (!p)
         return 0;
     *at = (size_t)(p - t);
-    if (!final || pos->named)
-        return 1;
-    sd_api_call_span sp[MAX_CALLS];
-    return scan(cfg, CALLS_HERMES, t, len, *at, sp, NULL) > 0 && sp[0].named;
+    return auto_calls(cfg, CALLS_HERMES, t, len, final, *at, pos);
 }
 
 /* The content's end that may go out now, [c_from, *end), and at the end the calls. */
