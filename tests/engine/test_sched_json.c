@@ -367,7 +367,7 @@ static void test_lazy_tool_calls(void)
     res rs[8] = {0};
     sd_request_params p[8];
     for (int i = 0; i < 8; i++) { /* 0-3 one call at most, 4-7 up to 16 */
-        tool_params(&p[i], ids, n, 500 + (uint64_t)i, i >= 4, 1);
+        tool_params(&p[i], ids, n, 500 + (uint64_t)i, i >= 4, SD_TOOL_LAZY_HERMES);
         p[i].sampling.top_k = 3; /* see the prompt */
         p[i].max_tokens = 160;
     }
