@@ -310,9 +310,6 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
         /* SD_NM_SP24=0: without the 2:4 kernels on the sparse tensor cores (kernels/nm_spmv_sp.cu),
          * to measure what they bring */
         sd_kernels_ctx_set_sp24((sd_kernels_ctx *)b->mm.spmv, env_mode("SD_NM_SP24", 1, 1));
-        /* SD_NM_KT_CAP=1: the gather kernel with a capped K-tile among the candidates (long rows at
-         * batch 1-2; written without a GPU, kernels/NOTES.md v36) */
-        sd_kernels_ctx_set_kt_cap((sd_kernels_ctx *)b->mm.spmv, env_mode("SD_NM_KT_CAP", 0, 1));
         /* SD_NM_SK=0 / 2: the stream-K row-per-lane kernel never / always among the autotuner's
          * candidates (the default: where the register-expanding kernels do not take the problem) */
         sd_kernels_ctx_set_sk((sd_kernels_ctx *)b->mm.spmv,

@@ -59,12 +59,6 @@ extern "C" void sd_kernels_ctx_set_sk(sd_kernels_ctx *ctx, int mode)
         ctx->sk = mode;
 }
 
-extern "C" void sd_kernels_ctx_set_kt_cap(sd_kernels_ctx *ctx, int on)
-{
-    if (ctx)
-        ctx->kt_cap = on != 0;
-}
-
 extern "C" void sd_kernels_ctx_set_deterministic(sd_kernels_ctx *ctx, int on)
 {
     if (ctx)
@@ -272,7 +266,6 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
     const int rws[] = {1,
                        2,
                        4,
-                       SD_NM_RW_GATHER_KT,
                        SD_NM_RW_TC,
                        SD_NM_RW_TCX,
                        SD_NM_RW_TCXW,
@@ -294,7 +287,6 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
             const int stream_k = sd__nm_rw_stream_k(rw);                      // split unused
             const int c24 = rw >= SD_NM_RW_C24 + 1 && rw <= SD_NM_RW_C24 + 3; // not the wide 128
             if ((unstructured && (rw != 1 || split != 1)) ||
-                (rw == SD_NM_RW_GATHER_KT && (!ctx->kt_cap || dense || a->B > 2 || units <= SD_NM_KT_CAP)) ||
                 (split > 1 && (a->y_bf16 || ctx->deterministic)) ||
                 (rw == SD_NM_RW_TC && !sd__nm_tc_supported(a, dense)) ||
                 (rw == SD_NM_RW_TCX && (dense || !tcx_candidate(ctx, a))) ||

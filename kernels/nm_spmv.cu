@@ -464,10 +464,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         return rc;
     const int unstructured = !dense && a->n == 0;
     if (unstructured)
-        rw = 1, split = 1;                       // the running value offset starts at column 0
-    const int kt_cap = rw == SD_NM_RW_GATHER_KT; // one row a warp, a shorter K-tile
-    if (kt_cap)
-        rw = 1;
+        rw = 1, split = 1; // the running value offset starts at column 0
     const int rows_kernel = sd__nm_rw_rows(rw);
     const int tcx_kernel = rw == SD_NM_RW_TCX || sd__nm_rw_tcxw(rw);
     const int c24_rw = rw - SD_NM_RW_C24; // rows per warp of the 2:4 compacting kernel, if asked for
@@ -535,9 +532,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     p.rows = a->rows, p.cols = a->cols, p.ldx = a->ldx, p.ldy = a->ldy;
     p.units_per_split = ups;
     p.B = a->B;
-    int ktm = c24 ? c24_kt_max(a->B) : kt_max(dense, BT);
-    if (kt_cap && !c24 && ktm > SD_NM_KT_CAP)
-        ktm = SD_NM_KT_CAP;
+    const int ktm = c24 ? c24_kt_max(a->B) : kt_max(dense, BT);
     p.kt = (int)((ups + 31) / 32 * 32 < ktm ? (ups + 31) / 32 * 32 : ktm);
     p.y_bf16 = a->y_bf16, p.accumulate = a->accumulate, p.atomic = nsplit > 1;
     p.half = a->swiglu ? a->rows / 2 : 0;

@@ -74,11 +74,6 @@ void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int mode);
  * by default; off only to measure what they bring. An explicit rows_per_warp of 25, 27, 29 or 30
  * launches them either way. */
 void sd_kernels_ctx_set_sp24(sd_kernels_ctx *ctx, int on);
-/* Whether the autotuner also times the gather SpMV with a capped K-tile (rows_per_warp 5,
- * kernels/nm_spmv_impl.h SD_NM_RW_GATHER_KT) on rows of more than 224 mask words at 1-2 vectors:
- * off by default until measured (kernels/NOTES.md v36). An explicit rows_per_warp of 5 launches
- * it either way. */
-void sd_kernels_ctx_set_kt_cap(sd_kernels_ctx *ctx, int on);
 /* Where the autotuner times the stream-K row-per-lane kernel (rows_per_warp 64: a persistent
  * grid over equal shares, y zeroed first): never, where the register-expanding tensor-core kernel
  * does not take the problem (the default: there single launches ranked stream-K first and the

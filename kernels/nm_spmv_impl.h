@@ -30,25 +30,16 @@ struct sd_kernels_ctx {
     int c24;                              /* the autotuner also times SD_NM_RW_C24 + 1, 2, 3 */
     int sp24;                             /* the autotuner also times SD_NM_RW_SP24, _32, SPG, SPG2 */
     int sk;                               /* when the autotuner times SD_NM_RW_ROWS_SK: SD_NM_SK_* */
-    int kt_cap;                           /* the autotuner also times SD_NM_RW_GATHER_KT */
     int deterministic;                    /* no split-K (atomics) from the autotuner or heuristic */
     int n_entries, next_slot;             /* next_slot: round-robin replacement when full */
     sd_nm_entry entries[SD_NM_CACHE_MAX]; /* the autotune cache */
 };
 
-/* The gather SpMV at one row a warp with its K-tile (x's part staged in shared memory) capped at
- * SD_NM_KT_CAP words: on rows longer than that (the 8B down projection, 448 words) x's tile takes 29
- * KB at batch 1 instead of 59, so 4 blocks fit an SM instead of 3 and the one-row grid of 4096
- * rows fills 0.97 waves instead of 1.29 (kernels/NOTES.md v36); a second staging pass a row is
- * the cost. Written without a GPU: timed by the autotuner only with sd_kernels_ctx_set_kt_cap. */
-#define SD_NM_RW_GATHER_KT 5
-#define SD_NM_KT_CAP 224
-
-/* rows_per_warp 1, 2, 4 (and SD_NM_RW_GATHER_KT): the word-per-lane kernels (nm_spmv.cu: the
- * gather SpMV, the dense GEMV), that many rows a warp. */
+/* rows_per_warp 1, 2, 4: the word-per-lane kernels (nm_spmv.cu: the gather SpMV, the dense GEMV),
+ * that many rows a warp. */
 static inline int sd__nm_rw_word(int rw)
 {
-    return rw == 1 || rw == 2 || rw == 4 || rw == SD_NM_RW_GATHER_KT;
+    return rw == 1 || rw == 2 || rw == 4;
 }
 
 /* The cached config for a's problem; 0 if found, SD_ENOTFOUND otherwise (ctx may be NULL). */
