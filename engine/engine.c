@@ -43,6 +43,7 @@ void sd_request_params_default(sd_request_params *p)
     sd_sampling_default(&p->sampling);
     p->max_tokens = 16;
     p->logprobs = -1;
+    p->think_budget = -1;
 }
 
 /* Moves the inbox and cancel list into the scheduler. Called with mu held. */

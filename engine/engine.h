@@ -50,21 +50,18 @@ typedef struct sd_request_params {
                                 function); compiled at submit; not with json_object / json_schema */
     int tool_parallel;       /* with tool_spec: 1, a JSON array of 1..SD_TCALL_MAX_CALLS calls; 0,
                                 exactly one call object (lazy: up to 16 calls, or at most one) */
-    int tool_lazy;           /* with tool_spec, "auto" (sd_tool_lazy): SD_TOOL_LAZY_HERMES, free text
-                                in which each "<tool_call>" opens one constrained call
-                                (engine/toolcall.h's lazy mode): EOS anywhere outside a call;
-                                SD_TOOL_LAZY_THINKING: the same, the text beginning inside a <think>
-                                block (the prompt opened it); SD_TOOL_LAZY_LLAMA: a reply that opens
-                                with '{' is constrained calls, any other free text (Llama mode) */
+    int tool_mode;           /* with tool_spec (engine/toolcall.h sd_tcall_mode): SD_TCALL_FORCED, the
+                                calls alone; "auto": SD_TCALL_HERMES, free text in which each
+                                "<tool_call>" opens one constrained call, EOS anywhere outside a
+                                call; SD_TCALL_LLAMA, a reply that opens with '{' is constrained
+                                calls, any other free text */
+    int think;               /* engine/jthink.h sd_think: a reasoning model's <think> block comes before
+                                what json_object / json_schema / tool_spec constrain (SD_THINK_MAY:
+                                the reply may open one; SD_THINK_OPEN: the prompt opened it) */
+    int32_t think_budget;    /* with think: the most tokens inside the block (0: none), then
+                                "</think>" is forced, also without a constraint; -1: no limit */
     uint64_t priority;       /* lower runs first among waiting requests (0 = normal) */
 } sd_request_params;
-
-/* sd_request_params.tool_lazy: how "auto" tool calls are constrained (0: forced, or none). */
-typedef enum sd_tool_lazy {
-    SD_TOOL_LAZY_HERMES = 1,
-    SD_TOOL_LAZY_THINKING = 2,
-    SD_TOOL_LAZY_LLAMA = 3,
-} sd_tool_lazy;
 
 void sd_request_params_default(sd_request_params *p);
 

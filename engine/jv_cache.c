@@ -12,9 +12,10 @@ struct sd_jvc_entry {
     atomic_int refs;
     sd_jval jv;
     sd_jvc_kind kind;
+    sd_tcall_mode mode; /* SD_JVC_TOOLS */
     int parallel;
     sd_jschema *schema; /* SD_JVC_SCHEMA */
-    sd_tcall *tcall;    /* SD_JVC_TOOLS, SD_JVC_TOOLS_LAZY */
+    sd_tcall *tcall;    /* SD_JVC_TOOLS */
     uint64_t used;      /* the cache's clock at the last lookup (under the cache's mutex) */
     size_t len;
     char text[]; /* the key: the constraint's text */
@@ -106,14 +107,15 @@ void sd_jvc_put(sd_jvc_entry *e)
 }
 
 /* Compiles a new entry (one reference, the caller's). */
-static int compile(sd_jvc_kind kind, int parallel, const char *text, size_t len, atomic_ullong *next_id,
-                   sd_jvc_entry **ret, sd_diag *d)
+static int compile(sd_jvc_kind kind, sd_tcall_mode mode, int parallel, const char *text, size_t len,
+                   atomic_ullong *next_id, sd_jvc_entry **ret, sd_diag *d)
 {
     sd_jvc_entry *e = calloc(1, sizeof *e + len + 1);
     if (!e)
         return sd_diag_set(d, SD_ENOMEM, "request: out of memory");
     atomic_init(&e->refs, 1);
     e->kind = kind;
+    e->mode = mode;
     e->parallel = parallel;
     e->len = len;
     memcpy(e->text, text, len);
@@ -125,9 +127,7 @@ static int compile(sd_jvc_kind kind, int parallel, const char *text, size_t len,
             e->jv = (sd_jval){e->schema,  id,      sd_jschema_state_size(e->schema), js_step, js_complete,
                               js_can_end, js_plain};
     } else {
-        rc = kind == SD_JVC_TOOLS_LAZY    ? sd_tcall_compile_lazy(&e->tcall, text, len, parallel, d)
-             : kind == SD_JVC_TOOLS_LLAMA ? sd_tcall_compile_llama(&e->tcall, text, len, parallel, d)
-                                          : sd_tcall_compile(&e->tcall, text, len, parallel, d);
+        rc = sd_tcall_compile(&e->tcall, text, len, parallel, mode, d);
         if (rc == 0)
             e->jv = (sd_jval){e->tcall,   id,      sd_tcall_state_size(e->tcall), tc_step, tc_complete,
                               tc_can_end, tc_plain};
@@ -143,10 +143,11 @@ static int compile(sd_jvc_kind kind, int parallel, const char *text, size_t len,
     return 0;
 }
 
-static int same(const sd_jvc_entry *e, sd_jvc_kind kind, int parallel, const char *text, size_t len)
+static int same(const sd_jvc_entry *e, sd_jvc_kind kind, sd_tcall_mode mode, int parallel, const char *text,
+                size_t len)
 {
-    return e && e->kind == kind && (kind == SD_JVC_SCHEMA || e->parallel == parallel) && e->len == len &&
-           memcmp(e->text, text, len) == 0;
+    return e && e->kind == kind && (kind == SD_JVC_SCHEMA || (e->mode == mode && e->parallel == parallel)) &&
+           e->len == len && memcmp(e->text, text, len) == 0;
 }
 
 /* The slot to fill: an empty one, else the least recently used. */
@@ -162,13 +163,13 @@ static int victim(const sd_jvc *c)
     return v;
 }
 
-int sd_jvc_get(sd_jvc *c, sd_jvc_kind kind, int parallel, const char *text, atomic_ullong *next_id,
-               sd_jvc_entry **ret, sd_diag *d)
+int sd_jvc_get(sd_jvc *c, sd_jvc_kind kind, sd_tcall_mode mode, int parallel, const char *text,
+               atomic_ullong *next_id, sd_jvc_entry **ret, sd_diag *d)
 {
     size_t len = strlen(text);
     pthread_mutex_lock(&c->mu);
     for (int i = 0; i < c->cap; i++)
-        if (same(c->e[i], kind, parallel, text, len)) {
+        if (same(c->e[i], kind, mode, parallel, text, len)) {
             c->e[i]->used = ++c->clock;
             c->hits++;
             atomic_fetch_add(&c->e[i]->refs, 1);
@@ -179,7 +180,7 @@ int sd_jvc_get(sd_jvc *c, sd_jvc_kind kind, int parallel, const char *text, atom
     pthread_mutex_unlock(&c->mu);
     /* compiled outside the lock: a big tool list takes milliseconds, and other requests wait */
     sd_jvc_entry *e = NULL;
-    int rc = compile(kind, parallel, text, len, next_id, &e, d);
+    int rc = compile(kind, mode, parallel, text, len, next_id, &e, d);
     if (rc < 0)
         return rc;
     pthread_mutex_lock(&c->mu);
@@ -205,14 +206,6 @@ void sd_jvc_state_init(const sd_jvc_entry *e, void *state)
         sd_jschema_init(e->schema, state);
     else
         sd_tcall_init(e->tcall, state);
-}
-
-void sd_jvc_state_init_thinking(const sd_jvc_entry *e, void *state)
-{
-    if (e->kind == SD_JVC_TOOLS_LAZY)
-        sd_tcall_init_thinking(e->tcall, state);
-    else
-        sd_jvc_state_init(e, state);
 }
 
 uint64_t sd_jvc_hits(sd_jvc *c)

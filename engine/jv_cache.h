@@ -17,6 +17,7 @@
 
 #include "diag.h"
 #include "jsonc.h"
+#include "toolcall.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,9 +28,7 @@ typedef struct sd_jvc_entry sd_jvc_entry;
 
 typedef enum sd_jvc_kind {
     SD_JVC_SCHEMA = 1, /* a JSON Schema (engine/jschema.h) */
-    SD_JVC_TOOLS,      /* a tool list (engine/toolcall.h) */
-    SD_JVC_TOOLS_LAZY,  /* a tool list in lazy mode (sd_tcall_compile_lazy): calls inside free text */
-    SD_JVC_TOOLS_LLAMA, /* a tool list in Llama mode (sd_tcall_compile_llama): calls or free text */
+    SD_JVC_TOOLS,      /* a tool list (engine/toolcall.h), in one of its modes */
 } sd_jvc_kind;
 
 /* A cache of up to `capacity` validators (1..256). */
@@ -37,22 +36,19 @@ int sd_jvc_init(sd_jvc **ret, int capacity, sd_diag *d);
 /* Drops the cache's references; entries still held by requests live until their last put. */
 void sd_jvc_free(sd_jvc *c);
 
-/* The validator of (kind, parallel, text): the cached one when the same was asked before (the
- * least recently used is dropped past capacity), else compiled now, with an id from *next_id.
+/* The validator of (kind, mode, parallel, text): the cached one when the same was asked before
+ * (the least recently used is dropped past capacity), else compiled now, with an id from *next_id.
  * Compile errors are as sd_jschema_compile's / sd_tcall_compile's (not cached). *ret holds a
- * reference for the caller (sd_jvc_put). parallel: the tool list's calls (ignored for schemas).
- * The same tools lazy and not are two entries: their validators accept different texts. */
-int sd_jvc_get(sd_jvc *c, sd_jvc_kind kind, int parallel, const char *text, atomic_ullong *next_id,
-               sd_jvc_entry **ret, sd_diag *d);
+ * reference for the caller (sd_jvc_put). mode, parallel: the tool list's sd_tcall_mode and calls
+ * (ignored for schemas). The same tools in two modes are two entries: their validators accept
+ * different texts. */
+int sd_jvc_get(sd_jvc *c, sd_jvc_kind kind, sd_tcall_mode mode, int parallel, const char *text,
+               atomic_ullong *next_id, sd_jvc_entry **ret, sd_diag *d);
 void sd_jvc_put(sd_jvc_entry *e); /* NULL: no-op */
 
 /* The entry's validator (ctx, id, state size, step functions) and a fresh state's bytes. */
 const sd_jval *sd_jvc_jval(const sd_jvc_entry *e);
 void sd_jvc_state_init(const sd_jvc_entry *e, void *state);
-/* A lazy tool list's state for a reply that begins inside a <think> block (sd_tcall_init_thinking);
- * other kinds: as sd_jvc_state_init. */
-void sd_jvc_state_init_thinking(const sd_jvc_entry *e, void *state);
-
 /* How many lookups found their validator cached, for tests and stats. */
 uint64_t sd_jvc_hits(sd_jvc *c);
 

@@ -41,10 +41,12 @@ struct sd_sched_req {
     sd_rng rng;
     int json;          /* json_object / json_schema / tool_spec: the output is constrained (sched_json.c) */
     int json_end;      /* no token can continue the JSON: the next advance ends the request */
-    sd_jval jv;        /* the validator: JSON mode's, the schema's or the tool list's */
-    void *jst;         /* its state: &jfsm, or owned */
-    sd_jfsm jfsm;      /* JSON mode's state */
+    sd_jval jv;        /* the validator: JSON mode's, the schema's or the tool list's, or jthink's */
+    sd_jval jv_in;     /* with think: the validator jthink wraps (its context) */
+    void *jst;         /* its state (owned) */
     sd_jvc_entry *jvc; /* json_schema / tool_spec: the compiled validator (a reference) */
+    int think;         /* jv is jthink's: the thinking comes first */
+    int32_t think_budget, think_tokens; /* with think: the tokens the block may take (-1: any), and took */
     int has_stream;
     sd_tok_stream stream;
     sd_stopstr stop;

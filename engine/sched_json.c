@@ -1,7 +1,9 @@
 /* sched_json: the scheduler's side of constrained decoding — JSON mode (response_format
  * json_object, the validator of engine/jsonc.h), JSON schemas (json_schema, a compiled
  * engine/jschema.h) and tool calls (tool_spec, a compiled engine/toolcall.h: forced, or with
- * tool_lazy only the calls the model opens in its free text). A request carries a validator and
+ * "auto" only the calls the model opens in its free text), each after a reasoning model's
+ * thinking where the request lets it think first (engine/jthink.h, which also caps the thinking
+ * at think_budget tokens, constrained or not). A request carries a validator and
  * its state; before each token the vocabulary mask (engine/jsonc_mask.c, one per scheduler, built
  * at the first such request) removes what cannot come next, on the host row (sd_sched__json_mask)
  * or as the backend sampler's allow bitset (sd_sched__json_allow); the chosen token's bytes then
@@ -11,59 +13,85 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(SD_JSCHEMA_STATE_MAX <= SD_JVAL_MAX_STATE && SD_TCALL_STATE_MAX <= SD_JVAL_MAX_STATE,
-               "every validator's state fits the mask's walk");
+#include "jthink.h"
+
+_Static_assert(SD_JSCHEMA_STATE_MAX + SD_JTHINK_HEADER <= SD_JVAL_MAX_STATE &&
+                   SD_TCALL_STATE_MAX + SD_JTHINK_HEADER <= SD_JVAL_MAX_STATE,
+               "every validator's state fits the mask's walk, also wrapped for thinking");
 
 /* A schema's or a tool list's validator, shared with the requests that asked for the same
- * (engine/jv_cache.h: the mask's cache then serves them all). Submit runs on any thread: the
- * cache locks, the id counter is atomic; const: they are the only things written. */
-static int init_shared(const sd_sched *s, sd_sched_req *r, sd_jvc_kind kind, int parallel, const char *text,
-                       int thinking, sd_diag *d)
+ * (engine/jv_cache.h: the mask's cache then serves them all), into r->jv. Submit runs on any
+ * thread: the cache locks, the id counter is atomic; const: they are the only things written. */
+static int get_shared(const sd_sched *s, sd_sched_req *r, sd_jvc_kind kind, sd_tcall_mode mode, int parallel,
+                      const char *text, sd_diag *d)
 {
     sd_diag cd = {0};
-    int rc = sd_jvc_get(s->jvc, kind, parallel, text, (atomic_ullong *)&s->next_jv_id, &r->jvc, &cd);
+    int rc = sd_jvc_get(s->jvc, kind, mode, parallel, text, (atomic_ullong *)&s->next_jv_id, &r->jvc, &cd);
     if (rc < 0) /* tool-list messages name their place from "tools" on ("tools[2] (f): ...") */
         return kind == SD_JVC_SCHEMA ? sd_diag_set(d, rc, "response_format: %s", sd_diag_str(&cd, rc))
                                      : sd_diag_set(d, rc, "%s", sd_diag_str(&cd, rc));
     r->jv = *sd_jvc_jval(r->jvc);
-    if (!(r->jst = calloc(1, r->jv.size)))
-        return sd_diag_set(d, SD_ENOMEM, "request: out of memory");
-    if (thinking)
-        sd_jvc_state_init_thinking(r->jvc, r->jst);
-    else
-        sd_jvc_state_init(r->jvc, r->jst);
+    return 0;
+}
+
+/* The validator of what p constrains (the free one when only the thinking is), into r->jv. */
+static int get_inner(const sd_sched *s, sd_sched_req *r, const sd_request_params *p, sd_diag *d)
+{
+    if (p->tool_spec)
+        return get_shared(s, r, SD_JVC_TOOLS, (sd_tcall_mode)p->tool_mode, p->tool_parallel, p->tool_spec, d);
+    if (p->json_schema)
+        return get_shared(s, r, SD_JVC_SCHEMA, SD_TCALL_FORCED, 0, p->json_schema, d);
+    r->jv = p->json_object ? sd_jval_json : sd_jval_free;
     return 0;
 }
 
 int sd_sched__json_init(const sd_sched *s, sd_sched_req *r, const sd_request_params *p, sd_diag *d)
 {
-    if (!p->json_object && !p->json_schema && !p->tool_spec)
+    const int constrained = p->json_object || p->json_schema || p->tool_spec;
+    const int think = p->think == SD_THINK_MAY || p->think == SD_THINK_OPEN;
+    if (!constrained && !(think && p->think_budget >= 0))
         return 0;
     if (p->tool_spec && (p->json_object || p->json_schema))
         return sd_diag_set(d, SD_EINVAL, "tools: %s cannot be combined with response_format",
-                           p->tool_lazy ? "constrained tool calls" : "a forced tool call");
+                           p->tool_mode != SD_TCALL_FORCED ? "constrained tool calls" : "a forced tool call");
     if (!s->tok)
-        return sd_diag_set(d, SD_EINVAL, "%s: the model has no tokenizer to constrain JSON with",
-                           p->tool_spec ? "tools" : "response_format");
+        return sd_diag_set(d, SD_EINVAL, "%s: the model has no tokenizer to constrain %s with",
+                           p->tool_spec  ? "tools"
+                           : constrained ? "response_format"
+                                         : "thinking_token_budget",
+                           constrained ? "JSON" : "the thinking");
+    int rc = get_inner(s, r, p, d);
+    if (rc < 0)
+        return rc;
     r->json = 1;
-    if (p->tool_spec) {
-        sd_jvc_kind kind = p->tool_lazy == SD_TOOL_LAZY_LLAMA ? SD_JVC_TOOLS_LLAMA
-                           : p->tool_lazy                     ? SD_JVC_TOOLS_LAZY
-                                                              : SD_JVC_TOOLS;
-        return init_shared(s, r, kind, p->tool_parallel, p->tool_spec, p->tool_lazy == SD_TOOL_LAZY_THINKING, d);
+    if (think) { /* the thinking first: jthink wraps what constrains the answer */
+        r->jv_in = r->jv;
+        if (sd_jthink_wrap(&r->jv_in, &r->jv) < 0)
+            return sd_diag_set(d, SD_EINVAL,
+                               "the constraint needs a %zu-byte state (at most %d with thinking)",
+                               r->jv_in.size, SD_JVAL_MAX_STATE - SD_JTHINK_HEADER);
+        r->think = 1;
+        r->think_budget = p->think_budget;
     }
-    if (p->json_schema)
-        return init_shared(s, r, SD_JVC_SCHEMA, 0, p->json_schema, 0, d);
-    r->jv = sd_jval_json;
-    sd_jfsm_init(&r->jfsm);
-    r->jst = &r->jfsm;
-    return 0;
+    if (!(r->jst = calloc(1, r->jv.size)))
+        return sd_diag_set(d, SD_ENOMEM, "request: out of memory");
+    void *in = r->jst;
+    if (think) {
+        sd_jthink_init(r->jst, (sd_think)p->think);
+        in = sd_jthink_inner(r->jst);
+        if (r->think_budget == 0) /* no thinking at all: a block the prompt opened closes at once */
+            sd_jthink_close(r->jst);
+    }
+    if (r->jvc)
+        sd_jvc_state_init(r->jvc, in);
+    else if (p->json_object)
+        sd_jfsm_init(in);
+    return 0; /* the free validator's state is its zeros */
 }
 
 void sd_sched__json_free(sd_sched_req *r)
 {
-    if (r->jst != &r->jfsm)
-        free(r->jst);
+    free(r->jst);
     sd_jvc_put(r->jvc);
     r->jst = NULL;
     r->jvc = NULL;
@@ -111,5 +139,8 @@ int sd_sched__json_take(const sd_sched *s, sd_sched_req *r, int32_t tok)
         if (r->jv.step(r->jv.ctx, tmp, (unsigned char)b[i]) < 0)
             return -1;
     memcpy(r->jst, tmp, r->jv.size);
+    if (r->think && r->think_budget >= 0 && sd_jthink_thinking(r->jst) &&
+        ++r->think_tokens >= r->think_budget)
+        sd_jthink_close(r->jst); /* the budget is spent: "</think>" is all that may come */
     return 0;
 }

@@ -30,7 +30,7 @@ struct sd_tcall {
     struct tool *tools; /* [n] sorted by name bytes: the names sharing a prefix form a run */
     int n;
     int parallel;
-    int mode;       /* M_FORCED, M_HERMES (sd_tcall_compile_lazy) or M_LLAMA */
+    sd_tcall_mode mode;
     int max_calls;  /* calls the text may hold (1, or SD_TCALL_MAX_CALLS with parallel) */
     size_t js_size; /* bytes of the largest tool's jschema state */
     /* lazy: the trigger's matching automaton (KMP): trig[m][c] is how many of its bytes are matched
@@ -39,8 +39,6 @@ struct sd_tcall {
     uint8_t trig[TRIG_LEN][256];
     uint8_t topen[TOPEN_LEN][256], tclose[TCLOSE_LEN][256];
 };
-
-enum { M_FORCED, M_HERMES, M_LLAMA };
 
 /* The fixed parts of the text. A call's opening literal ends just inside the name's quotes;
  * lazy mode's follows the trigger and its closing one ends the markup. */
@@ -250,8 +248,11 @@ static void build_trigger(sd_tcall *tc)
     build_kmp(tc->tclose, THINK_CLOSE, TCLOSE_LEN);
 }
 
-static int compile_mode(sd_tcall **ret, const char *spec, size_t len, int parallel, int mode, sd_diag *d)
+int sd_tcall_compile(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_tcall_mode mode,
+                     sd_diag *d)
 {
+    if (mode != SD_TCALL_FORCED && mode != SD_TCALL_HERMES && mode != SD_TCALL_LLAMA)
+        return sd_diag_set(d, SD_EINVAL, "tools: unknown mode %d", (int)mode);
     json_error_t err;
     json_t *root = json_loadb(spec, len, JSON_REJECT_DUPLICATES, &err);
     if (!root)
@@ -266,26 +267,11 @@ static int compile_mode(sd_tcall **ret, const char *spec, size_t len, int parall
     }
     tc->parallel = parallel != 0;
     tc->mode = mode;
-    tc->max_calls = mode != M_FORCED && !parallel ? 1 : SD_TCALL_MAX_CALLS;
-    if (mode == M_HERMES)
+    tc->max_calls = mode != SD_TCALL_FORCED && !parallel ? 1 : SD_TCALL_MAX_CALLS;
+    if (mode == SD_TCALL_HERMES)
         build_trigger(tc);
     *ret = tc;
     return 0;
-}
-
-int sd_tcall_compile(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d)
-{
-    return compile_mode(ret, spec, len, parallel, M_FORCED, d);
-}
-
-int sd_tcall_compile_lazy(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d)
-{
-    return compile_mode(ret, spec, len, parallel, M_HERMES, d);
-}
-
-int sd_tcall_compile_llama(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d)
-{
-    return compile_mode(ret, spec, len, parallel, M_LLAMA, d);
 }
 
 void sd_tcall_free(sd_tcall *t)
@@ -320,19 +306,12 @@ static void lit_begin(struct tc_state *s, int lit, int pos)
 void sd_tcall_init(const sd_tcall *t, void *state)
 {
     memset(state, 0, sd_tcall_state_size(t));
-    if (t->mode == M_HERMES)
+    if (t->mode == SD_TCALL_HERMES)
         ((struct tc_state *)state)->phase = P_FREE;
-    else if (t->mode == M_LLAMA)
+    else if (t->mode == SD_TCALL_LLAMA)
         ((struct tc_state *)state)->phase = P_START;
     else
         lit_begin(state, t->parallel ? L_POPEN : L_OPEN, 0);
-}
-
-void sd_tcall_init_thinking(const sd_tcall *t, void *state)
-{
-    sd_tcall_init(t, state);
-    if (t->mode == M_HERMES)
-        ((struct tc_state *)state)->hi = 1;
 }
 
 /* A literal's last byte moves on to what follows it. */
@@ -350,7 +329,7 @@ static void lit_end(const sd_tcall *t, struct tc_state *s)
     case L_CLOSE:
     case L_LCLOSE: /* a forced list goes on to its ']'; in lazy and Llama modes, where no bracket
                       closes the calls, the last one that may come ends the text */
-        s->phase = (t->mode == M_FORCED ? t->parallel : s->calls < t->max_calls) ? P_AFTER : P_DONE;
+        s->phase = (t->mode == SD_TCALL_FORCED ? t->parallel : s->calls < t->max_calls) ? P_AFTER : P_DONE;
         s->calls = s->phase == P_DONE ? 0 : s->calls; /* done is one state, however many calls */
         break;
     default: /* a call's opening: any name may come */
@@ -400,7 +379,7 @@ static int step_name(const sd_tcall *t, struct tc_state *s, unsigned c)
         if (t->tools[s->lo].len != s->pos)
             return -1;
         s->hi = 0;
-        lit_begin(s, t->mode == M_LLAMA ? L_PARAMS : L_ARGS, 0);
+        lit_begin(s, t->mode == SD_TCALL_LLAMA ? L_PARAMS : L_ARGS, 0);
         return 0;
     }
     int lo = bound(t, s->lo, s->hi, s->pos, (int)c, 0), hi = bound(t, s->lo, s->hi, s->pos, (int)c, 1) - 1;
@@ -424,7 +403,7 @@ static int step_args(const sd_tcall *t, struct tc_state *s, unsigned c)
         return 0;
     memset(js_state(s), 0, t->js_size); /* the object closed: the call's '}' comes next */
     s->lo = 0;
-    lit_begin(s, t->mode == M_HERMES ? L_LCLOSE : L_CLOSE, 0);
+    lit_begin(s, t->mode == SD_TCALL_HERMES ? L_LCLOSE : L_CLOSE, 0);
     return 0;
 }
 
@@ -434,7 +413,7 @@ static int step_free(const sd_tcall *t, struct tc_state *s, unsigned c)
 {
     if (c > 0xFF)
         return -1;
-    if (t->mode == M_LLAMA) /* the reply did not open with a call: it is text to its end */
+    if (t->mode == SD_TCALL_LLAMA) /* the reply did not open with a call: it is text to its end */
         return 0;
     if (s->hi) { /* inside a think block: only its end matters */
         int e = t->tclose[s->lo][c];
@@ -495,9 +474,9 @@ static int step_after_hermes(struct tc_state *s, unsigned c)
 
 static int step_after(const sd_tcall *t, struct tc_state *s, unsigned c)
 {
-    if (t->mode == M_HERMES)
+    if (t->mode == SD_TCALL_HERMES)
         return step_after_hermes(s, c);
-    if (t->mode == M_LLAMA) { /* "; " and the next call, or the end */
+    if (t->mode == SD_TCALL_LLAMA) { /* "; " and the next call, or the end */
         if (c != ';')
             return -1;
         lit_begin(s, L_SEMI, 1);
@@ -555,10 +534,10 @@ int sd_tcall_complete(const sd_tcall *t, const void *state)
 int sd_tcall_can_end(const sd_tcall *t, const void *state)
 {
     int phase = ((const struct tc_state *)state)->phase;
-    if (t->mode == M_HERMES) /* in free text, between calls (not inside a trigger), after the last */
+    if (t->mode == SD_TCALL_HERMES) /* in free text, between calls (not inside a trigger), after the last */
         return phase == P_FREE || phase == P_DONE ||
                (phase == P_AFTER && ((const struct tc_state *)state)->trig == 0);
-    if (t->mode == M_LLAMA) /* before, beside or after the calls: never inside one */
+    if (t->mode == SD_TCALL_LLAMA) /* before, beside or after the calls: never inside one */
         return phase == P_START || phase == P_FREE || phase == P_AFTER || phase == P_DONE;
     return sd_tcall_complete(t, state);
 }

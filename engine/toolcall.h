@@ -14,7 +14,7 @@
  * before ARGS' opening brace). Nothing may follow the
  * last '}' (one call) or ']' (parallel): the text then ends with end-of-sequence.
  *
- * Lazy mode (sd_tcall_compile_lazy; tool_choice "auto" with Hermes markup, as llama.cpp's lazy
+ * Lazy mode (SD_TCALL_HERMES; tool_choice "auto" with Hermes markup, as llama.cpp's lazy
  * grammars): free text until SD_TCALL_LAZY_OPEN opens a call, then calls to the end:
  *
  *   FREE <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call> WS <tool_call>\n...
@@ -27,10 +27,10 @@
  * before. can_end() is 1 in FREE text, between calls and after the last, 0 from the trigger's '>'
  * to the end of "\n</tool_call>" and inside a trigger after a call. Inside a "<think>" ...
  * "</think>" block of the free text the trigger opens nothing: a thinking model (Qwen3) writes
- * about the markup as it plans ("I'll answer within <tool_call> tags") before it calls;
- * sd_tcall_init_thinking starts a text inside such a block (a prompt that opened it).
+ * about the markup as it plans ("I'll answer within <tool_call> tags") before it calls (a block
+ * the prompt opened is engine/jthink.h's to skip).
  *
- * Llama mode (sd_tcall_compile_llama; tool_choice "auto" with Llama 3.1-3.3's markup, where the
+ * Llama mode (SD_TCALL_LLAMA; tool_choice "auto" with Llama 3.1-3.3's markup, where the
  * whole reply is the call, as their templates teach): leading whitespace, then either calls
  *
  *   {"name": "NAME", "parameters": ARGS}          then the end (parallel 0), or
@@ -75,17 +75,21 @@ extern "C" {
 /* A compiled tool list: immutable after compile, shareable across threads. */
 typedef struct sd_tcall sd_tcall;
 
-/* Compiles a tool list given as JSON text (len bytes, no terminator needed); parallel: 1 for an
- * array of calls, 0 for exactly one. SD_EINVAL with a message naming the problem, starting with
+/* What text a compiled tool list accepts (the modes above). */
+typedef enum sd_tcall_mode {
+    SD_TCALL_FORCED = 0, /* the calls alone (tool_choice "required" or a named function) */
+    SD_TCALL_HERMES,     /* lazy mode: free text, each <tool_call> opening a call ("auto") */
+    SD_TCALL_LLAMA,      /* Llama mode: calls in Llama 3.1-3.3's form, or free text ("auto") */
+} sd_tcall_mode;
+
+/* Compiles a tool list given as JSON text (len bytes, no terminator needed) for mode; parallel: 1
+ * for an array of calls (lazy and Llama modes: up to SD_TCALL_MAX_CALLS), 0 for exactly one (at
+ * most one). SD_EINVAL with a message naming the problem, starting with
  * "tools" ("tools: invalid JSON ...", "tools[2]: name 'a b' must match [A-Za-z0-9_-]{1,64}",
  * "tools[2] (get_weather): parameters/properties/x: 'pattern' is not supported"); SD_ENOMEM. *ret
  * is set only on success. */
-int sd_tcall_compile(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d);
-/* The same tool list for lazy mode (above): free text with calls in Hermes markup; parallel: 1 for
- * up to SD_TCALL_MAX_CALLS calls, 0 for at most one. Errors as sd_tcall_compile's. */
-int sd_tcall_compile_lazy(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d);
-/* The same tool list for Llama mode (above). Errors as sd_tcall_compile's. */
-int sd_tcall_compile_llama(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_diag *d);
+int sd_tcall_compile(sd_tcall **ret, const char *spec, size_t len, int parallel, sd_tcall_mode mode,
+                     sd_diag *d);
 void sd_tcall_free(sd_tcall *t); /* NULL: no-op */
 
 /* Bytes of one state: fixed per tool list, a multiple of 8, at most SD_TCALL_STATE_MAX. States are
@@ -95,9 +99,6 @@ void sd_tcall_free(sd_tcall *t); /* NULL: no-op */
 size_t sd_tcall_state_size(const sd_tcall *t);
 /* Sets state to the start of the text. */
 void sd_tcall_init(const sd_tcall *t, void *state);
-/* Lazy mode: the state of a text that begins inside a <think> block (a generation prompt that
- * ended with "<think>"); anything else: as sd_tcall_init. */
-void sd_tcall_init_thinking(const sd_tcall *t, void *state);
 /* One byte: 0 while the text is still a valid prefix; -1 when rejected (state unspecified). */
 int sd_tcall_step(const sd_tcall *t, void *state, unsigned byte);
 /* n bytes, all or nothing: -1 leaves state as it was. */

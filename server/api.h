@@ -80,6 +80,8 @@ typedef struct sd_api_req {
                          arguments as objects */
     int add_generation_prompt;
     json_t *template_kwargs; /* chat_template_kwargs: more variables for the template, or NULL */
+    int32_t think_budget;    /* thinking_token_budget: the most tokens a reasoning model's <think>
+                                block may take before "</think>" is forced; -1: no limit */
     /* both */
     int32_t max_tokens; /* -1: default (completions 16; chat: up to the context) */
     int n;

@@ -390,6 +390,10 @@ static int parse_chat(sd_api_req *r, json_t *o, sd_api_err *e)
         return sd_api_fail(e, 400, "top_logprobs", "invalid_value",
                            "'top_logprobs' requires 'logprobs': true");
     r->logprobs = lp ? (int)x : -1;
+    x = -1;
+    if (get_int(o, "thinking_token_budget", 0, INT32_MAX, &x, e))
+        return -1;
+    r->think_budget = (int32_t)x;
     r->add_generation_prompt = 1;
     if (get_bool(o, "add_generation_prompt", &r->add_generation_prompt, e) || sd_api_parse_tools(r, o, e))
         return -1;

@@ -102,6 +102,7 @@ struct sd_http__gen {
     size_t out_len, out_cap, out_off;
     int role_sent, done_sent;
     sd_reply_cfg reply; /* chat: how replies split into reasoning, content, tool calls */
+    int thinks;         /* chat: the model's template speaks of <think> blocks (a reasoning model) */
     int prompt_thinks;  /* chat: the rendered prompt ends by opening a <think> block */
     const char *rid;
     sd_http__slot *slot; /* the model this request runs on (a reference) */

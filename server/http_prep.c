@@ -7,7 +7,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/jthink.h"
 #include "engine/tokenizer.h"
+#include "engine/toolcall.h"
 
 #if __has_include("engine/chat_template.h")
 #include "engine/chat_template.h"
@@ -51,13 +53,12 @@ static int render_chat(sd_http *h, sd_http__gen *g, char **ret, size_t *ret_len,
     if (rc < 0)
         return sd_api_fail(e, 400, "messages", "template_error", "chat template: %s", sd_diag_str(&d, rc));
     g->reply.req = &g->req;
-    /* a constrained reply starts with its JSON: it cannot think first (docs/api.md) */
-    int constrained = g->req.json_object || g->req.json_schema || g->req.tool_choice == SD_TOOLS_REQUIRED ||
-                      g->req.tool_choice == SD_TOOLS_NAMED;
-    g->reply.think = h->o.split_reasoning && sd_chat_template_thinks(ct) && !constrained;
-    /* whether the prompt opened a <think> block: the reply's split, and lazy tool calls, which
-     * stay off inside it, need it (the latter even when split_reasoning is off) */
-    g->prompt_thinks = sd_chat_template_thinks(ct) && sd_reply_think_open(*ret, *ret_len);
+    /* a constrained reply thinks first too, its constraint from "</think>" on (engine/jthink.h) */
+    g->thinks = sd_chat_template_thinks(ct);
+    g->reply.think = h->o.split_reasoning && g->thinks;
+    /* whether the prompt opened a <think> block: the reply's split, and the constraints, which
+     * start after it, need it (the latter even when split_reasoning is off) */
+    g->prompt_thinks = g->thinks && sd_reply_think_open(*ret, *ret_len);
     g->reply.think_open = g->reply.think && g->prompt_thinks;
     return 0;
 #else
@@ -241,9 +242,12 @@ static int submit_all(sd_http *h, sd_http__gen *g, sd_api_err *e)
             p.tool_spec = g->req.tool_spec;
         p.tool_parallel = g->req.parallel_tool_calls;
         if (lazy)
-            p.tool_lazy = g->reply.fmt == SD_TOOL_FMT_LLAMA ? SD_TOOL_LAZY_LLAMA
-                          : g->prompt_thinks                ? SD_TOOL_LAZY_THINKING
-                                                            : SD_TOOL_LAZY_HERMES;
+            p.tool_mode = g->reply.fmt == SD_TOOL_FMT_LLAMA ? SD_TCALL_LLAMA : SD_TCALL_HERMES;
+        /* a reasoning model thinks before what constrains its answer (engine/jthink.h) */
+        if (g->thinks) {
+            p.think = g->prompt_thinks ? SD_THINK_OPEN : SD_THINK_MAY;
+            p.think_budget = g->req.think_budget;
+        }
         sd_diag d = {0};
         pthread_mutex_lock(&g->mu);
         g->refs++; /* the engine's reference, dropped at the final event */

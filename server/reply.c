@@ -72,16 +72,16 @@ static int push_call(sd_reply_delta *out, int index, const char *name, size_t na
     return 0;
 }
 
-/* Where a reply's calls are and in what form: all of it, forced; from its first '{', Llama's; from
- * its first "<tool_call>", Hermes' (content before). */
+/* Where a reply's calls are and in what form: all of its content, forced; from its first '{',
+ * Llama's; from its first "<tool_call>", Hermes' (content before). */
 enum { CALLS_FORCED, CALLS_LLAMA, CALLS_HERMES };
 
 /* The calls of t[from, len) in form `kind`, offsets into t. */
 static int scan(const sd_reply_cfg *cfg, int kind, const char *t, size_t len, size_t from,
                 sd_api_call_span *sp, int *closed)
 {
-    int n = kind == CALLS_FORCED
-                ? sd_api_tools_scan(t, len, cfg->req->parallel_tool_calls, sp, MAX_CALLS, closed)
+    int n = kind == CALLS_FORCED  ? sd_api_tools_scan(t + from, len - from, cfg->req->parallel_tool_calls, sp,
+                                                      MAX_CALLS, closed)
             : kind == CALLS_LLAMA ? sd_api_tools_scan_llama(t + from, len - from, sp, MAX_CALLS, closed)
                                   : sd_api_tools_scan_hermes(t + from, len - from, sp, MAX_CALLS, closed);
     for (int k = 0; k < n; k++) {
@@ -191,7 +191,7 @@ int sd_reply_next(const sd_reply_cfg *cfg, const char *text, size_t len, int fin
         out->had_reasoning = final;
     }
     if (cfg->req->tool_choice == SD_TOOLS_REQUIRED || cfg->req->tool_choice == SD_TOOLS_NAMED)
-        return constrained(cfg, text, len, final, CALLS_FORCED, 0, pos, out);
+        return constrained(cfg, text, len, final, CALLS_FORCED, p.c_from, pos, out); /* after the thinking */
     if (p.c_from >= len && !final)
         return 0;
     if (llama_calls(cfg, text, len, final, p.c_from, pos))

@@ -10,10 +10,10 @@
  * sd_reply_next hands out the increments: the bytes of each part not yet sent that are sure to
  * stay in it (a partial "</think>" or "<tool_call>" is held back until the next bytes decide),
  * and, once the text is final, the rest and the calls. A constrained reply ("required" or a
- * named function) is all calls, handed out as they are written: each call's name once it has
- * ended, then its arguments piece by piece, as OpenAI streams them; one cut by max_tokens stays a
- * call with the arguments written so far (finish "length", as OpenAI's). "auto" calls stream the
- * same way: a Llama reply that opens with '{' is calls, and a Hermes reply is calls from its first
+ * named function) is, after its thinking, all calls, handed out as they are written: each call's name once it
+ * has ended, then its arguments piece by piece, as OpenAI streams them; one cut by max_tokens stays a call
+ * with the arguments written so far (finish "length", as OpenAI's). "auto" calls stream the same way: a Llama
+ * reply that opens with '{' is calls, and a Hermes reply is calls from its first
  * "<tool_call>" on (the engine constrains both so), its content before them. A reply whose final
  * text holds no call in that exact form is split at the end (server/api_tools.c). Streaming calls
  * it after every token; a whole response calls it once, final. */

@@ -103,6 +103,8 @@ function chatParams() {
   if (tk !== null && tk > 0) p.top_k = tk;
   if (mt !== null) p.max_tokens = mt;
   if (seed !== null) p.seed = seed;
+  const tb = numOrNull("p-think-budget");
+  if (tb !== null && $("p-mode").value === "chat") p.thinking_token_budget = tb;
   if ($("p-ignore-eos").checked) p.ignore_eos = true;
   if (info) p.model = info.model;
   const fmt = $("p-format").value;

@@ -1,6 +1,6 @@
 /* test_jv_cache: compiled validators shared by requests asking for the same constraint
- * (engine/jv_cache.h) — one entry and one id for the same text, apart for another text, kind
- * (tools lazy or not) or parallel flag; least recently used dropped past capacity while a holder keeps using
+ * (engine/jv_cache.h) — one entry and one id for the same text, apart for another text, kind,
+ * tool mode (forced, Hermes, Llama) or parallel flag; least recently used dropped past capacity while a holder keeps using
  * it; compile errors not cached; many threads getting and putting at once. */
 #include "engine/jv_cache.h"
 
@@ -17,11 +17,12 @@ static const char *const schemas[] = {
 };
 static const char tools[] = "[{\"name\": \"f\"}, {\"name\": \"g\"}]";
 
-static sd_jvc_entry *get(sd_jvc *c, sd_jvc_kind k, int parallel, const char *text, atomic_ullong *ids)
+static sd_jvc_entry *get(sd_jvc *c, sd_jvc_kind k, sd_tcall_mode mode, int parallel, const char *text,
+                         atomic_ullong *ids)
 {
     sd_jvc_entry *e = NULL;
     sd_diag d = {0};
-    int rc = sd_jvc_get(c, k, parallel, text, ids, &e, &d);
+    int rc = sd_jvc_get(c, k, mode, parallel, text, ids, &e, &d);
     CHECK_MSG(rc == 0, "%s: %s", text, d.msg);
     return e;
 }
@@ -43,13 +44,14 @@ static void test_shared_and_apart(void)
     sd_jvc *c = NULL;
     atomic_ullong ids = 0;
     REQUIRE(sd_jvc_init(&c, 8, NULL) == 0);
-    sd_jvc_entry *a = get(c, SD_JVC_SCHEMA, 0, schemas[0], &ids),
-                 *b = get(c, SD_JVC_SCHEMA, 1, schemas[0], &ids);
+    sd_jvc_entry *a = get(c, SD_JVC_SCHEMA, SD_TCALL_FORCED, 0, schemas[0], &ids),
+                 *b = get(c, SD_JVC_SCHEMA, SD_TCALL_FORCED, 1, schemas[0], &ids);
     REQUIRE(a && b);
     CHECK(a == b && sd_jvc_jval(a)->id == sd_jvc_jval(b)->id &&
           sd_jvc_hits(c) == 1); /* parallel: schemas ignore it */
-    sd_jvc_entry *o = get(c, SD_JVC_SCHEMA, 0, schemas[1], &ids);
-    sd_jvc_entry *t0 = get(c, SD_JVC_TOOLS, 0, tools, &ids), *t1 = get(c, SD_JVC_TOOLS, 1, tools, &ids);
+    sd_jvc_entry *o = get(c, SD_JVC_SCHEMA, SD_TCALL_FORCED, 0, schemas[1], &ids);
+    sd_jvc_entry *t0 = get(c, SD_JVC_TOOLS, SD_TCALL_FORCED, 0, tools, &ids),
+                 *t1 = get(c, SD_JVC_TOOLS, SD_TCALL_FORCED, 1, tools, &ids);
     REQUIRE(o && t0 && t1);
     CHECK(o != a && sd_jvc_jval(o)->id != sd_jvc_jval(a)->id);
     CHECK(t0 != t1 && sd_jvc_jval(t0)->id != sd_jvc_jval(t1)->id && sd_jvc_hits(c) == 1);
@@ -60,10 +62,12 @@ static void test_shared_and_apart(void)
     /* errors come back as the compiler's and are not cached */
     sd_jvc_entry *bad = NULL;
     sd_diag d = {0};
-    CHECK(sd_jvc_get(c, SD_JVC_SCHEMA, 0, "{\"type\": \"string\", \"pattern\": \"a\"}", &ids, &bad, &d) ==
-          SD_EINVAL);
+    CHECK(sd_jvc_get(c, SD_JVC_SCHEMA, SD_TCALL_FORCED, 0, "{\"type\": \"string\", \"pattern\": \"a\"}", &ids,
+                     &bad, &d) == SD_EINVAL);
     CHECK_MSG(strstr(d.msg, "pattern") && !bad, "%s", d.msg);
-    CHECK(sd_jvc_get(c, SD_JVC_TOOLS, 0, "[{\"name\": \"a b\"}]", &ids, &bad, &d) == SD_EINVAL && !bad);
+    CHECK(sd_jvc_get(c, SD_JVC_TOOLS, SD_TCALL_FORCED, 0, "[{\"name\": \"a b\"}]", &ids, &bad, &d) ==
+              SD_EINVAL &&
+          !bad);
     sd_jvc_put(a);
     sd_jvc_put(b);
     sd_jvc_put(o);
@@ -73,20 +77,27 @@ static void test_shared_and_apart(void)
     sd_jvc_put(t1);
 }
 
-/* Lazy tool calls (free text, then calls in Hermes markup) and forced ones of the same tools: two entries
- * with their own ids, each accepting its own texts; a second lazy get is a hit. */
+/* Lazy tool calls (free text, then calls in Hermes markup), Llama-mode and forced ones of the same tools:
+ * three entries with their own ids, each accepting its own texts; a second lazy get is a hit. */
 static void test_lazy_apart(void)
 {
     sd_jvc *c = NULL;
     atomic_ullong ids = 0;
     REQUIRE(sd_jvc_init(&c, 8, NULL) == 0);
-    sd_jvc_entry *f = get(c, SD_JVC_TOOLS, 1, tools, &ids), *l = get(c, SD_JVC_TOOLS_LAZY, 1, tools, &ids);
+    sd_jvc_entry *f = get(c, SD_JVC_TOOLS, SD_TCALL_FORCED, 1, tools, &ids),
+                 *l = get(c, SD_JVC_TOOLS, SD_TCALL_HERMES, 1, tools, &ids);
     REQUIRE(f && l);
     CHECK(f != l && sd_jvc_jval(f)->id != sd_jvc_jval(l)->id && sd_jvc_hits(c) == 0);
-    sd_jvc_entry *l2 = get(c, SD_JVC_TOOLS_LAZY, 1, tools, &ids),
-                 *l0 = get(c, SD_JVC_TOOLS_LAZY, 0, tools, &ids);
+    sd_jvc_entry *l2 = get(c, SD_JVC_TOOLS, SD_TCALL_HERMES, 1, tools, &ids),
+                 *l0 = get(c, SD_JVC_TOOLS, SD_TCALL_HERMES, 0, tools, &ids);
     REQUIRE(l2 && l0);
     CHECK(l2 == l && l0 != l && sd_jvc_hits(c) == 1);
+    sd_jvc_entry *ll = get(c, SD_JVC_TOOLS, SD_TCALL_LLAMA, 1, tools, &ids); /* a third mode, a third entry */
+    REQUIRE(ll);
+    CHECK(ll != l && ll != f && sd_jvc_jval(ll)->id != sd_jvc_jval(l)->id && sd_jvc_hits(c) == 1);
+    const char *llama = "{\"name\": \"g\", \"parameters\": {}}";
+    CHECK(accepts(ll, llama) && !accepts(f, llama) && !accepts(ll, "{\"name\": \"g\", \"arguments\": {}}"));
+    sd_jvc_put(ll);
     const char *markup = "Sure. <tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>\n";
     CHECK(accepts(l, markup) && accepts(l, "no call") && !accepts(f, markup));
     CHECK(!accepts(l, "Sure. <tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call> Done."));
@@ -105,20 +116,22 @@ static void test_lru(void)
     sd_jvc *c = NULL;
     atomic_ullong ids = 0;
     REQUIRE(sd_jvc_init(&c, 2, NULL) == 0);
-    sd_jvc_entry *e0 = get(c, SD_JVC_SCHEMA, 0, schemas[0], &ids); /* held past its eviction */
-    sd_jvc_put(get(c, SD_JVC_SCHEMA, 0, schemas[1], &ids));
-    sd_jvc_put(get(c, SD_JVC_SCHEMA, 0, schemas[1], &ids)); /* schemas[1] is now the most recent */
-    sd_jvc_put(get(c, SD_JVC_SCHEMA, 0, schemas[2], &ids)); /* evicts schemas[0] */
+    sd_jvc_entry *e0 =
+        get(c, SD_JVC_SCHEMA, SD_TCALL_FORCED, 0, schemas[0], &ids); /* held past its eviction */
+    sd_jvc_put(get(c, SD_JVC_SCHEMA, SD_TCALL_FORCED, 0, schemas[1], &ids));
+    sd_jvc_put(
+        get(c, SD_JVC_SCHEMA, SD_TCALL_FORCED, 0, schemas[1], &ids)); /* schemas[1] is now the most recent */
+    sd_jvc_put(get(c, SD_JVC_SCHEMA, SD_TCALL_FORCED, 0, schemas[2], &ids)); /* evicts schemas[0] */
     REQUIRE(e0);
     uint64_t h = sd_jvc_hits(c);
-    sd_jvc_entry *again = get(c, SD_JVC_SCHEMA, 0, schemas[0], &ids);
+    sd_jvc_entry *again = get(c, SD_JVC_SCHEMA, SD_TCALL_FORCED, 0, schemas[0], &ids);
     REQUIRE(again);
     CHECK(again != e0 && sd_jvc_jval(again)->id != sd_jvc_jval(e0)->id && sd_jvc_hits(c) == h);
     CHECK(accepts(e0, "{\"a\": 1}") && accepts(again, "{\"a\": 1}"));
     /* schemas[0] came back in place of the least recently used, [1] (used before [2]) */
-    sd_jvc_put(get(c, SD_JVC_SCHEMA, 0, schemas[2], &ids));
+    sd_jvc_put(get(c, SD_JVC_SCHEMA, SD_TCALL_FORCED, 0, schemas[2], &ids));
     CHECK(sd_jvc_hits(c) == h + 1);
-    sd_jvc_put(get(c, SD_JVC_SCHEMA, 0, schemas[1], &ids));
+    sd_jvc_put(get(c, SD_JVC_SCHEMA, SD_TCALL_FORCED, 0, schemas[1], &ids));
     CHECK(sd_jvc_hits(c) == h + 1);
     sd_jvc_put(e0);
     sd_jvc_put(again);
@@ -134,7 +147,8 @@ static void *churn(void *arg)
     for (int i = 0; i < 2000; i++) {
         x = x * 1664525u + 1013904223u;
         sd_jvc_entry *e = NULL;
-        if (sd_jvc_get(shared, SD_JVC_SCHEMA, 0, schemas[(x >> 16) % 4], &shared_ids, &e, NULL) < 0)
+        if (sd_jvc_get(shared, SD_JVC_SCHEMA, SD_TCALL_FORCED, 0, schemas[(x >> 16) % 4], &shared_ids, &e,
+                       NULL) < 0)
             return (void *)1;
         int ok = sd_jvc_jval(e)->size > 0;
         sd_jvc_put(e);

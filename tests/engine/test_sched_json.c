@@ -3,12 +3,13 @@
  * with EOS after a text that jansson parses as one object (or, cut by max_tokens, that the
  * validator still takes as a prefix); a plain request beside them is unchanged; a schema the
  * engine cannot enforce is refused at submit; forced tool calls (tool_spec) end with EOS after
- * one call or an array of them; lazy ones (tool_lazy) leave free text, each call in it whole; in
- * Llama's markup a reply that opens with '{' is whole calls, then EOS. */
+ * one call or an array of them; lazy ones (tool_mode SD_TCALL_HERMES) leave free text, each call in it whole;
+ * in Llama's markup a reply that opens with '{' is whole calls, then EOS. */
 #include <jansson.h>
 
 #include "engine/jschema.h"
 #include "engine/jsonc.h"
+#include "engine/jthink.h"
 #include "engine/sched.h"
 #include "engine/toolcall.h"
 
@@ -197,7 +198,7 @@ static const char tool_spec[] =
 
 /* A tool-call request of the tool list below: sampled at temperature 1 (top_p 1), seed `seed`. */
 static void tool_params(sd_request_params *p, const int32_t *ids, int32_t n, uint64_t seed, int parallel,
-                        int lazy)
+                        sd_tcall_mode mode)
 {
     json_params(p, ids, n, 1, seed);
     p->json_object = 0;
@@ -205,21 +206,20 @@ static void tool_params(sd_request_params *p, const int32_t *ids, int32_t n, uin
     p->sampling.top_p = 1.0f;
     p->tool_spec = tool_spec;
     p->tool_parallel = parallel;
-    p->tool_lazy = lazy;
+    p->tool_mode = mode;
 }
 
 /* Runs the 8 tool requests p[] into rs[] on a fresh backend (256 KV blocks of 16; o: 8 sequences,
- * 512 tokens a step) and compiles tool_spec with `compile` for one call and parallel ones into
- * tc[0], tc[1]. The backend, for more requests; NULL (a failed check) on error. */
-typedef int (*tcall_compile_fn)(sd_tcall **, const char *, size_t, int, sd_diag *);
-static sd_backend *run_tools(sd_request_params *p, res *rs, sd_engine_opts *o, tcall_compile_fn compile,
+ * 512 tokens a step) and compiles tool_spec in `mode` for one call and parallel ones into tc[0],
+ * tc[1]. The backend, for more requests; NULL (a failed check) on error. */
+static sd_backend *run_tools(sd_request_params *p, res *rs, sd_engine_opts *o, sd_tcall_mode mode,
                              sd_tcall *tc[2])
 {
     sd_backend *b = backend_new(256, 16);
     opts(o, 8, 512);
     int ok = b && run_all(b, o, p, rs, 8, NULL) == 0;
     for (int k = 0; ok && k < 2; k++)
-        ok = compile(&tc[k], tool_spec, strlen(tool_spec), k, NULL) == 0;
+        ok = sd_tcall_compile(&tc[k], tool_spec, strlen(tool_spec), k, mode, NULL) == 0;
     CHECK_MSG(ok, "backend %p: the requests or the validators failed", (void *)b);
     if (!ok) {
         sd_backend_free(b);
@@ -274,12 +274,12 @@ static void test_tool_calls(void)
     res rs[8] = {0};
     sd_request_params p[8];
     for (int i = 0; i < 8; i++) { /* 0-3 one call, 4-7 parallel */
-        tool_params(&p[i], ids[i & 1], n[i & 1], 300 + (uint64_t)i, i >= 4, 0);
+        tool_params(&p[i], ids[i & 1], n[i & 1], 300 + (uint64_t)i, i >= 4, SD_TCALL_FORCED);
         p[i].max_tokens = 400; /* up to 16 calls of ~13-35 tokens (the model may well make 16) */
     }
     sd_engine_opts o;
     sd_tcall *tc[2] = {NULL, NULL};
-    sd_backend *b = run_tools(p, rs, &o, sd_tcall_compile, tc);
+    sd_backend *b = run_tools(p, rs, &o, SD_TCALL_FORCED, tc);
     REQUIRE(b);
     int weather = 0;
     for (int i = 0; i < 8; i++) {
@@ -314,7 +314,7 @@ static void test_tool_calls(void)
     free(ids[1]);
 }
 
-/* tool_lazy: free text sampled at temperature 1, primed with Hermes markup so that the model writes
+/* SD_TCALL_HERMES: free text sampled at temperature 1, primed with Hermes markup so that the model writes
  * calls; the lazy validator takes every text (one that ended with EOS ends outside a call), each
  * whole <tool_call> block in it is a call of one of the tools that jansson parses, and only
  * whitespace and calls follow the first. */
@@ -367,13 +367,13 @@ static void test_lazy_tool_calls(void)
     res rs[8] = {0};
     sd_request_params p[8];
     for (int i = 0; i < 8; i++) { /* 0-3 one call at most, 4-7 up to 16 */
-        tool_params(&p[i], ids, n, 500 + (uint64_t)i, i >= 4, SD_TOOL_LAZY_HERMES);
+        tool_params(&p[i], ids, n, 500 + (uint64_t)i, i >= 4, SD_TCALL_HERMES);
         p[i].sampling.top_k = 3; /* see the prompt */
         p[i].max_tokens = 160;
     }
     sd_engine_opts o;
     sd_tcall *tc[2] = {NULL, NULL};
-    sd_backend *b = run_tools(p, rs, &o, sd_tcall_compile_lazy, tc);
+    sd_backend *b = run_tools(p, rs, &o, SD_TCALL_HERMES, tc);
     REQUIRE(b);
     int calls = 0;
     for (int i = 0; i < 8; i++) {
@@ -401,7 +401,7 @@ static void test_lazy_tool_calls(void)
     free(ids);
 }
 
-/* SD_TOOL_LAZY_LLAMA: a reply that opens with '{' is calls in Llama's form, ending with EOS after
+/* SD_TCALL_LLAMA: a reply that opens with '{' is calls in Llama's form, ending with EOS after
  * the last; one that opens otherwise is free text. Primed with such calls, the tiny model opens
  * most replies with '{'; primed with prose, none. */
 static void test_llama_tool_calls(void)
@@ -417,13 +417,13 @@ static void test_llama_tool_calls(void)
     res rs[8] = {0};
     sd_request_params p[8];
     for (int i = 0; i < 8; i++) { /* 0-5 primed with calls (3-5 parallel), 6-7 with prose */
-        tool_params(&p[i], ids[i >= 6], n[i >= 6], 700 + (uint64_t)i, i >= 3 && i < 6, SD_TOOL_LAZY_LLAMA);
+        tool_params(&p[i], ids[i >= 6], n[i >= 6], 700 + (uint64_t)i, i >= 3 && i < 6, SD_TCALL_LLAMA);
         p[i].sampling.top_k = 3;
         p[i].max_tokens = p[i].tool_parallel ? 560 : 120; /* room for 16 calls of ~31 tokens */
     }
     sd_engine_opts o;
     sd_tcall *tc[2] = {NULL, NULL};
-    sd_backend *b = run_tools(p, rs, &o, sd_tcall_compile_llama, tc);
+    sd_backend *b = run_tools(p, rs, &o, SD_TCALL_LLAMA, tc);
     REQUIRE(b);
     int called = 0;
     for (int i = 0; i < 8; i++) {
@@ -465,6 +465,98 @@ static void test_llama_tool_calls(void)
     free(ids[1]);
 }
 
+/* ---- thinking first (engine/jthink.h) ---------------------------------------------------- */
+
+/* Where r's answer begins, after its thinking was cut at `budget` tokens: the text must be those
+ * tokens' bytes (not holding the whole tag), then the rest of "</think>" (what they had begun of
+ * it counts), then at most SD_JTHINK_MAX_GAP whitespace bytes. -1 when it is not. */
+static long answer_after_budget(const sd_tokenizer *t, const res *r, int budget)
+{
+    static const char tag[] = "</think>";
+    char head[4096];
+    size_t h = 0;
+    for (int i = 0; i < budget && i < r->n; i++) {
+        size_t n = 0;
+        const char *b = sd_tok_token_bytes(t, r->tok[i], &n);
+        if (!b || h + n > sizeof head)
+            return -1;
+        memcpy(head + h, b, n);
+        h += n;
+    }
+    if (r->text_len < h || memcmp(r->text, head, h) != 0 || memmem(head, h, tag, 8))
+        return -1;
+    size_t k = 7; /* the longest end of the thinking that begins the tag */
+    while (k > 0 && (h < k || memcmp(head + h - k, tag, k) != 0))
+        k--;
+    if (r->text_len - h < 8 - k || memcmp(r->text + h, tag + k, 8 - k) != 0)
+        return -1;
+    size_t at = h + 8 - k, ws = 0;
+    while (at < r->text_len && ws < SD_JTHINK_MAX_GAP && strchr(" \n\t\r", r->text[at]))
+        at++, ws++;
+    return (long)at;
+}
+
+/* A text from `at` on that jansson parses as one object. */
+static int object_from(const res *r, long at)
+{
+    json_t *v = at < 0 ? NULL : json_loadb(r->text + at, r->text_len - (size_t)at, 0, NULL);
+    int ok = v && json_is_object(v);
+    json_decref(v);
+    return ok;
+}
+
+/* Thinking before a JSON schema: a block the prompt opened, capped at 4 tokens or at none, then
+ * the object; a budget with no constraint (free text after the forced tag, sampled); a reply that
+ * may open a block, whose answer is the object either way. */
+static void test_think_first(void)
+{
+    int32_t n, *ids = encode("headers = {\"Content-Type\": \"application/json\"}\nparams = ", &n);
+    REQUIRE(ids);
+    const sd_tokenizer *t = sd_model_tokenizer(M);
+    sd_backend *b = backend_new(128, 16);
+    REQUIRE(b);
+    sd_engine_opts o;
+    opts(&o, 4, 512);
+    sd_request_params p[4];
+    res rs[4] = {0};
+    static const int budget[4] = {4, 0, 3, 2};
+    /* a schema that the object closes soon under (the tiny model repeats keys until max_tokens) */
+    static const char schema[] = "{\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [1, 2]}}, "
+                                 "\"required\": [\"a\"], \"additionalProperties\": false}";
+    for (int i = 0; i < 4; i++) {
+        json_params(&p[i], ids, n, 0, 0);
+        p[i].json_object = 0;
+        p[i].json_schema = i == 2 ? NULL : schema; /* 2: the budget alone */
+        p[i].think = i < 3 ? SD_THINK_OPEN : SD_THINK_MAY;
+        p[i].think_budget = budget[i];
+    }
+    p[2].max_tokens = 40;
+    p[2].sampling.temperature = 1.0f;
+    p[2].sampling.seed = 11;
+    REQUIRE(run_all(b, &o, p, rs, 4, NULL) == 0);
+    for (int i = 0; i < 4; i++)
+        fprintf(stderr, "  think %d (budget %d, %s, %d tokens): %.*s\n", i, budget[i],
+                rs[i].finish == SD_FINISH_STOP ? "stop" : "length", rs[i].n,
+                rs[i].text_len < 80 ? (int)rs[i].text_len : 80, rs[i].text);
+    for (int i = 0; i < 2; i++) {
+        long at = answer_after_budget(t, &rs[i], budget[i]);
+        CHECK_MSG(rs[i].finish == SD_FINISH_STOP && at >= 0 && object_from(&rs[i], at), "request %d: %s", i,
+                  rs[i].text);
+    }
+    CHECK_MSG(!strncmp(rs[1].text, "</think>", 8), "no thinking at all: %s", rs[1].text);
+    CHECK_MSG(answer_after_budget(t, &rs[2], budget[2]) >= 0 && rs[2].n_error == 0, "free: %s", rs[2].text);
+    /* may think: JSON at once, or a block of at most 2 tokens' thoughts and then JSON */
+    const char *close = strstr(rs[3].text, "</think>");
+    long at = !strncmp(rs[3].text, "<think>", 7) && close ? (long)(close - rs[3].text) + 8 : 0;
+    while (at > 0 && strchr(" \n\t\r", rs[3].text[at]) && rs[3].text[at])
+        at++;
+    CHECK_MSG(rs[3].finish == SD_FINISH_STOP && object_from(&rs[3], at), "may think: %s", rs[3].text);
+    for (int i = 0; i < 4; i++)
+        res_reset(&rs[i]);
+    sd_backend_free(b);
+    free(ids);
+}
+
 int main(void)
 {
     sd_diag d = {0};
@@ -479,6 +571,7 @@ int main(void)
     RUN(test_tool_calls);
     RUN(test_lazy_tool_calls);
     RUN(test_llama_tool_calls);
+    RUN(test_think_first);
     sd_model_free(M);
     return sd_test_done();
 }

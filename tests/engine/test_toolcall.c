@@ -62,7 +62,7 @@ static void test_lenient(void)
     sd_tcall_free(t);
     snprintf(spec, sizeof spec, "[{'name':'f','strict':true,%s}]", params);
     sd_diag d = {0};
-    CHECK(sd_tcall_compile(&t, q(spec), strlen(q(spec)), 0, &d) == SD_EINVAL);
+    CHECK(sd_tcall_compile(&t, q(spec), strlen(q(spec)), 0, SD_TCALL_FORCED, &d) == SD_EINVAL);
     CHECK_MSG(strstr(d.msg, "not supported"), "%s", d.msg);
 }
 
@@ -243,7 +243,7 @@ static void test_compile_errors(void)
         sd_tcall *t = (sd_tcall *)&cases; /* must stay untouched */
         sd_diag d = {0};
         const char *json = q(cases[k].spec);
-        int rc = sd_tcall_compile(&t, json, strlen(json), k & 1, &d);
+        int rc = sd_tcall_compile(&t, json, strlen(json), k & 1, SD_TCALL_FORCED, &d);
         CHECK_MSG(rc == SD_EINVAL && d.code == SD_EINVAL, "case %zu: rc %d", k, rc);
         CHECK_MSG(strstr(d.msg, cases[k].msg) == d.msg, "case %zu: message '%s', want '%s'", k, d.msg,
                   cases[k].msg);
@@ -264,7 +264,7 @@ static void test_long_message(void)
     sd_tcall *t = NULL;
     sd_diag d = {0};
     const char *json = q(spec);
-    CHECK(sd_tcall_compile(&t, json, strlen(json), 0, &d) == SD_EINVAL);
+    CHECK(sd_tcall_compile(&t, json, strlen(json), 0, SD_TCALL_FORCED, &d) == SD_EINVAL);
     CHECK_MSG(strncmp(d.msg, "tools[0] (n1234", 15) == 0, "%s", d.msg);
     json_t *s = json_string(d.msg); /* NULL for invalid UTF-8 */
     CHECK_MSG(s != NULL, "not UTF-8: %s", d.msg);

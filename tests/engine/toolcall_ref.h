@@ -37,7 +37,7 @@ static const char tools[] =
     "'required':['city','unit'],'additionalProperties':false}},"
     "{'name':'ping'},{'name':'Z-9','parameters':null}]";
 
-enum { FORCED, LAZY, LLAMA }; /* compile_mode's modes */
+enum { FORCED = SD_TCALL_FORCED, LAZY = SD_TCALL_HERMES, LLAMA = SD_TCALL_LLAMA }; /* compile_mode's modes */
 
 /* spec (with ' for ") compiled in the forced form, lazily or for Llama; NULL (and a failed check)
  * on error. */
@@ -46,9 +46,7 @@ static inline sd_tcall *compile_mode(const char *spec, int parallel, int mode)
     sd_tcall *t = NULL;
     sd_diag d = {0};
     const char *json = q(spec);
-    int rc = mode == LAZY    ? sd_tcall_compile_lazy(&t, json, strlen(json), parallel, &d)
-             : mode == LLAMA ? sd_tcall_compile_llama(&t, json, strlen(json), parallel, &d)
-                             : sd_tcall_compile(&t, json, strlen(json), parallel, &d);
+    int rc = sd_tcall_compile(&t, json, strlen(json), parallel, (sd_tcall_mode)mode, &d);
     CHECK_MSG(rc == 0, "compile: %s", d.msg);
     return rc == 0 ? t : NULL;
 }
@@ -104,8 +102,8 @@ static inline int name_in(const char *name, const char *const *names, int n)
 /* One call as the text must have it: exactly "name" and `argkey` ("arguments"; Llama's
  * "parameters"), the name one of the tools, the arguments an object; get_weather's required keys
  * and enum; ping's empty arguments. */
-static inline void check_call_key(const json_t *call, const char *argkey, const char *const *names, int n_names,
-                                  const char *text)
+static inline void check_call_key(const json_t *call, const char *argkey, const char *const *names,
+                                  int n_names, const char *text)
 {
     const json_t *name = json_object_get(call, "name"), *args = json_object_get(call, argkey);
     CHECK_MSG(json_is_object(call) && json_object_size(call) == 2 && json_is_string(name) &&

@@ -207,6 +207,51 @@ static void test_constrained_stream(void)
     sd_api_req_free(&r);
 }
 
+/* A constrained reply of a reasoning model: its thinking first (the prompt opened the block, or
+ * the reply does), then the calls, found after "</think>" and streamed as they are written. */
+static void test_constrained_after_thinking(void)
+{
+    sd_api_req r;
+    REQUIRE(tools_req(&r, ",\"tool_choice\":\"required\"") == 0);
+    sd_reply_cfg cfg = {.req = &r, .think = 1};
+    static const char *const texts[2] = {
+        "<think>which one? [{\"name\": \"x\"</think>\n\n[{\"name\": \"get_time\", \"arguments\": {}}]",
+        "which one? [{\"name\": \"x\"</think>\n\n[{\"name\": \"get_time\", \"arguments\": {}}]",
+    };
+    for (int open = 0; open < 2; open++) {
+        cfg.think_open = open;
+        const char *t = texts[open];
+        size_t n = strlen(t);
+        sd_reply_pos pos = {0};
+        sd_reply_delta d;
+        REQUIRE(sd_reply_next(&cfg, t, n, 1, &pos, &d) == 0);
+        static const char thoughts[] = "which one? [{\"name\": \"x\"";
+        const size_t nt = sizeof thoughts - 1;
+        CHECK_MSG(d.reasoning_len == nt && !memcmp(d.reasoning, thoughts, nt), "open %d: %.*s", open,
+                  (int)d.reasoning_len, d.reasoning);
+        CHECK(d.n_calls == 1 && d.called && d.content_null && !d.content_len);
+        CHECK(d.n_calls == 1 && !strcmp(d.calls[0].name, "get_time") && !strcmp(d.calls[0].arguments, "{}"));
+        calls whole = {0}, got = {0};
+        take_calls(&whole, &d);
+        memset(&pos, 0, sizeof pos);
+        size_t reasoning = 0;
+        for (size_t i = 1; i <= n; i++) { /* byte by byte: the thoughts' brackets are no call */
+            REQUIRE(sd_reply_next(&cfg, t, i, 0, &pos, &d) == 0);
+            reasoning += d.reasoning_len;
+            CHECK(!d.content_len && !d.called);
+            CHECK_MSG(!d.n_calls || i > (size_t)(strstr(t, "</think>") - t), "a call at %zu", i);
+            take_calls(&got, &d);
+        }
+        REQUIRE(sd_reply_next(&cfg, t, n, 1, &pos, &d) == 0);
+        reasoning += d.reasoning_len;
+        take_calls(&got, &d);
+        CHECK_MSG(reasoning == nt && got.n == 1 && !got.named_twice && !strcmp(got.args[0], "{}"),
+                  "open %d: reasoning %zu, %d calls (%d), args %s", open, reasoning, got.n, got.named_twice,
+                  got.args[0]);
+    }
+    sd_api_req_free(&r);
+}
+
 /* "auto" in Llama's markup: a reply that opens with '{' streams as constrained calls do (names
  * once, arguments piece by piece, no content); prose streams as content; a reply cut before its
  * first name ended is content, as the split reads it. */
@@ -316,6 +361,7 @@ int main(void)
     RUN(test_constrained_stream);
     RUN(test_llama_stream);
     RUN(test_hermes_stream);
+    RUN(test_constrained_after_thinking);
     RUN(test_think_open);
     return sd_test_done();
 }

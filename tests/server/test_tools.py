@@ -249,7 +249,9 @@ def test_reasoning_split(start_server, tmp_path_factory):
     """A template that opens <think> in the prompt: the reply's thinking is reasoning_content, the
     rest content; the parts put together are the raw text /v1/completions gives for the same
     prompt; streamed parts equal whole ones; chat_template_kwargs enable_thinking false closes
-    the block in the prompt, so the reply is all content; split_reasoning false keeps it raw."""
+    the block in the prompt, so the reply is all content; split_reasoning false keeps it raw;
+    thinking_token_budget cuts the thinking, also of constrained replies, whose JSON or calls come
+    after it."""
     openai = pytest.importorskip("openai")
     d, _ = model_with_template(tmp_path_factory, "think")
     srv = start_server(args=["--model", str(d)])
@@ -277,12 +279,39 @@ def test_reasoning_split(start_server, tmp_path_factory):
     off = client.chat.completions.create(extra_body={"chat_template_kwargs": {"enable_thinking": False}}, **kw)
     assert "reasoning_content" not in off.choices[0].message.model_extra
     assert off.usage.prompt_tokens > r.usage.prompt_tokens  # "\n</think>\n\n" more in the prompt
-    # constrained replies cannot think: no reasoning split, the JSON is content, the call a call
-    js = client.chat.completions.create(response_format={"type": "json_object"}, **kw).choices[0]
-    assert "reasoning_content" not in js.message.model_extra and js.message.content.lstrip().startswith("{")
-    tc = client.chat.completions.create(tools=TOOLS, tool_choice="required", **{**kw, "max_tokens": 120})
+    # thinking_token_budget caps the block (the tiny model never closes it by itself): the reply's
+    # first 4 tokens are its reasoning, "</think>" follows them, then the answer
+    budget = {"thinking_token_budget": 4}
+    free = client.chat.completions.create(extra_body=budget, logprobs=True, **kw).choices[0]
+    toks = [t.token for t in free.logprobs.content]
+    think4 = "".join(toks[:4])
+    assert free.message.model_extra.get("reasoning_content") == think4 and free.message.content, free.message
+    assert "".join(toks[4:]).startswith("</think>"), toks
+    # constrained replies think first too, the constraint from "</think>" on (the same 4 tokens: the
+    # block is masked alike, free of special tokens)
+    js = client.chat.completions.create(response_format={"type": "json_object"}, extra_body=budget,
+                                        **{**kw, "max_tokens": 60}).choices[0]
+    assert js.message.model_extra.get("reasoning_content") == think4, js.message
+    assert js.message.content.startswith("{"), js.message
+    tc = client.chat.completions.create(tools=TOOLS, tool_choice="required", extra_body=budget,
+                                        **{**kw, "max_tokens": 120})
     m = tc.choices[0].message
-    assert m.tool_calls and "reasoning_content" not in m.model_extra, m
+    assert m.tool_calls and m.model_extra.get("reasoning_content") == think4, m
+    assert m.tool_calls[0].function.name in ("get_weather", "get_time") and tc.choices[0].finish_reason == "tool_calls"
+    streamed = {"reasoning": "", "calls": ""}
+    for chunk in client.chat.completions.create(tools=TOOLS, tool_choice="required", extra_body=budget, stream=True,
+                                                **{**kw, "max_tokens": 120}):
+        for c in chunk.choices:
+            streamed["reasoning"] += (c.delta.model_extra or {}).get("reasoning_content") or ""
+            for call in c.delta.tool_calls or []:
+                streamed["calls"] += call.function.arguments or ""
+    assert streamed == {"reasoning": think4, "calls": m.tool_calls[0].function.arguments}
+    # zero: no thinking at all; a negative budget is refused
+    none = client.chat.completions.create(response_format={"type": "json_object"},
+                                          extra_body={"thinking_token_budget": 0}, **{**kw, "max_tokens": 60})
+    assert none.choices[0].message.model_extra.get("reasoning_content") == "", none.choices[0].message
+    with pytest.raises(openai.BadRequestError, match="thinking_token_budget"):
+        client.chat.completions.create(extra_body={"thinking_token_budget": -1}, **kw)
     raw_srv = start_server(args=["--model", str(d), "--split-reasoning", "false"])
     rc = openai.OpenAI(base_url=raw_srv.url + "/v1", api_key="unused", max_retries=0, timeout=120)
     assert rc.chat.completions.create(**kw).choices[0].message.content == raw

@@ -115,7 +115,8 @@ def test_chat_streams_the_models_reply(server, page):
 def test_thinking_model_shows_reasoning_apart(start_server, tmp_path):
     """A model whose template opens <think> (tests/fixtures/templates/think.jinja): the reply's
     reasoning_content streams into the folding Thinking block, the content into the text, both
-    equal to the API's whole answer."""
+    equal to the API's whole answer to the same request, its thinking budget of 4 tokens too (the
+    tiny model never closes the block by itself: without the budget there is no content)."""
     cfg = json.loads((srv.MODEL / "tokenizer_config.json").read_text())
     cfg["chat_template"] = (srv.ROOT / "tests" / "fixtures" / "templates" / "think.jinja").read_text()
     model = tmp_path / "think"
@@ -131,11 +132,14 @@ def test_thinking_model_shows_reasoning_apart(start_server, tmp_path):
         wait(lambda: d.find_element("id", "chat-model").get_attribute("textContent") not in ("…", ""), 20, "model")
         set_field(d, "p-temperature", 0)
         set_field(d, "p-max-tokens", 24)
+        set_field(d, "p-think-budget", 4)
         send(d, "def add(a, b):")
         wait(lambda: "tokens" in last_reply(d).find_element("css selector", ".stats").text, 60, "the reply")
         status, _, body = s.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "def add(a, b):"}],
-                                                          "temperature": 0, "max_tokens": 24})
+                                                          "temperature": 0, "max_tokens": 24,
+                                                          "thinking_token_budget": 4})
         msg = json.loads(body)["choices"][0]["message"]
+        assert msg["content"], msg
         reply = last_reply(d)
         think = reply.find_element("css selector", ".think-text").get_attribute("textContent")
         assert think == msg["reasoning_content"] and think
