@@ -6,7 +6,7 @@
  * JSON document valid against the schema.
  *
  * The supported subset (anything else fails to compile with SD_EINVAL naming the keyword and
- * the JSON pointer of its schema node, e.g. "schema/properties/age: 'minimum' is not supported";
+ * the JSON pointer of its schema node, e.g. "schema/properties/code: 'pattern' is not supported";
  * no constraint is ever ignored):
  *  - "type": "object" | "array" | "string" | "number" | "integer" | "boolean" | "null", or an
  *    array of them. Every schema needs "type", "enum", "const", "$ref" or "anyOf"/"oneOf" (an
@@ -21,7 +21,9 @@
  *  - strings: "minLength", "maxLength" (code points, 0..65534; an escape counts as the one
  *    character it stands for). "pattern" and "format" are rejected.
  *  - numbers: the JSON number grammar; "integer" admits no fraction or exponent (so 1.0 is not
- *    an integer here). "minimum", "maximum" and the like are rejected.
+ *    an integer here). On "type": "integer" alone "minimum", "maximum", "exclusiveMinimum" and
+ *    "exclusiveMaximum" bound it (jschema_int.c: a digit goes in only where the integer can still
+ *    end within them); on other types they are rejected.
  *  - "enum" / "const" of strings, numbers, booleans and null (not objects or arrays): the value
  *    must be one of them written exactly as JSON-encoded by jansson (compact: strings with
  *    their UTF-8 raw and only '"', '\' and control characters escaped, as \n or \u001F;
@@ -78,12 +80,12 @@ extern "C" {
 typedef struct sd_jschema sd_jschema;
 
 /* Compiles a JSON Schema given as JSON text (len bytes, no terminator needed). SD_EINVAL with a
- * message naming the problem and the JSON pointer of its node ("schema/properties/age: 'minimum'
+ * message naming the problem and the JSON pointer of its node ("schema/properties/code: 'pattern'
  * is not supported") for malformed or unsupported schemas; SD_ENOMEM. *ret is set only on
  * success. */
 int sd_jschema_compile(sd_jschema **ret, const char *json, size_t len, sd_diag *d);
-/* SD_JSCHEMA_LENIENT: the content assertions the subset lacks ("pattern", "format", "minimum",
- * "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minProperties",
+/* SD_JSCHEMA_LENIENT: the content assertions the subset lacks ("pattern", "format", the numeric
+ * bounds of anything but an integer, "multipleOf", "minProperties",
  * "maxProperties", "uniqueItems", "propertyNames", "patternProperties", "contentEncoding",
  * "contentMediaType") are left out instead of refused, and "additionalProperties" may be a
  * schema (extra keys are never generated, so it never applies). For what OpenAI itself does

@@ -48,6 +48,8 @@ struct sd__js_node {
      * a key or an element only where what they need still fits the nesting limit, so that every
      * prefix it accepts can be completed. */
     uint8_t obj_min, arr_min, min_depth;
+    uint8_t has_int;        /* integer: bounded by [int_lo, int_hi] (jschema_int.c) */
+    int64_t int_lo, int_hi; /* minimum / maximum (exclusive ones moved inward), else INT64_MIN / MAX */
 };
 
 #define SD__JS_MIN_INF 0xFF
@@ -104,6 +106,18 @@ struct sd__js_cnode {
  * $ref loops, anyOf alternatives that overlap or contain themselves. */
 int sd__jschema_link(sd_jschema *s, struct sd__js_cnode *cn, uint16_t *alts, sd_diag *d);
 
+/* jschema_int.c. The bounds of schema object sch (minimum, maximum, exclusiveMinimum,
+ * exclusiveMaximum) into n (has_int, int_lo, int_hi): 0, or -1 with the reason in why (a bound on
+ * a node that is not exactly "type": "integer", one that is not a number, an empty range). */
+struct json_t;
+int sd__jschema_int_bounds(const struct json_t *sch, uint8_t types, struct sd__js_node *n, char *why,
+                           size_t cap);
+/* Whether an integer of bounded node n that begins with the digits read so far (`digits` of them,
+ * forming magnitude mag; neg: after '-') can still end within its bounds, now or after more
+ * digits; and whether the integer read is within them. */
+int sd__jschema_int_open(const struct sd__js_node *n, int neg, uint64_t mag, int digits);
+int sd__jschema_int_in(const struct sd__js_node *n, int neg, uint64_t mag);
+
 /* SD_EINVAL with "path: message" in d, short enough for a caller's prefix ("response_format: ")
  * and never cut inside a UTF-8 character (property names appear in it). */
 int sd__jschema_fail(sd_diag *d, const char *path, const char *fmt, ...)
@@ -114,17 +128,19 @@ int sd__jschema_fail(sd_diag *d, const char *path, const char *fmt, ...)
  * property that may come; array: the elements begun, saturating at item_cap), then zeros. Only
  * the innermost container has a position beyond "in a value" (phase). */
 struct sd__js_state {
-    uint8_t phase;   /* enum in jschema_step.c */
-    uint8_t depth;   /* open containers */
-    uint8_t ws;      /* length of the current whitespace run */
-    uint8_t utf8;    /* in strings: what the next UTF-8 continuation byte must be, 0 none */
-    uint8_t hex;     /* in \uXXXX: hex digits read */
-    uint8_t surr;    /* in \uXXXX: surrogate flags */
-    uint16_t cur;    /* the node of the value being read or expected */
-    uint16_t lit;    /* key: the first property still matching; literal: the first one matching */
-    uint16_t pos;    /* key, literal: bytes matched */
-    uint16_t len;    /* string with a length limit: code points so far, saturating at len_cap */
-    uint16_t zero;   /* always 0 (what would be padding) */
+    uint8_t phase; /* enum in jschema_step.c */
+    uint8_t depth; /* open containers */
+    uint8_t ws;    /* length of the current whitespace run */
+    uint8_t utf8;  /* in strings: what the next UTF-8 continuation byte must be, 0 none */
+    uint8_t hex;   /* in \uXXXX: hex digits read */
+    uint8_t surr;  /* in \uXXXX: surrogate flags */
+    uint16_t cur;  /* the node of the value being read or expected */
+    uint16_t lit;  /* key: the first property still matching; literal: the first one matching */
+    uint16_t pos;  /* key, literal: bytes matched */
+    uint16_t len;  /* string with a length limit: code points so far, saturating at len_cap */
+    uint16_t zero; /* 0, but in a bounded integer (below) */
+    /* In a bounded integer (has_int) lit, pos, len and zero hold the magnitude read so far, 16 bits
+     * each from the lowest (jschema_step.c int_mag), and hex is 1 after a '-'. */
     uint16_t node[]; /* [depth] */
 };
 

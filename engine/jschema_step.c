@@ -73,13 +73,39 @@ static void enter(jst *h, uint8_t p, uint16_t cur)
     h->phase = p;
     h->cur = cur;
     h->utf8 = h->hex = h->surr = 0;
-    h->lit = h->pos = h->len = 0;
+    h->lit = h->pos = h->len = h->zero = 0; /* zero: a bounded integer's high bits */
 }
 
 /* A value has ended: its container wants ',' or its bracket; at the top, the text is done. */
 static void value_done(jst *h)
 {
     enter(h, h->depth ? P_AFTER : P_DONE, 0);
+}
+
+/* A bounded integer's magnitude, kept in lit, pos, len and zero (jschema_impl.h). */
+static uint64_t int_mag(const jst *h)
+{
+    return (uint64_t)h->lit | (uint64_t)h->pos << 16 | (uint64_t)h->len << 32 | (uint64_t)h->zero << 48;
+}
+
+static void set_int_mag(jst *h, uint64_t m)
+{
+    h->lit = (uint16_t)m, h->pos = (uint16_t)(m >> 16), h->len = (uint16_t)(m >> 32),
+    h->zero = (uint16_t)(m >> 48);
+}
+
+/* One more digit d of a bounded integer (digits: how many it has now, d included): 0, or -1 when
+ * no integer that begins so ends within the bounds. */
+static int int_digit(const struct sd__js_node *n, jst *h, unsigned d, int digits)
+{
+    uint64_t m = int_mag(h);
+    if (m > (UINT64_MAX - 9) / 10)
+        return -1;
+    m = m * 10 + d;
+    if (!sd__jschema_int_open(n, h->hex, m, digits))
+        return -1;
+    set_int_mag(h, m);
+    return 0;
 }
 
 /* Whether a value expected at node e fits below the open containers: the fewest it nests
@@ -254,22 +280,27 @@ static int hex_step(jst *h, unsigned c)
  * container then rejects. */
 static int num_step(const sd_jschema *s, jst *h, unsigned c)
 {
+    const struct sd__js_node *n = &s->nodes[h->cur];
     int digit = c >= '0' && c <= '9';
-    int frac = (s->nodes[h->cur].types & SD__JS_T_NUM) != 0;
+    int frac = (n->types & SD__JS_T_NUM) != 0;
     int exp = frac && (c == 'e' || c == 'E');
     uint8_t p = h->phase, next;
     switch (p) {
     case P_NUM_MINUS:
-        if (!digit)
+        if (!digit || (n->has_int && int_digit(n, h, c - '0', 1) < 0))
             return -1;
         next = c == '0' ? P_NUM_ZERO : P_NUM_INT;
         break;
     case P_NUM_ZERO:
     case P_NUM_INT:
         if ((digit && p == P_NUM_ZERO) || (!digit && !(frac && c == '.') && !exp)) {
+            if (n->has_int && !sd__jschema_int_in(n, h->hex, int_mag(h)))
+                return -1; /* a prefix that goes on into range ends outside it ("1" of [10, 20]) */
             value_done(h); /* "01" ends at "0"; the container then rejects the '1' */
             return 1;
         }
+        if (digit && n->has_int && int_digit(n, h, c - '0', 2) < 0)
+            return -1;
         next = digit ? P_NUM_INT : c == '.' ? P_NUM_DOT : P_NUM_E;
         break;
     case P_NUM_DOT:
@@ -325,7 +356,10 @@ static int value_start(const sd_jschema *s, jst *h, uint16_t e, unsigned c)
         return 0;
     case SD__JS_C_NUM:
         enter(h, c == '-' ? P_NUM_MINUS : c == '0' ? P_NUM_ZERO : P_NUM_INT, id);
-        return 0;
+        if (!n->has_int)
+            return 0;
+        h->hex = c == '-';
+        return c == '-' ? (sd__jschema_int_open(n, 1, 0, 0) ? 0 : -1) : int_digit(n, h, c - '0', 1);
     case SD__JS_C_BOOL:
         return lit_begin(s, h, s->bool_lit, c);
     default:
@@ -705,6 +739,7 @@ int sd_jschema_can_end(const sd_jschema *s, const void *state)
     switch (h->phase) {
     case P_NUM_ZERO:
     case P_NUM_INT:
+        return !s->nodes[h->cur].has_int || sd__jschema_int_in(&s->nodes[h->cur], h->hex, int_mag(h));
     case P_NUM_FRAC:
     case P_NUM_EXP:
         return 1;

@@ -37,8 +37,8 @@ static void check_texts(const sd_tcall *t, const char *const *texts, const long 
 
 /* ---- one call --------------------------------------------------------------------------------- */
 
-/* Without "strict": true the content assertions jschema lacks are left out (the structure is
- * still enforced); with it they are refused. */
+/* Without "strict": true the content assertions jschema lacks are left out (the structure and an
+ * integer's bounds are still enforced); with it they are refused. */
 static void test_lenient(void)
 {
     const char *params =
@@ -51,8 +51,11 @@ static void test_lenient(void)
     REQUIRE(t);
     tstate st;
     sd_tcall_init(t, st.w);
-    const char *ok = q("{'name': 'f', 'arguments': {'n': 12, 's': 'x'}}");
+    const char *ok = q("{'name': 'f', 'arguments': {'n': 7, 's': 'x'}}");
     CHECK(sd_tcall_feed(t, st.w, ok, strlen(ok)) == 0 && sd_tcall_complete(t, st.w));
+    sd_tcall_init(t, st.w);
+    const char *big = q("{'name': 'f', 'arguments': {'n': 12"); /* maximum 9: the '2' */
+    CHECK(sd_tcall_feed(t, st.w, big, strlen(big) - 1) == 0 && sd_tcall_feed(t, st.w, "2", 1) < 0);
     sd_tcall_init(t, st.w);
     const char *extra = q("{'name': 'f', 'arguments': {'n': 1, 'z': 'x'}}"); /* no extra keys, ever */
     CHECK(sd_tcall_feed(t, st.w, extra, strlen(extra)) < 0);

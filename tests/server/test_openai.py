@@ -3,6 +3,7 @@ not, n > 1, stop, seeds, usage, logprobs, logit_bias, JSON mode and schemas — 
 tokenizer and transformers' logits on the bundled model."""
 import json
 import math
+import re
 import subprocess
 
 import pytest
@@ -213,6 +214,25 @@ def test_json_schema_mode(client):
         assert isinstance(v["age"], int) and not isinstance(v["age"], bool), c.text
     for c in r.choices:
         assert c.text.lstrip()[:1] in ("", "{"), c.text
+
+
+def test_json_schema_integer_bounds(client):
+    """An integer with minimum and maximum takes only digits that can still end within them: every
+    choice's age is in range, and none runs its digits on to max_tokens (the unbounded schema
+    above lets the tiny model do that)."""
+    schema = {**PERSON, "properties": {**PERSON["properties"],
+                                       "age": {"type": "integer", "minimum": 18, "exclusiveMaximum": 66}}}
+    fmt = {"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema, "strict": True}}}
+    r = client.completions.create(model="tiny", prompt='person = {"name": "Ada", "age": 36}\nother = ',
+                                  max_tokens=60, temperature=1.0, seed=41, n=8, extra_body=fmt)
+    stopped = [c for c in r.choices if c.finish_reason == "stop"]
+    assert stopped, [c.text for c in r.choices]
+    for c in stopped:
+        v = json.loads(c.text)
+        assert 18 <= v["age"] <= 65 and isinstance(v["age"], int), c.text
+    for c in r.choices:  # cut by max_tokens only inside the name, never in the age's digits
+        m = re.search(r'"age": *(-?[0-9]+)', c.text)
+        assert not m or len(m.group(1)) <= 2, c.text
 
 
 def chat_or_skip(client, **kw):

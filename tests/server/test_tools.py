@@ -118,9 +118,9 @@ def test_auto_needs_a_tool_template(client):
 
 
 def test_parameters_strict_and_not(client):
-    """Without "strict": true the assertions the validator lacks ("pattern", "minimum") are left
-    out, as OpenAI leaves such tools unenforced, and the call is still well formed; with it they
-    are refused, naming the keyword."""
+    """Without "strict": true the assertions the validator lacks ("pattern") are left out, as
+    OpenAI leaves such tools unenforced, and the call is still well formed, an integer's bounds
+    held; with it they are refused, naming the keyword."""
     import openai
     params = {"type": "object", "required": ["x"], "additionalProperties": False,
               "properties": {"x": {"type": "string", "pattern": "^a", "maxLength": 8},
@@ -131,7 +131,7 @@ def test_parameters_strict_and_not(client):
     (call,) = r.choices[0].message.tool_calls
     args = json.loads(call.function.arguments)
     assert call.function.name == "f" and isinstance(args["x"], str) and len(args["x"]) <= 8, args
-    assert set(args) <= {"x", "n"} and isinstance(args.get("n", 0), int)
+    assert set(args) <= {"x", "n"} and isinstance(args.get("n", 0), int) and args.get("n", 0) >= 0
     strict = {"type": "function", "function": {"name": "f", "parameters": params, "strict": True}}
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model="tiny", messages=MSGS, tools=[strict], tool_choice="required",
