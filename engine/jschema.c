@@ -139,7 +139,7 @@ static int node_new(struct cc *c, json_t *src, uint16_t *ret)
     memset(n, 0, sizeof *n);
     for (int k = 0; k < SD__JS_N_CLASS; k++)
         n->alt[k] = SD__JS_NONE;
-    n->items = n->max_items = n->max_len = SD__JS_NONE;
+    n->items = n->max_items = n->max_len = n->re = SD__JS_NONE;
     c->cn[id] = (struct sd__js_cnode){.path = strdup(c->path)};
     s->n_nodes++; /* before any failure, so that cleanup frees the path */
     if (!c->cn[id].path)
@@ -331,6 +331,8 @@ static const char *const value_kw[] = {"type",
                                        "exclusiveMinimum",
                                        "maximum",
                                        "exclusiveMaximum",
+                                       "pattern",
+                                       "format",
                                        NULL};
 /* The numeric bounds, which integers follow and a lenient compile leaves out elsewhere. */
 static const char *const bound_kw[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", NULL};
@@ -659,6 +661,8 @@ static int compile_value(struct cc *c, uint16_t id, json_t *sch)
         return FAIL(c, "%s", why);
     if (n->has_int && (en || cn))
         return FAIL(c, "bounds beside '%s' are not supported", en ? "enum" : "const");
+    if (sd__jschema_string_re(c->s, sch, types, min_len, c->lenient, en || cn, &n->re, why, sizeof why) < 0)
+        return FAIL(c, "%s", why);
     if (en || cn)
         SD_TRY(compile_lits(c, id, en, cn));
     SD_TRY(compile_object(c, id, sch));
@@ -733,6 +737,9 @@ void sd_jschema_free(sd_jschema *s)
 {
     if (!s)
         return;
+    for (uint32_t i = 0; i < s->n_dfas; i++)
+        sd__jschema_dfa_free(&s->dfas[i]);
+    free(s->dfas);
     free(s->nodes);
     free(s->props);
     free(s->lits);

@@ -6,7 +6,7 @@
  * JSON document valid against the schema.
  *
  * The supported subset (anything else fails to compile with SD_EINVAL naming the keyword and
- * the JSON pointer of its schema node, e.g. "schema/properties/code: 'pattern' is not supported";
+ * the JSON pointer of its schema node, e.g. "schema/properties/n: 'multipleOf' is not supported";
  * no constraint is ever ignored):
  *  - "type": "object" | "array" | "string" | "number" | "integer" | "boolean" | "null", or an
  *    array of them. Every schema needs "type", "enum", "const", "$ref" or "anyOf"/"oneOf" (an
@@ -19,7 +19,9 @@
  *    character) are rejected; at most 255 properties per object.
  *  - arrays: "items" (required; a schema, not a tuple), "minItems", "maxItems" (0..255).
  *  - strings: "minLength", "maxLength" (code points, 0..65534; an escape counts as the one
- *    character it stands for). "pattern" and "format" are rejected.
+ *    character it stands for); "pattern" in a regex subset and the "format"s date, time,
+ *    date-time, uuid, email, ipv4 (jschema_re.c: a DFA over code points, every live state able
+ *    to reach a match; not beside minLength, enum or const).
  *  - numbers: the JSON number grammar; "integer" admits no fraction or exponent (so 1.0 is not
  *    an integer here). On "type": "integer" alone "minimum", "maximum", "exclusiveMinimum" and
  *    "exclusiveMaximum" bound it (jschema_int.c: a digit goes in only where the integer can still
@@ -80,16 +82,16 @@ extern "C" {
 typedef struct sd_jschema sd_jschema;
 
 /* Compiles a JSON Schema given as JSON text (len bytes, no terminator needed). SD_EINVAL with a
- * message naming the problem and the JSON pointer of its node ("schema/properties/code: 'pattern'
+ * message naming the problem and the JSON pointer of its node ("schema/properties/n: 'multipleOf'
  * is not supported") for malformed or unsupported schemas; SD_ENOMEM. *ret is set only on
  * success. */
 int sd_jschema_compile(sd_jschema **ret, const char *json, size_t len, sd_diag *d);
-/* SD_JSCHEMA_LENIENT: the content assertions the subset lacks ("pattern", "format", the numeric
- * bounds of anything but an integer, "multipleOf", "minProperties",
- * "maxProperties", "uniqueItems", "propertyNames", "patternProperties", "contentEncoding",
- * "contentMediaType") are left out instead of refused, and "additionalProperties" may be a
- * schema (extra keys are never generated, so it never applies). For what OpenAI itself does
- * not enforce: tools without "strict": true. Everything else is as strict as ever. */
+/* SD_JSCHEMA_LENIENT: the content assertions the subset lacks (a "pattern" or "format" outside it, the
+ * numeric bounds of anything but an integer, "multipleOf", "minProperties", "maxProperties", "uniqueItems",
+ * "propertyNames", "patternProperties", "contentEncoding", "contentMediaType") are left out instead of
+ * refused, and "additionalProperties" may be a schema (extra keys are never generated, so it never applies).
+ * For what OpenAI itself does not enforce: tools without "strict": true. Everything else is as strict as
+ * ever. */
 #define SD_JSCHEMA_LENIENT 1u
 int sd_jschema_compile_opts(sd_jschema **ret, const char *json, size_t len, unsigned flags, sd_diag *d);
 void sd_jschema_free(sd_jschema *s); /* NULL: no-op */

@@ -48,6 +48,7 @@ struct sd__js_node {
      * a key or an element only where what they need still fits the nesting limit, so that every
      * prefix it accepts can be completed. */
     uint8_t obj_min, arr_min, min_depth;
+    uint16_t re;            /* string: the DFA of its pattern / format in s->dfas, SD__JS_NONE if none */
     uint8_t has_int;        /* integer: bounded by [int_lo, int_hi] (jschema_int.c) */
     int64_t int_lo, int_hi; /* minimum / maximum (exclusive ones moved inward), else INT64_MIN / MAX */
 };
@@ -71,7 +72,21 @@ struct sd__js_lit {
     uint16_t end; /* one past the last literal of its group */
 };
 
+/* A string pattern's DFA (jschema_re.c) over SD__JS_RE_SYMS symbols: the 128 ASCII code points
+ * and SD__JS_RE_OTHER for every other character. State 0 starts; next[state * SYMS + sym] is
+ * SD__JS_NONE where no match lies ahead; dist[state]: the fewest characters to a match. */
+#define SD__JS_RE_SYMS 129
+#define SD__JS_RE_OTHER 128
+struct sd__js_dfa {
+    uint16_t n;
+    uint16_t *next;  /* [n * SD__JS_RE_SYMS] */
+    uint8_t *accept; /* [n] */
+    uint16_t *dist;  /* [n] */
+};
+
 struct sd_jschema {
+    struct sd__js_dfa *dfas; /* [n_dfas] */
+    uint32_t n_dfas;
     struct sd__js_node *nodes; /* [n_nodes] */
     struct sd__js_prop *props; /* [n_props] */
     struct sd__js_lit *lits;   /* [n_lits] */
@@ -118,6 +133,19 @@ int sd__jschema_int_bounds(const struct json_t *sch, uint8_t types, struct sd__j
 int sd__jschema_int_open(const struct sd__js_node *n, int neg, uint64_t mag, int digits);
 int sd__jschema_int_in(const struct sd__js_node *n, int neg, uint64_t mag);
 
+/* jschema_re.c. Compiles pattern (len bytes) into d: 0, or -1 with the reason in why ("'pattern':
+ * ..."), d then empty. */
+int sd__jschema_re_compile(const char *pattern, size_t len, struct sd__js_dfa *d, char *why, size_t cap);
+void sd__jschema_dfa_free(struct sd__js_dfa *d);
+/* The pattern a "format" stands for (date, time, date-time, uuid, email, ipv4), NULL for others. */
+const char *sd__jschema_format_pattern(const char *format);
+/* A string node's "pattern" or "format" (of schema object sch) compiled into s->dfas, its index in
+ * *re (SD__JS_NONE without either): 0, or -1 with the reason in why (not a string type, beside
+ * minLength, enum or const, an unknown format, a pattern outside the subset). lenient: what cannot
+ * be followed is left out (0, *re NONE) instead. */
+int sd__jschema_string_re(sd_jschema *s, const struct json_t *sch, uint8_t types, uint16_t min_len,
+                          int lenient, int has_lits, uint16_t *re, char *why, size_t cap);
+
 /* SD_EINVAL with "path: message" in d, short enough for a caller's prefix ("response_format: ")
  * and never cut inside a UTF-8 character (property names appear in it). */
 int sd__jschema_fail(sd_diag *d, const char *path, const char *fmt, ...)
@@ -139,6 +167,7 @@ struct sd__js_state {
     uint16_t pos;  /* key, literal: bytes matched */
     uint16_t len;  /* string with a length limit: code points so far, saturating at len_cap */
     uint16_t zero; /* 0, but in a bounded integer (below) */
+    /* In a string with a pattern (re) lit is its DFA state. */
     /* In a bounded integer (has_int) lit, pos, len and zero hold the magnitude read so far, 16 bits
      * each from the lowest (jschema_step.c int_mag), and hex is 1 after a '-'. */
     uint16_t node[]; /* [depth] */

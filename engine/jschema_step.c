@@ -1,8 +1,7 @@
 /* jschema_step: the validator of a compiled JSON Schema, a byte-level state machine over a small
  * fixed-size buffer (layout in jschema_impl.h) that the vocabulary-trie walk copies at every node:
- * no allocation, no jansson, every unused field kept zero so equal positions compare equal.
- * Also the link step of compiling, which turns the node graph into the tables the machine
- * dispatches on (first-byte alternatives) and sizes its state. */
+ * no allocation, no jansson, every unused field kept zero so equal positions compare equal. The
+ * tables it dispatches on come from compiling (jschema.c) and linking (jschema_link.c). */
 #include "jschema_impl.h"
 #include "jsonc_utf8.h"
 
@@ -217,6 +216,42 @@ static int key_step(const sd_jschema *s, jst *h, unsigned c)
 
 /* ---- strings ----------------------------------------------------------------------------- */
 
+/* A string with a pattern: the DFA state after one more character of symbol sym (lit holds the
+ * state), or -1 where no match lies ahead (within maxLength: len counts the character already). */
+static int re_move(const sd_jschema *s, const struct sd__js_node *n, const jst *h, unsigned sym)
+{
+    const struct sd__js_dfa *d = &s->dfas[n->re];
+    uint16_t t = d->next[(size_t)h->lit * SD__JS_RE_SYMS + sym];
+    if (t == SD__JS_NONE || (n->max_len != SD__JS_NONE && h->len + d->dist[t] > n->max_len))
+        return -1;
+    return t;
+}
+
+/* The character a short escape stands for ("\n" -> '\n'), or -1 ('u' and the invalid ones). */
+static int short_escape(unsigned c)
+{
+    static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+    const char *p = c ? strchr(from, (int)c) : NULL;
+    return p ? (unsigned char)to[p - from] : -1;
+}
+
+/* A character of a pattern string: the DFA moves, or the byte is rejected. An escape is taken
+ * only where one of the short escapes can follow (\u escapes are not written in such strings). */
+static int re_char(const sd_jschema *s, const struct sd__js_node *n, jst *h, unsigned c)
+{
+    if (c == '\\') {
+        for (const char *e = "\"\\/bfnrt"; *e; e++)
+            if (re_move(s, n, h, (unsigned)short_escape((unsigned char)*e)) >= 0)
+                return 0;
+        return -1;
+    }
+    int t = re_move(s, n, h, c < 0x80 ? c : SD__JS_RE_OTHER);
+    if (t < 0)
+        return -1;
+    h->lit = (uint16_t)t;
+    return 0;
+}
+
 static int str_step(const sd_jschema *s, jst *h, unsigned c)
 {
     if (h->utf8) {
@@ -227,7 +262,7 @@ static int str_step(const sd_jschema *s, jst *h, unsigned c)
     }
     const struct sd__js_node *n = &s->nodes[h->cur];
     if (c == '"') {
-        if (n->has_len && h->len < n->min_len)
+        if ((n->has_len && h->len < n->min_len) || (n->re != SD__JS_NONE && !s->dfas[n->re].accept[h->lit]))
             return -1;
         value_done(h);
         return 0;
@@ -239,6 +274,8 @@ static int str_step(const sd_jschema *s, jst *h, unsigned c)
             return -1;
         h->len += h->len < n->len_cap;
     }
+    if (n->re != SD__JS_NONE && re_char(s, n, h, c) < 0)
+        return -1;
     if (c == '\\') {
         h->phase = P_ESC;
         return 0;
@@ -249,8 +286,17 @@ static int str_step(const sd_jschema *s, jst *h, unsigned c)
     return h->utf8 ? 0 : -1;
 }
 
-static int esc_step(jst *h, unsigned c)
+static int esc_step(const sd_jschema *s, jst *h, unsigned c)
 {
+    const struct sd__js_node *n = &s->nodes[h->cur];
+    if (n->re != SD__JS_NONE) { /* the escaped character moves the pattern's DFA */
+        int e = c == 'u' ? -1 : short_escape(c), t = e < 0 ? -1 : re_move(s, n, h, (unsigned)e);
+        if (t < 0)
+            return -1;
+        h->lit = (uint16_t)t;
+        h->phase = P_STR;
+        return 0;
+    }
     if (c == 'u') {
         h->phase = P_HEX;
         return 0;
@@ -461,7 +507,7 @@ static int step(const sd_jschema *s, jst *h, unsigned c)
     case P_STR:
         return str_step(s, h, c);
     case P_ESC:
-        return esc_step(h, c);
+        return esc_step(s, h, c);
     case P_HEX:
         return hex_step(h, c);
     case P_LOW_BS:
@@ -491,202 +537,6 @@ static int step(const sd_jschema *s, jst *h, unsigned c)
         break;
     }
     return struct_step(s, h, c);
-}
-
-/* ---- linking: $ref chains, anyOf first-byte tables, nesting depth ------------------------ */
-
-/* What link works on: the compiled nodes and what compile knew of them. */
-struct lk {
-    sd_jschema *s;
-    struct sd__js_cnode *cn; /* [s->n_nodes] */
-    uint16_t *alts;          /* anyOf alternatives */
-    sd_diag *d;
-};
-
-#define DEPTH_INF (SD_JSCHEMA_MAX_DEPTH + 1)
-#define DEPTH_UNSET 0xFF
-
-/* The node a chain of $refs ends at (link_refs has pointed each $ref at its chain's end). */
-static uint16_t deref(const struct sd__js_cnode *cn, uint16_t id)
-{
-    while (id != SD__JS_NONE && cn[id].kind == SD__JS_K_REF)
-        id = cn[id].ref;
-    return id;
-}
-
-/* Rejects $ref loops that never reach a schema, then points every reference past the $refs.
- * Each chain is walked once (following it from every node on it would cost its length squared:
- * a second for 30000 chained $defs): its $refs are marked 1 on the way and 2 once pointed at its
- * end; a walk that meets a 1 has looped. */
-static int link_refs(struct lk *c)
-{
-    sd_jschema *s = c->s;
-    struct sd__js_cnode *cn = c->cn;
-    for (uint32_t i = 0; i < s->n_nodes; i++) {
-        uint16_t id = (uint16_t)i, end;
-        for (; cn[id].kind == SD__JS_K_REF && cn[id].mark == 0; id = cn[id].ref)
-            cn[id].mark = 1;
-        if (cn[id].kind == SD__JS_K_REF && cn[id].mark == 1)
-            return sd__jschema_fail(c->d, cn[i].path, "'$ref' loops without reaching a schema");
-        end = cn[id].kind == SD__JS_K_REF ? cn[id].ref : id; /* a 2 points at its end already */
-        for (id = (uint16_t)i; cn[id].kind == SD__JS_K_REF && cn[id].mark == 1;) {
-            uint16_t next = cn[id].ref;
-            cn[id].mark = 2;
-            cn[id].ref = end;
-            id = next;
-        }
-    }
-    for (uint32_t i = 0; i < s->n_nodes; i++)
-        cn[i].mark = 0; /* any_alts' scratch next */
-    for (uint32_t i = 0; i < s->n_nodes; i++) {
-        s->nodes[i].items = deref(c->cn, s->nodes[i].items);
-        for (uint32_t k = 0; c->cn[i].kind == SD__JS_K_ANY && k < c->cn[i].n_alt; k++)
-            c->alts[c->cn[i].alt_lo + k] = deref(c->cn, c->alts[c->cn[i].alt_lo + k]);
-    }
-    for (uint32_t i = 0; i < s->n_props; i++)
-        s->props[i].child = deref(c->cn, s->props[i].child);
-    s->root = deref(c->cn, s->root);
-    return 0;
-}
-
-/* A value node accepts the first bytes of its literals, else those of its types. */
-static void value_alts(sd_jschema *s, uint16_t id)
-{
-    struct sd__js_node *n = &s->nodes[id];
-    static const uint8_t type_class[7] = {SD__JS_C_OBJ, SD__JS_C_ARR,  SD__JS_C_STR, SD__JS_C_NUM,
-                                          SD__JS_C_NUM, SD__JS_C_BOOL, SD__JS_C_NULL};
-    for (uint32_t k = 0; k < n->lit_n; k++)
-        n->alt[sd__jschema_class((unsigned char)s->bytes[s->lits[n->lit_lo + k].off])] = id;
-    for (int b = 0; b < 7 && !n->lit_n; b++)
-        if (n->types & (1 << b))
-            n->alt[type_class[b]] = id;
-}
-
-/* An anyOf's table: each class from the one alternative that accepts it. */
-static int any_alts(struct lk *c, uint16_t id)
-{
-    static const char *const names[SD__JS_N_CLASS] = {"'{'",        "'['", "'\"'", "a digit or '-'",
-                                                      "'t' or 'f'", "'n'"};
-    struct sd__js_cnode *cn = &c->cn[id];
-    if (cn->mark == 2)
-        return 0;
-    if (cn->mark == 1)
-        return sd__jschema_fail(c->d, cn->path, "'anyOf' contains itself without a value in between");
-    cn->mark = 1;
-    for (uint32_t i = 0; i < cn->n_alt; i++) {
-        uint16_t a = c->alts[cn->alt_lo + i];
-        if (c->cn[a].kind == SD__JS_K_ANY)
-            SD_TRY(any_alts(c, a));
-        for (int k = 0; k < SD__JS_N_CLASS; k++) {
-            uint16_t v = c->s->nodes[a].alt[k], *mine = &c->s->nodes[id].alt[k];
-            if (v == SD__JS_NONE)
-                continue;
-            if (*mine != SD__JS_NONE && (*mine != v || cn->one))
-                return sd__jschema_fail(
-                    c->d, cn->path,
-                    "alternatives overlap: two accept a value starting with %s (they must "
-                    "differ in type: object, array, string, number, boolean, null)",
-                    names[k]);
-            *mine = v;
-        }
-    }
-    cn->mark = 2;
-    return 0;
-}
-
-/* The deepest nesting of each node's values (cn[].omax, amax, emax), level by level: a value
- * settles once all it may contain has, at the latest in the round of its depth; values on a
- * cycle (recursion) never do, nor do those deeper than the limit: both count as DEPTH_INF.
- * Iterative, so $defs chained thousands deep need no deep stack. */
-static unsigned link_max_depth(struct lk *c)
-{
-    sd_jschema *s = c->s;
-    struct sd__js_cnode *cn = c->cn;
-    for (uint32_t i = 0; i < s->n_nodes; i++)
-        cn[i].omax = cn[i].amax = cn[i].emax = DEPTH_UNSET;
-    for (unsigned round = 0; round <= SD_JSCHEMA_MAX_DEPTH; round++) {
-        for (uint32_t i = 0; i < s->n_nodes; i++) {
-            const struct sd__js_node *n = &s->nodes[i];
-            unsigned d = 0, ok = n->alt[SD__JS_C_OBJ] == i && cn[i].omax == DEPTH_UNSET;
-            for (uint32_t k = 0; ok && k < n->n_props; k++) {
-                unsigned x = cn[s->props[n->prop_lo + k].child].emax;
-                ok = x != DEPTH_UNSET;
-                d = x > d ? x : d;
-            }
-            if (ok)
-                cn[i].omax = (uint8_t)(d + 1 < DEPTH_INF ? d + 1 : DEPTH_INF);
-            if (n->alt[SD__JS_C_ARR] == i && cn[i].amax == DEPTH_UNSET && cn[n->items].emax != DEPTH_UNSET)
-                cn[i].amax = (uint8_t)(cn[n->items].emax + 1 < DEPTH_INF ? cn[n->items].emax + 1 : DEPTH_INF);
-        }
-        for (uint32_t i = 0; i < s->n_nodes; i++) {
-            const struct sd__js_node *n = &s->nodes[i];
-            uint16_t o = n->alt[SD__JS_C_OBJ], a = n->alt[SD__JS_C_ARR];
-            unsigned x = o == SD__JS_NONE ? 0 : cn[o].omax, y = a == SD__JS_NONE ? 0 : cn[a].amax;
-            if (cn[i].emax == DEPTH_UNSET && x != DEPTH_UNSET && y != DEPTH_UNSET)
-                cn[i].emax = (uint8_t)(x > y ? x : y); /* scalars nest nothing */
-        }
-    }
-    unsigned root = cn[s->root].emax;
-    return root == DEPTH_UNSET ? DEPTH_INF : root;
-}
-
-/* obj_min, arr_min and min_depth (jschema_impl.h), level by level: an object needs lv
- * containers once each required key's value needs fewer, an array once its elements do (or none
- * are required). What needs fewer than lv is settled before level lv, so one pass per level
- * suffices, recursion included; what no level up to the limit settles stays SD__JS_MIN_INF. */
-static void link_min_depth(sd_jschema *s)
-{
-    for (uint32_t i = 0; i < s->n_nodes; i++) {
-        struct sd__js_node *n = &s->nodes[i];
-        n->obj_min = n->arr_min = n->min_depth = SD__JS_MIN_INF;
-        for (int k = SD__JS_C_STR; k < SD__JS_N_CLASS; k++)
-            n->min_depth = n->alt[k] != SD__JS_NONE ? 0 : n->min_depth; /* a scalar needs none */
-    }
-    for (unsigned lv = 1; lv <= SD_JSCHEMA_MAX_DEPTH; lv++) {
-        for (uint32_t i = 0; i < s->n_nodes; i++) {
-            struct sd__js_node *n = &s->nodes[i];
-            int ok = n->alt[SD__JS_C_OBJ] == i && n->obj_min == SD__JS_MIN_INF;
-            for (uint32_t k = 0; ok && k < n->n_props; k++) {
-                const struct sd__js_prop *p = &s->props[n->prop_lo + k];
-                ok = !p->req || s->nodes[p->child].min_depth < lv;
-            }
-            n->obj_min = ok ? (uint8_t)lv : n->obj_min;
-            if (n->alt[SD__JS_C_ARR] == i && n->arr_min == SD__JS_MIN_INF &&
-                (n->min_items == 0 || s->nodes[n->items].min_depth < lv))
-                n->arr_min = (uint8_t)lv;
-        }
-        for (uint32_t i = 0; i < s->n_nodes; i++) {
-            struct sd__js_node *n = &s->nodes[i];
-            uint16_t o = n->alt[SD__JS_C_OBJ], a = n->alt[SD__JS_C_ARR];
-            if (o != SD__JS_NONE && s->nodes[o].obj_min < n->min_depth)
-                n->min_depth = s->nodes[o].obj_min;
-            if (a != SD__JS_NONE && s->nodes[a].arr_min < n->min_depth)
-                n->min_depth = s->nodes[a].arr_min;
-        }
-    }
-}
-
-int sd__jschema_link(sd_jschema *s, struct sd__js_cnode *cn, uint16_t *alts, sd_diag *d)
-{
-    struct lk c = {s, cn, alts, d};
-    SD_TRY(link_refs(&c));
-    for (uint32_t i = 0; i < s->n_nodes; i++)
-        if (cn[i].kind == SD__JS_K_VALUE)
-            value_alts(s, (uint16_t)i);
-    for (uint32_t i = 0; i < s->n_nodes; i++)
-        if (cn[i].kind == SD__JS_K_ANY)
-            SD_TRY(any_alts(&c, (uint16_t)i));
-    link_min_depth(s);
-    if (s->nodes[s->root].min_depth == SD__JS_MIN_INF) /* e.g. a required key whose value is the object */
-        return sd__jschema_fail(d, cn[s->root].path,
-                                "no document nests fewer than %d containers (required properties or items "
-                                "recurse without end)",
-                                SD_JSCHEMA_MAX_DEPTH + 1);
-    unsigned depth = link_max_depth(&c);
-    s->depth = (uint8_t)(depth < SD_JSCHEMA_MAX_DEPTH ? depth : SD_JSCHEMA_MAX_DEPTH);
-    s->max_ws = SD_JSCHEMA_MAX_WS;
-    s->state_size = (uint32_t)((sizeof(struct sd__js_state) + 3u * s->depth + 7) & ~(size_t)7);
-    return 0;
 }
 
 /* ---- the public face ---------------------------------------------------------------------- */
@@ -753,7 +603,8 @@ int sd_jschema_can_end(const sd_jschema *s, const void *state)
 int sd_jschema_in_plain_string(const sd_jschema *s, const void *state)
 {
     const jst *h = state;
-    return h->phase == P_STR && h->utf8 == U_NONE && !s->nodes[h->cur].has_len;
+    return h->phase == P_STR && h->utf8 == U_NONE && !s->nodes[h->cur].has_len &&
+           s->nodes[h->cur].re == SD__JS_NONE;
 }
 
 int sd_jschema_in_string(const sd_jschema *s, const void *state)

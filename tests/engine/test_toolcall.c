@@ -230,8 +230,8 @@ static void test_compile_errors(void)
         {"[{'name':'f','parameters':{'anyOf':[{'type':'object'},{'type':'array','items':{'type':'null'}}]}}]",
          "tools[0] (f): parameters must describe an object"},
         {"[{'name':'x'},{'name':'y'},{'name':'get_weather','strict':true,'parameters':{'type':'object',"
-         "'properties':{'x':{'type':'string','pattern':'a+'}}}}]",
-         "tools[2] (get_weather): parameters/properties/x: 'pattern' is not supported"},
+         "'properties':{'x':{'type':'integer','multipleOf':2}}}}]",
+         "tools[2] (get_weather): parameters/properties/x: 'multipleOf' is not supported"},
         {"[{'name':'f','parameters':{}}]", "tools[0] (f): parameters: no 'type'"},
         {"[{'name':'f','strict':1}]", "tools[0] (f): 'strict' must be a boolean"},
         /* lenient (no "strict": true) leaves out content assertions, not the structure */

@@ -54,7 +54,7 @@ BAD_FIELDS = [
     ({"logit_bias": {str(i): 1 for i in range(1025)}}, "logit_bias"),
     ({"response_format": {"type": "json_schema"}}, "response_format"),
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string",
-                                                                                        "pattern": "a+"}}}},
+                                                                                        "pattern": "(?=a)"}}}},
      "response_format"),
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "strin"}}}},
      "response_format"),

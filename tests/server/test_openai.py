@@ -216,23 +216,45 @@ def test_json_schema_mode(client):
         assert c.text.lstrip()[:1] in ("", "{"), c.text
 
 
+def schema_choices(client, schema, prompt, seed):
+    """8 sampled completions held to schema (strict), and those that stopped (at least one)."""
+    fmt = {"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema, "strict": True}}}
+    r = client.completions.create(model="tiny", prompt=prompt, max_tokens=60, temperature=1.0, seed=seed, n=8,
+                                  extra_body=fmt)
+    stopped = [c for c in r.choices if c.finish_reason == "stop"]
+    assert stopped, [c.text for c in r.choices]
+    return r.choices, stopped
+
+
 def test_json_schema_integer_bounds(client):
     """An integer with minimum and maximum takes only digits that can still end within them: every
     choice's age is in range, and none runs its digits on to max_tokens (the unbounded schema
     above lets the tiny model do that)."""
     schema = {**PERSON, "properties": {**PERSON["properties"],
                                        "age": {"type": "integer", "minimum": 18, "exclusiveMaximum": 66}}}
-    fmt = {"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema, "strict": True}}}
-    r = client.completions.create(model="tiny", prompt='person = {"name": "Ada", "age": 36}\nother = ',
-                                  max_tokens=60, temperature=1.0, seed=41, n=8, extra_body=fmt)
-    stopped = [c for c in r.choices if c.finish_reason == "stop"]
-    assert stopped, [c.text for c in r.choices]
+    choices, stopped = schema_choices(client, schema, 'person = {"name": "Ada", "age": 36}\nother = ', 41)
     for c in stopped:
         v = json.loads(c.text)
         assert 18 <= v["age"] <= 65 and isinstance(v["age"], int), c.text
-    for c in r.choices:  # cut by max_tokens only inside the name, never in the age's digits
+    for c in choices:  # cut by max_tokens only inside the name, never in the age's digits
         m = re.search(r'"age": *(-?[0-9]+)', c.text)
         assert not m or len(m.group(1)) <= 2, c.text
+
+
+def test_json_schema_pattern_and_format(client):
+    """A string's "pattern" and "format" hold every character the model writes: each choice that
+    stopped matches them (Python's re on the code, a date that datetime parses), and no choice
+    holds a character outside them."""
+    import datetime
+    schema = {"type": "object", "additionalProperties": False, "required": ["code", "day"],
+              "properties": {"code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{3}$"},
+                             "day": {"type": "string", "format": "date"}}}
+    _, stopped = schema_choices(client, schema, 'item = {"code": "AB-123", "day": "2024-01-31"}\nother = ', 5)
+    for c in stopped:
+        v = json.loads(c.text)
+        assert re.fullmatch(r"[A-Z]{2}-[0-9]{3}", v["code"]), c.text
+        datetime.date.fromisoformat(v["day"][:8] + "01")  # the pattern allows day 31 of any month
+        assert re.fullmatch(r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])", v["day"]), c.text
 
 
 def chat_or_skip(client, **kw):

@@ -118,12 +118,12 @@ def test_auto_needs_a_tool_template(client):
 
 
 def test_parameters_strict_and_not(client):
-    """Without "strict": true the assertions the validator lacks ("pattern") are left out, as
-    OpenAI leaves such tools unenforced, and the call is still well formed, an integer's bounds
-    held; with it they are refused, naming the keyword."""
+    """Without "strict": true the assertions the validator lacks (a lookahead in "pattern") are
+    left out, as OpenAI leaves such tools unenforced, and the call is still well formed, an
+    integer's bounds held; with it they are refused, naming the keyword."""
     import openai
     params = {"type": "object", "required": ["x"], "additionalProperties": False,
-              "properties": {"x": {"type": "string", "pattern": "^a", "maxLength": 8},
+              "properties": {"x": {"type": "string", "pattern": "^a(?=b)", "maxLength": 8},
                              "n": {"type": "integer", "minimum": 0}}}
     loose = {"type": "function", "function": {"name": "f", "parameters": params}}
     r = client.chat.completions.create(model="tiny", messages=MSGS, tools=[loose], tool_choice="required",
@@ -136,7 +136,7 @@ def test_parameters_strict_and_not(client):
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model="tiny", messages=MSGS, tools=[strict], tool_choice="required",
                                        max_tokens=4)
-    assert "'pattern' is not supported" in e.value.body["message"], e.value.body
+    assert "'pattern': lookarounds" in e.value.body["message"], e.value.body
 
 
 @pytest.fixture(scope="module")
@@ -177,11 +177,11 @@ def test_auto_renders_tools_and_calls(start_server, hermes_model):
     assert r.usage.prompt_tokens == len(tok.encode(text, add_special_tokens=False).ids)
     # "auto" calls in this markup are constrained once begun: a strict tool must compile
     strict = {"type": "function", "function": {"name": "f", "strict": True, "parameters": {
-        "type": "object", "properties": {"x": {"type": "string", "pattern": "^a"}}}}}
+        "type": "object", "properties": {"x": {"type": "string", "pattern": "^(?=a)"}}}}}
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model=client.models.list().data[0].id, messages=MSGS, tools=[strict],
                                        max_tokens=4)
-    assert e.value.body["param"] == "tools" and "'pattern' is not supported" in e.value.body["message"]
+    assert e.value.body["param"] == "tools" and "'pattern': lookarounds" in e.value.body["message"]
 
 
 def check_auto_calls(client, max_tokens):
