@@ -4,7 +4,9 @@
 # served with --backend cuda, the steady load of loadtest/scenarios/steady.sh at $RATES on prompts
 # that open with one of $NPRE shared prefixes of $PRE tokens (sdload --dataset shared-prefix), then
 # 128 tokens of their own (steady_load's), $OUTLEN out; once with --prefix-caching true, once
-# false. Each run's table and prefix-cache hits (from /metrics) go to $R/summary.txt.
+# false ($CACHES). Each run's table and prefix-cache hits (from /metrics) go to $R/summary.txt.
+# KV_BLOCKS caps the pool (--kv-blocks) so that the cached prefixes and the running sequences
+# outgrow it: eviction (and preemption) under load, e.g. KV_BLOCKS=600 NPRE=16.
 #   tools/gpu/prefix_load.sh                        on the device, with prebuilt binaries:
 #     tar xJf results/tmp/bins.tar.xz && AB_PREBUILT=1 bash tools/gpu/prefix_load.sh (carry .debs, results/tmp)
 #   PRESET=models/tiny/config.json TOK=models/tiny BACKEND=cpu B=build PATTERN= RATES=4 N=16 \
@@ -25,8 +27,8 @@ ck=/tmp/ck-prefix
 python3 tools/synth_ckpt.py --config "$PRESET" --tokenizer "$TOK" --out "$ck" \
     ${PATTERN:+--pattern $PATTERN} >"$R/synth.log" 2>&1
 ab_note "synth ${PATTERN:-dense} rc=$? $(ab_el) s"
-for cache in true false; do
-    SERVE_EXTRA="--prefix-caching $cache" steady_load "$R/prefix-$cache" "$ck" 150 \
+for cache in ${CACHES:-true false}; do
+    SERVE_EXTRA="--prefix-caching $cache ${KV_BLOCKS:+--kv-blocks $KV_BLOCKS}" steady_load "$R/prefix-$cache" "$ck" 150 \
         --dataset shared-prefix --prefix-len "$PRE" --num-prefixes "$NPRE" --timeout 120
     ab_note "prefix caching $cache rc=$? $(ab_el) s: $(grep -o 'ready at .* after [0-9]* s' "$R/prefix-$cache.log")"
     steady_table "$R/prefix-$cache" >>"$R/summary.txt"
