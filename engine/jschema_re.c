@@ -376,9 +376,9 @@ static int parse_alt(struct re *r, frag *f)
 static void closure(const struct re *r, uint64_t *set, int *stack)
 {
     int top = 0;
-    for (int i = 0; i < r->n; i++)
-        if ((set[i >> 6] >> (i & 63)) & 1)
-            stack[top++] = i;
+    for (int w = 0; w < (r->n + 63) / 64; w++) /* the members, by their words' set bits */
+        for (uint64_t bits = set[w]; bits; bits &= bits - 1)
+            stack[top++] = w * 64 + __builtin_ctzll(bits);
     while (top) {
         const struct nfa_state *s = &r->st[stack[--top]];
         if (!s->eps)
@@ -392,46 +392,71 @@ static void closure(const struct re *r, uint64_t *set, int *stack)
     }
 }
 
+static uint64_t set_hash(const uint64_t *w, size_t words)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < words; i++)
+        h = (h ^ w[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Subset construction. Per DFA state its symbol-reading NFA members are listed once, so a symbol
+ * costs a pass over them, and a new subset is looked up by its hash before its bits: a pattern
+ * at the limits compiles (or is refused) in milliseconds, not seconds. */
 static int determinise(struct re *r, int start, int accept, struct sd__js_dfa *d)
 {
     const size_t words = ((size_t)r->n + 63) / 64;
     uint64_t *sets = calloc((size_t)MAX_DFA * words, 8), *next = calloc(words, 8);
-    int *stack = malloc(sizeof *stack * (size_t)r->n * 2 + 8);
+    uint64_t *hashes = malloc(sizeof *hashes * MAX_DFA);
+    int *stack = malloc(sizeof *stack * (size_t)r->n + 8),
+        *members = malloc(sizeof *members * (size_t)r->n + 8);
     uint16_t *tab = malloc(sizeof *tab * MAX_DFA * SD__JS_RE_SYMS);
     int n = 1, rc = 0;
-    if (!sets || !next || !stack || !tab) {
+    if (!sets || !next || !hashes || !stack || !members || !tab) {
         rc = fail(r, "out of memory");
         goto done;
     }
     sets[start >> 6] |= (uint64_t)1 << (start & 63);
     closure(r, sets, stack);
-    for (int i = 0; i < n && rc == 0; i++)
+    hashes[0] = set_hash(sets, words);
+    for (int i = 0; i < n && rc == 0; i++) {
+        int m = 0;
+        for (size_t w = 0; w < words; w++)
+            for (uint64_t bits = sets[(size_t)i * words + w]; bits; bits &= bits - 1) {
+                int k = (int)(w * 64) + __builtin_ctzll(bits);
+                if (!r->st[k].eps)
+                    members[m++] = k;
+            }
         for (unsigned c = 0; c < SD__JS_RE_SYMS; c++) {
             memset(next, 0, words * 8);
             int any = 0;
-            for (int k = 0; k < r->n; k++)
-                if (((sets[i * words + (size_t)(k >> 6)] >> (k & 63)) & 1) && !r->st[k].eps &&
-                    set_has(&r->st[k].set, c)) {
-                    next[r->st[k].out >> 6] |= (uint64_t)1 << (r->st[k].out & 63);
+            for (int q = 0; q < m; q++) {
+                const struct nfa_state *st = &r->st[members[q]];
+                if (set_has(&st->set, c)) {
+                    next[st->out >> 6] |= (uint64_t)1 << (st->out & 63);
                     any = 1;
                 }
+            }
             if (!any) {
                 tab[i * SD__JS_RE_SYMS + c] = SD__JS_NONE;
                 continue;
             }
             closure(r, next, stack);
+            uint64_t h = set_hash(next, words);
             int j = 0;
-            while (j < n && memcmp(sets + (size_t)j * words, next, words * 8) != 0)
+            while (j < n && (hashes[j] != h || memcmp(sets + (size_t)j * words, next, words * 8) != 0))
                 j++;
             if (j == n) {
                 if (n == MAX_DFA) {
                     rc = fail(r, "too complex (over 1024 states)");
                     break;
                 }
-                memcpy(sets + (size_t)n++ * words, next, words * 8);
+                memcpy(sets + (size_t)n * words, next, words * 8);
+                hashes[n++] = h;
             }
             tab[i * SD__JS_RE_SYMS + c] = (uint16_t)j;
         }
+    }
     if (rc == 0) {
         d->n = (uint16_t)n;
         d->next = tab;
@@ -446,31 +471,52 @@ static int determinise(struct re *r, int start, int accept, struct sd__js_dfa *d
 done:
     free(sets);
     free(next);
+    free(hashes);
     free(stack);
+    free(members);
     free(tab);
     return rc;
 }
 
-/* dist[] by rounds of relaxation (the DFA is small); transitions into states with no match
- * ahead are cut. -1 when the start state has none: the pattern matches nothing. */
+/* dist[] by a breadth-first search backwards from the matches (over the reversed transitions);
+ * transitions into states with no match ahead are cut. -1 when the start state has none: the
+ * pattern matches nothing. */
 static int prune(struct re *r, struct sd__js_dfa *d)
 {
-    for (int i = 0; i < d->n; i++)
-        d->dist[i] = d->accept[i] ? 0 : SD__JS_NONE;
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int i = 0; i < d->n; i++)
-            for (int c = 0; c < SD__JS_RE_SYMS; c++) {
-                uint16_t t = d->next[i * SD__JS_RE_SYMS + c];
-                if (t != SD__JS_NONE && d->dist[t] != SD__JS_NONE && d->dist[t] + 1 < d->dist[i]) {
-                    d->dist[i] = (uint16_t)(d->dist[t] + 1);
-                    changed = 1;
-                }
-            }
+    const int n = d->n, e = n * SD__JS_RE_SYMS;
+    int *head = malloc(sizeof *head * (size_t)n), *link = malloc(sizeof *link * (size_t)e);
+    int *queue = malloc(sizeof *queue * (size_t)n);
+    if (!head || !link || !queue) {
+        free(head), free(link), free(queue);
+        return fail(r, "out of memory");
     }
-    for (int i = 0; i < d->n * SD__JS_RE_SYMS; i++)
-        if (d->next[i] != SD__JS_NONE && d->dist[d->next[i]] == SD__JS_NONE)
-            d->next[i] = SD__JS_NONE;
+    for (int i = 0; i < n; i++)
+        head[i] = -1;
+    for (int x = 0; x < e; x++) { /* edge x = (source x / SYMS, symbol x % SYMS), listed by target */
+        uint16_t t = d->next[x];
+        if (t != SD__JS_NONE)
+            link[x] = head[t], head[t] = x;
+    }
+    int qh = 0, qt = 0;
+    for (int i = 0; i < n; i++) {
+        d->dist[i] = d->accept[i] ? 0 : SD__JS_NONE;
+        if (d->accept[i])
+            queue[qt++] = i;
+    }
+    while (qh < qt) {
+        int t = queue[qh++];
+        for (int x = head[t]; x >= 0; x = link[x]) {
+            int src = x / SD__JS_RE_SYMS;
+            if (d->dist[src] == SD__JS_NONE) {
+                d->dist[src] = (uint16_t)(d->dist[t] + 1);
+                queue[qt++] = src;
+            }
+        }
+    }
+    free(head), free(link), free(queue);
+    for (int x = 0; x < e; x++)
+        if (d->next[x] != SD__JS_NONE && d->dist[d->next[x]] == SD__JS_NONE)
+            d->next[x] = SD__JS_NONE;
     return d->dist[0] == SD__JS_NONE ? fail(r, "it matches no string") : 0;
 }
 

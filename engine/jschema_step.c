@@ -419,9 +419,9 @@ static int first_key(const sd_jschema *s, const jst *h, unsigned idx)
 {
     int is_arr;
     const struct sd__js_node *n = top_node(s, h, &is_arr);
-    const struct sd__js_prop *p = s->props + n->prop_lo;
-    if (idx >= n->n_props)
+    if (idx >= n->n_props) /* before the arithmetic: a schema with no properties has props NULL */
         return -1;
+    const struct sd__js_prop *p = s->props + n->prop_lo;
     for (unsigned j = idx; j <= p[idx].last; j++)
         if (fits(s, h, p[j].child))
             return (int)j;
