@@ -310,41 +310,18 @@ static int in_list(const char *k, const char *const *list)
 static const char *const annotations[] = {"title",   "description", "default",  "examples", "deprecated",
                                           "$schema", "$id",         "$comment", NULL};
 /* What a lenient compile leaves out: assertions on a value's contents that the validator cannot
- * follow byte by byte (numeric bounds, patterns, formats, counts of keys, uniqueness). */
-static const char *const loose_kw[] = {"pattern",         "format",           "minimum",
-                                       "maximum",         "exclusiveMinimum", "exclusiveMaximum",
-                                       "multipleOf",      "minProperties",    "maxProperties",
-                                       "uniqueItems",     "propertyNames",    "patternProperties",
-                                       "contentEncoding", "contentMediaType", NULL};
-static const char *const value_kw[] = {"type",
-                                       "enum",
-                                       "const",
-                                       "properties",
-                                       "required",
-                                       "additionalProperties",
-                                       "items",
-                                       "minItems",
-                                       "maxItems",
-                                       "minLength",
-                                       "maxLength",
-                                       "minimum",
-                                       "exclusiveMinimum",
-                                       "maximum",
-                                       "exclusiveMaximum",
-                                       "pattern",
-                                       "format",
-                                       NULL};
-/* The numeric bounds, which integers follow and a lenient compile leaves out elsewhere. */
-static const char *const bound_kw[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", NULL};
-
-/* Whether sch's "type" is exactly "integer", the one type whose bounds are followed. */
-static int int_only(const json_t *sch)
-{
-    const json_t *t = json_object_get(sch, "type");
-    if (json_is_array(t) && json_array_size(t) == 1)
-        t = json_array_get(t, 0);
-    return json_is_string(t) && strcmp(json_string_value(t), "integer") == 0;
-}
+ * follow byte by byte (patterns and formats outside its subset, multiples, counts of keys,
+ * uniqueness), and numeric bounds on values that are no numbers. */
+static const char *const loose_kw[] = {
+    "pattern",     "format",        "multipleOf",        "minProperties",   "maxProperties",
+    "uniqueItems", "propertyNames", "patternProperties", "contentEncoding", "contentMediaType",
+    NULL};
+/* clang-format off */
+static const char *const value_kw[] = {
+    "type", "enum", "const", "properties", "required", "additionalProperties", "items", "minItems",
+    "maxItems", "minLength", "maxLength", "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum",
+    "pattern", "format", NULL};
+/* clang-format on */
 
 /* Every keyword is known, and $ref / anyOf / oneOf stand alone. *form gets "$ref", "anyOf",
  * "oneOf" or NULL (a value schema). */
@@ -358,7 +335,7 @@ static int check_keywords(struct cc *c, json_t *sch, const char **form)
         if (strcmp(k, "$id") == 0 && sch != c->root)
             return FAIL(c, "'$id' below the root is not supported");
         if (in_list(k, annotations) || strcmp(k, "$defs") == 0 || strcmp(k, "definitions") == 0 ||
-            (c->lenient && in_list(k, loose_kw) && !(in_list(k, bound_kw) && int_only(sch))))
+            (c->lenient && in_list(k, loose_kw)))
             continue;
         if (in_list(k, value_kw)) {
             value = value ? value : k;
@@ -656,10 +633,11 @@ static int compile_value(struct cc *c, uint16_t id, json_t *sch)
     n->max_len = max_len;
     n->len_cap = max_len != SD__JS_NONE ? max_len : min_len;
     n->has_len = min_len > 0 || max_len != SD__JS_NONE;
-    char why[128]; /* lenient: bounds on other types were left out (check_keywords) */
-    if (!(c->lenient && !int_only(sch)) && sd__jschema_int_bounds(sch, types, n, why, sizeof why) < 0)
+    char why[128];
+    int numeric = (types & (SD__JS_T_NUM | SD__JS_T_INT)) != 0; /* lenient: bounds elsewhere left out */
+    if ((numeric || !c->lenient) && sd__jschema_num_bounds(sch, types, n, why, sizeof why) < 0)
         return FAIL(c, "%s", why);
-    if (n->has_int && (en || cn))
+    if (n->has_num && (en || cn))
         return FAIL(c, "bounds beside '%s' are not supported", en ? "enum" : "const");
     if (sd__jschema_string_re(c->s, sch, types, min_len, c->lenient, en || cn, &n->re, why, sizeof why) < 0)
         return FAIL(c, "%s", why);

@@ -23,9 +23,9 @@
  *    date-time, uuid, email, ipv4 (jschema_re.c: a DFA over code points, every live state able
  *    to reach a match; not beside minLength, enum or const).
  *  - numbers: the JSON number grammar; "integer" admits no fraction or exponent (so 1.0 is not
- *    an integer here). On "type": "integer" alone "minimum", "maximum", "exclusiveMinimum" and
- *    "exclusiveMaximum" bound it (jschema_int.c: a digit goes in only where the integer can still
- *    end within them); on other types they are rejected.
+ *    an integer here). "minimum", "maximum", "exclusiveMinimum" and "exclusiveMaximum" bound
+ *    integers and numbers (jschema_num.c: fixed point, a character goes in only where the value
+ *    can still end within them; a bounded number has no exponent and at most 19 digits).
  *  - "enum" / "const" of strings, numbers, booleans and null (not objects or arrays): the value
  *    must be one of them written exactly as JSON-encoded by jansson (compact: strings with
  *    their UTF-8 raw and only '"', '\' and control characters escaped, as \n or \u001F;
@@ -87,11 +87,11 @@ typedef struct sd_jschema sd_jschema;
  * success. */
 int sd_jschema_compile(sd_jschema **ret, const char *json, size_t len, sd_diag *d);
 /* SD_JSCHEMA_LENIENT: the content assertions the subset lacks (a "pattern" or "format" outside it, the
- * numeric bounds of anything but an integer, "multipleOf", "minProperties", "maxProperties", "uniqueItems",
- * "propertyNames", "patternProperties", "contentEncoding", "contentMediaType") are left out instead of
- * refused, and "additionalProperties" may be a schema (extra keys are never generated, so it never applies).
- * For what OpenAI itself does not enforce: tools without "strict": true. Everything else is as strict as
- * ever. */
+ * numeric bounds on values that are no numbers, "multipleOf", "minProperties", "maxProperties",
+ * "uniqueItems", "propertyNames", "patternProperties", "contentEncoding", "contentMediaType") are left out
+ * instead of refused, and "additionalProperties" may be a schema (extra keys are never generated, so it never
+ * applies). For what OpenAI itself does not enforce: tools without "strict": true. Everything else is as
+ * strict as ever. */
 #define SD_JSCHEMA_LENIENT 1u
 int sd_jschema_compile_opts(sd_jschema **ret, const char *json, size_t len, unsigned flags, sd_diag *d);
 void sd_jschema_free(sd_jschema *s); /* NULL: no-op */

@@ -48,9 +48,9 @@ struct sd__js_node {
      * a key or an element only where what they need still fits the nesting limit, so that every
      * prefix it accepts can be completed. */
     uint8_t obj_min, arr_min, min_depth;
-    uint16_t re;            /* string: the DFA of its pattern / format in s->dfas, SD__JS_NONE if none */
-    uint8_t has_int;        /* integer: bounded by [int_lo, int_hi] (jschema_int.c) */
-    int64_t int_lo, int_hi; /* minimum / maximum (exclusive ones moved inward), else INT64_MIN / MAX */
+    uint16_t re;             /* string: the DFA of its pattern / format in s->dfas, SD__JS_NONE if none */
+    uint8_t has_num;         /* number / integer: bounded by [num_lo, num_hi] (jschema_num.c) */
+    __int128 num_lo, num_hi; /* in 10^-18 units: minimum / maximum, exclusive ones moved inward */
 };
 
 #define SD__JS_MIN_INF 0xFF
@@ -121,17 +121,24 @@ struct sd__js_cnode {
  * $ref loops, anyOf alternatives that overlap or contain themselves. */
 int sd__jschema_link(sd_jschema *s, struct sd__js_cnode *cn, uint16_t *alts, sd_diag *d);
 
-/* jschema_int.c. The bounds of schema object sch (minimum, maximum, exclusiveMinimum,
- * exclusiveMaximum) into n (has_int, int_lo, int_hi): 0, or -1 with the reason in why (a bound on
- * a node that is not exactly "type": "integer", one that is not a number, an empty range). */
+/* jschema_num.c. The bounds of schema object sch (minimum, maximum, exclusiveMinimum,
+ * exclusiveMaximum) into n (has_num, num_lo, num_hi): 0, or -1 with the reason in why (a bound
+ * on a node that is no number, one that is not a finite number, an empty range). */
 struct json_t;
-int sd__jschema_int_bounds(const struct json_t *sch, uint8_t types, struct sd__js_node *n, char *why,
+int sd__jschema_num_bounds(const struct json_t *sch, uint8_t types, struct sd__js_node *n, char *why,
                            size_t cap);
-/* Whether an integer of bounded node n that begins with the digits read so far (`digits` of them,
- * forming magnitude mag; neg: after '-') can still end within its bounds, now or after more
- * digits; and whether the integer read is within them. */
-int sd__jschema_int_open(const struct sd__js_node *n, int neg, uint64_t mag, int digits);
-int sd__jschema_int_in(const struct sd__js_node *n, int neg, uint64_t mag);
+/* Where a bounded number stands: after its sign, in its integer digits, after a lone 0, after
+ * the point, in its fraction; `digits` all its digits so far as one integer (19 at most), nfrac
+ * of them after the point. */
+enum { SD__JS_NUM_SIGN, SD__JS_NUM_INT, SD__JS_NUM_ZERO, SD__JS_NUM_DOT, SD__JS_NUM_FRAC };
+struct sd__js_numpos {
+    int at, neg, nfrac;
+    uint64_t digits;
+};
+/* Whether a number of bounded node n that begins as p says can still end within its bounds, now
+ * or after more characters; and whether the number read (digits, nfrac after the point) is. */
+int sd__jschema_num_open(const struct sd__js_node *n, const struct sd__js_numpos *p);
+int sd__jschema_num_in(const struct sd__js_node *n, int neg, uint64_t digits, int nfrac);
 
 /* jschema_re.c. Compiles pattern (len bytes) into d: 0, or -1 with the reason in why ("'pattern':
  * ..."), d then empty. */
@@ -166,10 +173,11 @@ struct sd__js_state {
     uint16_t lit;  /* key: the first property still matching; literal: the first one matching */
     uint16_t pos;  /* key, literal: bytes matched */
     uint16_t len;  /* string with a length limit: code points so far, saturating at len_cap */
-    uint16_t zero; /* 0, but in a bounded integer (below) */
+    uint16_t zero; /* 0, but in a bounded number (below) */
     /* In a string with a pattern (re) lit is its DFA state. */
-    /* In a bounded integer (has_int) lit, pos, len and zero hold the magnitude read so far, 16 bits
-     * each from the lowest (jschema_step.c int_mag), and hex is 1 after a '-'. */
+    /* In a bounded number (has_num) lit, pos, len and zero hold its digits read so far as one
+     * integer, 16 bits each from the lowest (jschema_step.c num_digits), hex is 1 after a '-' and
+     * surr counts the digits after the point. */
     uint16_t node[]; /* [depth] */
 };
 

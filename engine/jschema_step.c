@@ -81,30 +81,41 @@ static void value_done(jst *h)
     enter(h, h->depth ? P_AFTER : P_DONE, 0);
 }
 
-/* A bounded integer's magnitude, kept in lit, pos, len and zero (jschema_impl.h). */
-static uint64_t int_mag(const jst *h)
+/* A bounded number's digits as one integer, kept in lit, pos, len and zero (jschema_impl.h). */
+static uint64_t num_digits(const jst *h)
 {
     return (uint64_t)h->lit | (uint64_t)h->pos << 16 | (uint64_t)h->len << 32 | (uint64_t)h->zero << 48;
 }
 
-static void set_int_mag(jst *h, uint64_t m)
+static void set_num_digits(jst *h, uint64_t m)
 {
     h->lit = (uint16_t)m, h->pos = (uint16_t)(m >> 16), h->len = (uint16_t)(m >> 32),
     h->zero = (uint16_t)(m >> 48);
 }
 
-/* One more digit d of a bounded integer (digits: how many it has now, d included): 0, or -1 when
- * no integer that begins so ends within the bounds. */
-static int int_digit(const struct sd__js_node *n, jst *h, unsigned d, int digits)
+/* A bounded number moving to position `at` (SD__JS_NUM_*) with one more digit d (d < 0: none):
+ * 0 and the state updated, or -1 when no number that begins so ends within the bounds, or it
+ * would pass 19 digits (18 after the point). */
+static int num_bound(const struct sd__js_node *n, jst *h, int at, int d)
 {
-    uint64_t m = int_mag(h);
-    if (m > (UINT64_MAX - 9) / 10)
+    struct sd__js_numpos p = {at, h->hex, h->surr, num_digits(h)};
+    if (d >= 0) {
+        if (p.digits >= 1000000000000000000ull || (at == SD__JS_NUM_FRAC && p.nfrac >= 18))
+            return -1;
+        p.digits = p.digits * 10 + (uint64_t)d;
+        p.nfrac += at == SD__JS_NUM_FRAC;
+    }
+    if (!sd__jschema_num_open(n, &p))
         return -1;
-    m = m * 10 + d;
-    if (!sd__jschema_int_open(n, h->hex, m, digits))
-        return -1;
-    set_int_mag(h, m);
+    set_num_digits(h, p.digits);
+    h->surr = (uint8_t)p.nfrac;
     return 0;
+}
+
+/* Whether a bounded number may end here: the value written is within the bounds. */
+static int num_ends(const struct sd__js_node *n, const jst *h)
+{
+    return !n->has_num || sd__jschema_num_in(n, h->hex, num_digits(h), h->surr);
 }
 
 /* Whether a value expected at node e fits below the open containers: the fewest it nests
@@ -327,31 +338,34 @@ static int hex_step(jst *h, unsigned c)
 static int num_step(const sd_jschema *s, jst *h, unsigned c)
 {
     const struct sd__js_node *n = &s->nodes[h->cur];
-    int digit = c >= '0' && c <= '9';
+    int digit = c >= '0' && c <= '9', b = n->has_num; /* b: bounded, written without exponent */
     int frac = (n->types & SD__JS_T_NUM) != 0;
     int exp = frac && (c == 'e' || c == 'E');
     uint8_t p = h->phase, next;
+    if (b && exp)
+        return -1;
     switch (p) {
     case P_NUM_MINUS:
-        if (!digit || (n->has_int && int_digit(n, h, c - '0', 1) < 0))
+        if (!digit || (b && num_bound(n, h, c == '0' ? SD__JS_NUM_ZERO : SD__JS_NUM_INT, (int)(c - '0')) < 0))
             return -1;
         next = c == '0' ? P_NUM_ZERO : P_NUM_INT;
         break;
     case P_NUM_ZERO:
     case P_NUM_INT:
         if ((digit && p == P_NUM_ZERO) || (!digit && !(frac && c == '.') && !exp)) {
-            if (n->has_int && !sd__jschema_int_in(n, h->hex, int_mag(h)))
+            if (!num_ends(n, h))
                 return -1; /* a prefix that goes on into range ends outside it ("1" of [10, 20]) */
             value_done(h); /* "01" ends at "0"; the container then rejects the '1' */
             return 1;
         }
-        if (digit && n->has_int && int_digit(n, h, c - '0', 2) < 0)
+        if (b && (digit ? num_bound(n, h, SD__JS_NUM_INT, (int)(c - '0'))
+                        : num_bound(n, h, SD__JS_NUM_DOT, -1)) < 0)
             return -1;
         next = digit ? P_NUM_INT : c == '.' ? P_NUM_DOT : P_NUM_E;
         break;
     case P_NUM_DOT:
     case P_NUM_ESIGN:
-        if (!digit)
+        if (!digit || (b && num_bound(n, h, SD__JS_NUM_FRAC, (int)(c - '0')) < 0))
             return -1;
         next = p == P_NUM_DOT ? P_NUM_FRAC : P_NUM_EXP;
         break;
@@ -362,11 +376,13 @@ static int num_step(const sd_jschema *s, jst *h, unsigned c)
         break;
     default: /* P_NUM_FRAC, P_NUM_EXP */
         if (digit)
-            return 0;
+            return b && num_bound(n, h, SD__JS_NUM_FRAC, (int)(c - '0')) < 0 ? -1 : 0;
         if (p == P_NUM_FRAC && exp) {
             next = P_NUM_E;
             break;
         }
+        if (!num_ends(n, h))
+            return -1;
         value_done(h);
         return 1;
     }
@@ -402,10 +418,12 @@ static int value_start(const sd_jschema *s, jst *h, uint16_t e, unsigned c)
         return 0;
     case SD__JS_C_NUM:
         enter(h, c == '-' ? P_NUM_MINUS : c == '0' ? P_NUM_ZERO : P_NUM_INT, id);
-        if (!n->has_int)
+        if (!n->has_num)
             return 0;
         h->hex = c == '-';
-        return c == '-' ? (sd__jschema_int_open(n, 1, 0, 0) ? 0 : -1) : int_digit(n, h, c - '0', 1);
+        return c == '-'   ? num_bound(n, h, SD__JS_NUM_SIGN, -1)
+               : c == '0' ? num_bound(n, h, SD__JS_NUM_ZERO, 0)
+                          : num_bound(n, h, SD__JS_NUM_INT, (int)(c - '0'));
     case SD__JS_C_BOOL:
         return lit_begin(s, h, s->bool_lit, c);
     default:
@@ -589,8 +607,8 @@ int sd_jschema_can_end(const sd_jschema *s, const void *state)
     switch (h->phase) {
     case P_NUM_ZERO:
     case P_NUM_INT:
-        return !s->nodes[h->cur].has_int || sd__jschema_int_in(&s->nodes[h->cur], h->hex, int_mag(h));
     case P_NUM_FRAC:
+        return num_ends(&s->nodes[h->cur], h);
     case P_NUM_EXP:
         return 1;
     case P_LIT:

@@ -1,5 +1,5 @@
 /* fuzz_jschema: JSON Schema compiling (engine/jschema.c, with its integer bounds and the regex
- * subset of "pattern": jschema_int.c, jschema_re.c) on arbitrary schemas, strict and lenient, and
+ * subset of "pattern": jschema_num.c, jschema_re.c) on arbitrary schemas, strict and lenient, and
  * the validator on arbitrary text. The input is the schema, then a NUL byte, then the text; a
  * compiled schema steps the text byte by byte (each byte on a copy, so a rejected one leaves the
  * state as it was), checking that complete and can_end agree and that nothing follows a complete

@@ -226,16 +226,17 @@ def schema_choices(client, schema, prompt, seed):
     return r.choices, stopped
 
 
-def test_json_schema_integer_bounds(client):
-    """An integer with minimum and maximum takes only digits that can still end within them: every
-    choice's age is in range, and none runs its digits on to max_tokens (the unbounded schema
-    above lets the tiny model do that)."""
-    schema = {**PERSON, "properties": {**PERSON["properties"],
-                                       "age": {"type": "integer", "minimum": 18, "exclusiveMaximum": 66}}}
+def test_json_schema_numeric_bounds(client):
+    """An integer and a number with bounds take only digits that can still end within them: every
+    choice's age and score are in range, and no age runs its digits on to max_tokens (the
+    unbounded schema above lets the tiny model do that)."""
+    schema = {**PERSON, "required": ["name", "age", "score"],
+              "properties": {**PERSON["properties"], "age": {"type": "integer", "minimum": 18, "exclusiveMaximum": 66},
+                             "score": {"type": "number", "minimum": 0, "maximum": 1}}}
     choices, stopped = schema_choices(client, schema, 'person = {"name": "Ada", "age": 36}\nother = ', 41)
     for c in stopped:
         v = json.loads(c.text)
-        assert 18 <= v["age"] <= 65 and isinstance(v["age"], int), c.text
+        assert 18 <= v["age"] <= 65 and isinstance(v["age"], int) and 0 <= v["score"] <= 1, c.text
     for c in choices:  # cut by max_tokens only inside the name, never in the age's digits
         m = re.search(r'"age": *(-?[0-9]+)', c.text)
         assert not m or len(m.group(1)) <= 2, c.text
