@@ -520,6 +520,28 @@ static int prune(struct re *r, struct sd__js_dfa *d)
     return d->dist[0] == SD__JS_NONE ? fail(r, "it matches no string") : 0;
 }
 
+/* Whether p[0, len) has a '|' outside every group and class: "^a|b$" anchors one alternative
+ * at each end, which anchoring the whole would misread. */
+static int top_level_bar(const char *p, size_t len)
+{
+    int depth = 0, cls = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (p[i] == '\\') {
+            i++;
+            continue;
+        }
+        if (cls) {
+            cls = p[i] != ']';
+            continue;
+        }
+        depth += p[i] == '(' ? 1 : p[i] == ')' ? -1 : 0;
+        cls = p[i] == '[';
+        if (p[i] == '|' && depth == 0)
+            return 1;
+    }
+    return 0;
+}
+
 int sd__jschema_re_compile(const char *pattern, size_t len, struct sd__js_dfa *d, char *why, size_t cap)
 {
     memset(d, 0, sizeof *d);
@@ -530,6 +552,10 @@ int sd__jschema_re_compile(const char *pattern, size_t len, struct sd__js_dfa *d
     int anchored_start = len > 0 && pattern[0] == '^';
     int anchored_end = len > 0 && pattern[len - 1] == '$' && (len < 2 || pattern[len - 2] != '\\');
     r.p += anchored_start;
+    if ((anchored_start || anchored_end) && top_level_bar(pattern, len)) {
+        free(r.st);
+        return fail(&r, "anchors beside a top-level '|' are not supported (group the alternatives)");
+    }
     frag body, pre, post;
     symset any = {{0}};
     set_invert(&any);

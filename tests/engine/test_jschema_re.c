@@ -200,6 +200,8 @@ static void test_refused(void)
         {"{'type':'string','pattern':'\\\\p{L}'}", "'pattern': an unsupported escape"},
         {"{'type':'string','pattern':'\xc3\xa9'}", "'pattern': non-ASCII characters are not supported"},
         {"{'type':'string','pattern':'a|^b'}", "'^' and '$' only at the pattern's ends"},
+        {"{'type':'string','pattern':'^a|b$'}", "anchors beside a top-level '|' are not supported"},
+        {"{'type':'string','pattern':'a|b$'}", "anchors beside a top-level '|' are not supported"},
         {"{'type':'string','pattern':'(a'}", "'pattern': an unclosed '('"},
         {"{'type':'string','pattern':'a)'}", "'pattern': an unmatched ')'"},
         {"{'type':'string','pattern':'^[^\\\\s\\\\S]$'}", "'pattern': it matches no string"},
