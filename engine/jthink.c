@@ -140,6 +140,12 @@ int sd_jthink_thinking(const void *state)
     return h->phase == P_THINK || h->phase == P_CLOSE;
 }
 
+int sd_jthink_past(const void *state)
+{
+    const struct hdr *h = state;
+    return h->phase == P_GAP || h->phase == P_INNER;
+}
+
 void sd_jthink_close(void *state)
 {
     struct hdr *h = state;

@@ -52,6 +52,9 @@ void sd_jthink_init(void *state, sd_think start);
 void *sd_jthink_inner(void *state);
 /* 1 inside the block (after "<think>", or from the start with SD_THINK_OPEN, until "</think>"). */
 int sd_jthink_thinking(const void *state);
+/* 1 once the text is past where a block could be: after "</think>", or the inner text begun
+ * without one. From there on a wrapped sd_jval_free accepts every byte. */
+int sd_jthink_past(const void *state);
 /* Ends the thinking: inside the block, only the rest of "</think>" may follow; elsewhere no-op. */
 void sd_jthink_close(void *state);
 

@@ -142,5 +142,10 @@ int sd_sched__json_take(const sd_sched *s, sd_sched_req *r, int32_t tok)
     if (r->think && r->think_budget >= 0 && sd_jthink_thinking(r->jst) &&
         ++r->think_tokens >= r->think_budget)
         sd_jthink_close(r->jst); /* the budget is spent: "</think>" is all that may come */
+    /* a budget without a constraint: once the thinking is over nothing is constrained, so the
+     * rest of the reply samples unmasked like any other request (no mask a token, special tokens
+     * as usual) */
+    if (r->think && r->jv_in.id == SD_JVAL_FREE_ID && sd_jthink_past(r->jst))
+        r->json = 0;
     return 0;
 }

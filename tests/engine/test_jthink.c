@@ -165,8 +165,11 @@ static void test_free(void)
     wrapped w;
     wrap(&w, &sd_jval_free, SD_THINK_MAY);
     CHECK(can_end(&w)); /* an empty answer */
-    CHECK(feed(&w, "<thin") == 0 && !can_end(&w));
-    CHECK(feed(&w, "g is free") == 0 && can_end(&w) && !sd_jthink_thinking(w.st));
+    CHECK(feed(&w, "<thin") == 0 && !can_end(&w) && !sd_jthink_past(w.st));
+    CHECK(feed(&w, "g is free") == 0 && can_end(&w) && !sd_jthink_thinking(w.st) && sd_jthink_past(w.st));
+    wrap(&w, &sd_jval_free, SD_THINK_OPEN); /* past the block once its tag has closed */
+    CHECK(feed(&w, "plan </think") == 0 && !sd_jthink_past(w.st) && feed(&w, ">") == 0 &&
+          sd_jthink_past(w.st));
     CHECK(sd_jval_free.id == SD_JVAL_FREE_ID && w.jv.id == (SD_JVAL_FREE_ID | (uint64_t)1 << 63));
 }
 
