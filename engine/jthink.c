@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "diag.h"
+#include "jsonc_utf8.h"
 
 static const char OPEN[] = "<think>", CLOSE[] = "</think>";
 #define OPEN_LEN (sizeof OPEN - 1)
@@ -35,11 +36,6 @@ void *sd_jthink_inner(void *state)
 static const void *inner_c(const void *state)
 {
     return (const char *)state + SD_JTHINK_HEADER;
-}
-
-static int is_ws(unsigned c)
-{
-    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
 }
 
 static int enter_inner(struct hdr *h, const sd_jval *in, void *state, unsigned byte)
@@ -77,7 +73,7 @@ static int tk_step(const void *ctx, void *state, unsigned byte)
             h->phase = P_GAP, h->pos = 0;
         return 0;
     case P_GAP:
-        if (is_ws(byte) && h->gap < SD_JTHINK_MAX_GAP) {
+        if (json_ws(byte) && h->gap < SD_JTHINK_MAX_GAP) {
             h->gap++;
             return 0;
         }
