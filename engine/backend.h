@@ -108,6 +108,10 @@ struct sd_backend {
      * apart at first use (CUDA with cuSPARSELt: 64, engine/cuda_cslt.h); 0: none. The warm-up runs
      * a chunk of each (engine/warmup.h). */
     int32_t gemm_row_step;
+    /* 1: a speculative-decoding step (engine/spec.h) runs fastest when every sequence carries as
+     * many draft tokens (the CUDA backend replays a graph of that shape), so the scheduler fills
+     * shorter drafts up; 0: each sequence carries only its own drafts (cpu) */
+    int32_t uniform_spec;
 };
 
 static inline int sd_backend_forward(sd_backend *b, const sd_batch_seq *seqs, int n_seqs, float *logits,

@@ -238,6 +238,7 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
     b->cfg = *cfg;
     b->device = o.device;
     b->use_graphs = 1;
+    b->base.uniform_spec = 1; /* speculative steps of equal draft lengths replay a graph */
     b->pdl = env_mode("SD_PDL", 1, 1);
     /* The o and down projections add into the residual stream (no separate add, no split-K
      * zeroing); under TP the partial sums go through the all-reduce first. SD_RESID_ACC=0: off. */
@@ -412,7 +413,7 @@ static void cuda_free(sd_backend *base)
     if (!b)
         return;
     cudaSetDevice(b->device);
-    for (int i = 0; i < SD_CU_N_BUCKETS; i++)
+    for (int i = 0; i < SD_CU_N_GRAPHS; i++)
         if (b->graphs[i])
             cudaGraphExecDestroy(b->graphs[i]);
     for (int i = 0; i < 2; i++)

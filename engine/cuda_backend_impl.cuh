@@ -9,10 +9,16 @@
 #include "engine/cuda_capture.h"
 #include "engine/cuda_impl.cuh"
 #include "engine/cuda_sample.cuh"
+#include "engine/spec.h"
 #include "engine/tp_impl.cuh"
 
 #define SD_CU_MAX_SEQS SD_CUDA_MAX_SEQS /* sequences in one forward call (cuda_backend.h) */
 #define SD_CU_N_BUCKETS 9               /* graph buckets 1, 2, 4 ... 256 */
+/* Tokens each sequence of a graphed step carries: 1 (decode), or 1 + drafts (a speculative
+ * decoding step whose sequences all carry as many, engine/spec.h). Graph slot of bucket k and
+ * t tokens a sequence: (t - 1) * SD_CU_N_BUCKETS + k. */
+#define SD_CU_MAX_STEP_T (1 + SD_SPEC_MAX_TOKENS)
+#define SD_CU_N_GRAPHS (SD_CU_N_BUCKETS * SD_CU_MAX_STEP_T)
 
 /* Parts of every layer that SD_BENCH_SKIP drops (measurement only). */
 enum {
@@ -67,9 +73,9 @@ typedef struct sd_cuda_backend {
     int refine;       /* unless SD_TUNE_REFINE=0 or deterministic: each bucket's first graph tries
                          the linears' runner-up configs (cuda_step.cu refine_graph); 2: (tests) it
                          fails after the first */
-    int refine_tried, refine_kept; /* runner-ups the refine pass tried and kept (for tests) */
-    int refine_failed;             /* 1 once the pass failed and was turned off (refine_turn_off) */
-    cudaGraphExec_t graphs[SD_CU_N_BUCKETS];
+    int refine_tried, refine_kept;          /* runner-ups the refine pass tried and kept (for tests) */
+    int refine_failed;                      /* 1 once the pass failed and was turned off (refine_turn_off) */
+    cudaGraphExec_t graphs[SD_CU_N_GRAPHS]; /* by slot (SD_CU_MAX_STEP_T) */
     int64_t replays;
     int time_launches;    /* sd_backend_cuda_time_launches: time cudaGraphLaunch (benchmarks only) */
     double launch_us;     /* with time_launches: host time spent in cudaGraphLaunch over replays */

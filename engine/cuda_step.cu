@@ -174,10 +174,9 @@ static int enqueue_step(sd_cuda_backend *b, const step_shape *s, sd_diag *d)
 
 /* Checks the batch against the pool and the buffers; counts tokens and logits rows. */
 static int check_batch(const sd_cuda_backend *b, const sd_batch_seq *seqs, int n_seqs, int *T, int *R,
-                       int *all_decode, sd_diag *d)
+                       sd_diag *d)
 {
     int64_t t = 0, r = 0;
-    int dec = 1;
     if (n_seqs < 1 || n_seqs > b->max_seqs)
         return sd_diag_set(d, SD_EINVAL, "cuda forward: %d sequences (1..%d)", n_seqs, b->max_seqs);
     for (int i = 0; i < n_seqs; i++) {
@@ -200,21 +199,19 @@ static int check_batch(const sd_cuda_backend *b, const sd_batch_seq *seqs, int n
                                    i, q->tokens[k]);
         t += q->n_tokens;
         r += q->all_logits ? q->n_tokens : 1;
-        dec &= q->n_tokens == 1;
     }
     if (t > b->tmax)
         return sd_diag_set(d, SD_EINVAL, "cuda forward: %lld tokens (max_batch_tokens %d)", (long long)t,
                            b->tmax);
     *T = (int)t;
     *R = (int)r;
-    *all_decode = dec;
     return 0;
 }
 
-/* Fills h_meta for n_seqs real sequences padded to `padded` one-token rows (decode buckets)
- * and sets the device pointers of s. */
+/* Fills h_meta for n_seqs real sequences padded to `padded` sequences of pad_t tokens each (graph
+ * buckets; every token a logits row) and sets the device pointers of s. */
 static void fill_meta(sd_cuda_backend *b, const sd_batch_seq *seqs, int n_seqs, int T, int R, int padded,
-                      step_shape *s)
+                      int pad_t, step_shape *s)
 {
     int32_t *h = b->h_meta, *tok = h, *pos = h + T, *seq = h + 2 * T, *rows = h + 3 * T, *bt = h + 3 * T + R;
     int t = 0, r = 0;
@@ -230,11 +227,15 @@ static void fill_meta(sd_cuda_backend *b, const sd_batch_seq *seqs, int n_seqs, 
                 rows[r++] = t;
         }
     }
-    for (int i = n_seqs; i < padded; i++, t++, r++) { /* padding: position 0 in the spare block */
-        tok[t] = pos[t] = 0;
-        seq[t] = i;
-        rows[r] = t;
-        bt[(size_t)i * b->max_bt] = b->base.kv_blocks;
+    for (int i = n_seqs; i < padded; i++) { /* padding: positions 0.. in the spare block */
+        for (int k = 0; k < pad_t; k++, t++, r++) {
+            tok[t] = 0;
+            pos[t] = k;
+            seq[t] = i;
+            rows[r] = t;
+        }
+        for (int k = 0; k <= (pad_t - 1) / b->base.block_size; k++)
+            bt[(size_t)i * b->max_bt + k] = b->base.kv_blocks;
     }
     int32_t *dm = b->d_meta;
     *s = (step_shape){T,
@@ -288,9 +289,9 @@ static void log_graph_nodes(cudaGraph_t g, int k)
             1 << k, n, kernel, memset_, memcpy_, n - kernel - memset_ - memcpy_);
 }
 
-/* Captures the step of shape s into b->graphs[k], replacing the graph there. A capture that held
- * cuSPARSELt's GEMMs and failed is made again without them (a library version whose kernels do
- * not capture must not stop decoding), and the graphs keep them out from then on. On failure
+/* Captures the step of shape s into b->graphs[k] (k: the slot, SD_CU_MAX_STEP_T), replacing the graph there.
+ * A capture that held cuSPARSELt's GEMMs and failed is made again without them (a library version whose
+ * kernels do not capture must not stop decoding), and the graphs keep them out from then on. On failure
  * b->graphs[k] stays NULL: cudaGraphInstantiate leaves its output undefined when it fails, and a
  * stale handle there would be replayed (or destroyed) by the next step of this bucket. */
 static int capture_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag *d)
@@ -329,7 +330,8 @@ static int capture_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag
     }
     if (rc)
         return rc;
-    return sd_diag_set(d, SD_ECUDA, "cuda: decode graph of %d sequences: %s", 1 << k, cudaGetErrorString(e));
+    return sd_diag_set(d, SD_ECUDA, "cuda: decode graph of %d sequences of %d tokens: %s",
+                       1 << (k % SD_CU_N_BUCKETS), 1 + k / SD_CU_N_BUCKETS, cudaGetErrorString(e));
 }
 
 /* ms per replay of graph k: two warm-up launches, then the fastest of three rounds of ten. */
@@ -481,7 +483,7 @@ static int refine_turn_off(sd_cuda_backend *b, const step_shape *s, int k, int r
 }
 
 /* Replays (or on first use, runs eagerly, captures and, unless SD_TUNE_REFINE=0, refines) the graph
- * of this batch bucket. */
+ * of slot k (a batch bucket, and for speculative steps the tokens a sequence). */
 static int decode_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag *d)
 {
     if (b->graphs[k]) {
@@ -494,7 +496,7 @@ static int decode_graph(sd_cuda_backend *b, const step_shape *s, int k, sd_diag 
     SD_TRY(enqueue_step(b, s, d)); /* this step's results, and any lazy init outside the capture */
     SD_TRY(sd__tp_sync(&b->tp, b->st, d));
     SD_TRY(capture_graph(b, s, k, d));
-    if (b->refine && !b->tp.comm) {
+    if (b->refine && !b->tp.comm && k < SD_CU_N_BUCKETS) { /* decode steps; not the drafts' shapes */
         sd_diag rd = {};
         const int rc = refine_graph(b, s, k, &rd);
         if (rc)
@@ -536,23 +538,37 @@ static int copy_gathered(sd_cuda_backend *b, int rows, int R, float *logits, cud
     return 0;
 }
 
+/* The tokens every sequence of the step carries when a graph can take it: 1 (a decode step), or
+ * t <= SD_CU_MAX_STEP_T with a logits row for each (a speculative step of equal drafts); 0 when
+ * the sequences differ (prefill chunks, mixed steps). */
+static int uniform_tokens(const sd_batch_seq *seqs, int n_seqs)
+{
+    const int t = seqs[0].n_tokens;
+    if (t > SD_CU_MAX_STEP_T)
+        return 0;
+    for (int i = 0; i < n_seqs; i++)
+        if (seqs[i].n_tokens != t || (t > 1 && !seqs[i].all_logits))
+            return 0;
+    return t;
+}
+
 int sd__cu_backend_forward(sd_backend *base, const sd_batch_seq *seqs, int n_seqs, float *logits, sd_diag *d)
 {
     sd_cuda_backend *b = (sd_cuda_backend *)base;
-    int T = 0, R = 0, dec = 0;
+    int T = 0, R = 0;
     b->last_rows = 0; /* nothing to sample until this step succeeds */
-    SD_TRY(check_batch(b, seqs, n_seqs, &T, &R, &dec, d));
+    SD_TRY(check_batch(b, seqs, n_seqs, &T, &R, d));
     SD_CU(d, cudaSetDevice(b->device));
-    int k = bucket_of(n_seqs), padded = 1 << k;
-    int graph = b->use_graphs && !b->cap_fn && dec && k < SD_CU_N_BUCKETS && padded <= b->tmax &&
-                padded <= b->max_seqs;
+    int k = bucket_of(n_seqs), padded = 1 << k, t = uniform_tokens(seqs, n_seqs);
+    int graph = b->use_graphs && !b->cap_fn && t > 0 && k < SD_CU_N_BUCKETS && padded * t <= b->tmax &&
+                padded <= b->max_seqs && (t - 1) / b->base.block_size < b->max_bt;
     step_shape s;
     if (graph)
-        fill_meta(b, seqs, n_seqs, padded, padded, padded, &s);
+        fill_meta(b, seqs, n_seqs, padded * t, padded * t, padded, t, &s);
     else
-        fill_meta(b, seqs, n_seqs, T, R, n_seqs, &s);
+        fill_meta(b, seqs, n_seqs, T, R, n_seqs, 1, &s);
     SD_CU(d, cudaMemcpyAsync(b->d_meta, b->h_meta, meta_len(b, &s) * 4, cudaMemcpyHostToDevice, b->st));
-    SD_TRY(graph ? decode_graph(b, &s, k, d) : enqueue_step(b, &s, d));
+    SD_TRY(graph ? decode_graph(b, &s, (t - 1) * SD_CU_N_BUCKETS + k, d) : enqueue_step(b, &s, d));
     if (b->tp.comm) {
         /* wait with a deadline first: a copy to pageable memory would block on a dead peer */
         SD_TRY(sd__tp_sync(&b->tp, b->st, d));

@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "sampler.h"
+#include "spec.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,6 +25,7 @@ typedef struct sd_engine_opts {
     int max_waiting;       /* waiting queue bound; submit beyond it fails with SD_EFULL */
     int32_t max_model_len; /* prompt + max_tokens at most (0 => model's max_position_embeddings) */
     int prefix_caching;    /* keep computed KV blocks for prompts that start the same (engine/prefix.h) */
+    sd_spec_opts spec;     /* speculative decoding by prompt lookup (engine/spec.h); tokens 0: off */
 } sd_engine_opts;
 
 void sd_engine_opts_default(sd_engine_opts *o);
@@ -136,6 +138,7 @@ typedef struct sd_engine_stats {
     uint64_t prefix_query_tokens, prefix_hit_tokens; /* prompt tokens looked up / found cached */
     uint64_t prompt_tokens, generation_tokens;       /* totals since start */
     uint64_t steps, preemptions;
+    uint64_t spec_draft_tokens, spec_accepted_tokens; /* drafted / kept by the model (engine/spec.h) */
 } sd_engine_stats;
 
 void sd_engine_stats_get(sd_engine *e, sd_engine_stats *s);

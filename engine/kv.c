@@ -168,6 +168,17 @@ int sd_kv_seq_append(sd_kv *kv, sd_kv_seq *s, int32_t n_new)
     return 0;
 }
 
+int sd_kv_seq_truncate(sd_kv *kv, sd_kv_seq *s, int32_t n_tokens)
+{
+    if (n_tokens < 0 || n_tokens > s->n_tokens)
+        return SD_EINVAL;
+    int32_t keep = sd_kv_blocks_for(kv, n_tokens);
+    while (s->n_blocks > keep)
+        sd_kv_release(kv, s->blocks[--s->n_blocks]);
+    s->n_tokens = n_tokens;
+    return 0;
+}
+
 void sd_kv_seq_release(sd_kv *kv, sd_kv_seq *s)
 {
     if (!s)

@@ -60,6 +60,10 @@ int32_t sd_kv_seq_needed(const sd_kv *kv, const sd_kv_seq *s, int32_t n_new);
 int sd_kv_seq_append(sd_kv *kv, sd_kv_seq *s, int32_t n_new);
 /* Makes room for n_blocks entries in the table (no block taken). SD_ENOMEM on failure. */
 int sd_kv_seq_reserve(sd_kv_seq *s, int32_t n_blocks);
+/* Shrinks the table to cover n_tokens (<= its n_tokens): the blocks past ceil(n_tokens /
+ * block_size) are released (speculative tokens that were not kept). SD_EINVAL when n_tokens is
+ * negative or more than the table covers; the table is unchanged then. */
+int sd_kv_seq_truncate(sd_kv *kv, sd_kv_seq *s, int32_t n_tokens);
 /* Releases every block of the table and frees it; the sequence is empty afterwards and
  * may be reused. A NULL or empty sequence is a no-op. */
 void sd_kv_seq_release(sd_kv *kv, sd_kv_seq *s);

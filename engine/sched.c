@@ -61,6 +61,9 @@ static void set_limits(sd_sched *s, const sd_engine_opts *o)
     if (len > (int64_t)s->b->kv_blocks * s->block_size)
         len = (int64_t)s->b->kv_blocks * s->block_size;
     s->max_model_len = (int32_t)len;
+    s->spec = o->spec;
+    sd_spec_opts_clamp(&s->spec);
+    s->cap_srows = s->max_seqs + imin(s->spec.max_seqs, s->max_seqs) * s->spec.tokens;
 }
 
 /* SD_CPU_SAMPLING set to anything but "" or "0" keeps sampling on the host (comparisons, bisecting). */
@@ -78,10 +81,11 @@ static int backend_sampling_init(sd_sched *s, sd_diag *d)
     int rc = sd_sample_prep_init(&s->prep, s->vocab, d);
     if (rc < 0)
         return rc;
-    s->sreq = calloc((size_t)s->max_seqs, sizeof *s->sreq);
-    s->sout = calloc((size_t)s->max_seqs, sizeof *s->sout);
+    s->sreq = calloc((size_t)s->cap_srows, sizeof *s->sreq);
+    s->sout = calloc((size_t)s->cap_srows, sizeof *s->sout);
+    s->srng = calloc((size_t)s->cap_srows, sizeof *s->srng);
     s->sslot = calloc((size_t)s->max_seqs, sizeof *s->sslot);
-    if (!s->sreq || !s->sout || !s->sslot)
+    if (!s->sreq || !s->sout || !s->srng || !s->sslot)
         return sd_diag_set(d, SD_ENOMEM, "engine: out of memory");
     return 0;
 }
@@ -157,6 +161,7 @@ void sd_sched_free(sd_sched *s)
     sd_sample_prep_free(&s->prep);
     free(s->sreq);
     free(s->sout);
+    free(s->srng);
     free(s->sslot);
     free(s);
 }
@@ -334,10 +339,34 @@ static int plan_add(sd_sched *s, int k, sd_sched_req *r, int32_t n)
     q->n_tokens = n;
     q->tokens = r->tokens + r->n_computed;
     q->block_table = r->kv.blocks;
-    /* prompt logprobs need every position's row, until the first full prefill is done */
-    q->all_logits = r->prompt_logprobs && !r->prompt_done;
+    /* prompt logprobs need every position's row, until the first full prefill is done; so do
+     * drafts (each row checks one) */
+    q->all_logits = (r->prompt_logprobs && !r->prompt_done) || r->n_draft > 0;
     s->planned[k] = r;
     return 0;
+}
+
+/* Whether decode sequence r can carry k drafts this step (max_tokens leaves room after the token
+ * the step surely yields; constrained and cancelled requests never draft). */
+static int can_draft(const sd_sched_req *r, int32_t k)
+{
+    return !r->json && !r->cancelled && r->max_tokens - (r->n_tokens - r->n_prompt) - 1 >= k;
+}
+
+/* Drafts (engine/spec.h) for decode sequence r, at most `room` tokens, into r->draft and after its
+ * last token. None while more sequences run than spec.max_seqs, for constrained output (the
+ * validator would have to follow every draft) and past what max_tokens leaves after the token the
+ * step surely yields. r->tokens has room: n_tokens + drafts < n_prompt + max_tokens. */
+static int32_t plan_draft(sd_sched *s, sd_sched_req *r, int32_t room)
+{
+    r->n_draft = 0;
+    int32_t k = imin(imin(s->spec.tokens, room), r->max_tokens - (r->n_tokens - r->n_prompt) - 1);
+    if (!s->spec.tokens || s->n_running > s->spec.max_seqs || k <= 0 || !can_draft(r, k))
+        return 0;
+    k = sd_spec_ngram(r->tokens, r->n_tokens, s->spec.ngram_min, s->spec.ngram_max, k, r->draft);
+    memcpy(r->tokens + r->n_tokens, r->draft, sizeof *r->draft * (size_t)k);
+    r->n_draft = k;
+    return k;
 }
 
 /* Running sequences, oldest first: a decode takes one token; a prefill takes a chunk of what
@@ -353,6 +382,7 @@ static int plan_running(sd_sched *s, int *prefill_budget)
         sd_sched_req *r = s->running[i];
         int32_t rem = r->n_tokens - r->n_computed;
         int32_t want = rem == 1 ? 1 : imin(rem, pf);
+        r->n_draft = 0;
         if (want <= 0)
             continue;
         while (i < s->n_running && seq_room(s, r) < want) {
@@ -362,7 +392,12 @@ static int plan_running(sd_sched *s, int *prefill_budget)
                 preempt_newest(s);
         }
         if (i >= s->n_running)
-            break; /* r itself was the newest and is back in the queue */
+            break;      /* r itself was the newest and is back in the queue */
+        if (rem == 1) { /* drafts take what the step and the blocks leave, never a preemption */
+            int32_t k = plan_draft(s, r, imin(seq_room(s, r) - 1, pf));
+            want += k;
+            pf -= k;
+        }
         if (plan_add(s, n, r, want) < 0) {
             finish_running(s, r, SD_ENOMEM, "engine: out of memory for a block table");
             i--;
@@ -382,6 +417,7 @@ static int plan_admit(sd_sched *s, int n, int pf)
 {
     while (s->waiting && s->n_running < s->max_seqs && pf > 0) {
         sd_sched_req *r = s->waiting;
+        r->n_draft = 0;
         prefix_reuse(s, r);
         int32_t want = imin(r->n_tokens - r->n_computed, pf);
         if (sd_kv_seq_needed(s->kv, &r->kv, r->n_computed + want - r->kv.n_tokens) > kv_free(s)) {
@@ -401,6 +437,59 @@ static int plan_admit(sd_sched *s, int n, int pf)
         pf -= want;
     }
     return n;
+}
+
+/* Gives r's drafts up for this step: one token, as a plain decode, and the blocks beyond it back. */
+static void drop_drafts(sd_sched *s, sd_sched_req *r, sd_batch_seq *q)
+{
+    r->n_draft = 0;
+    q->n_tokens = 1;
+    q->all_logits = 0;
+    sd_kv_seq_truncate(s->kv, &r->kv, r->n_computed + 1);
+}
+
+/* On a backend that replays fixed-shape steps (sd_backend.uniform_spec: CUDA graphs), a step of
+ * decodes with drafts runs as one graph only if every sequence carries the same number of tokens:
+ * drafts are filled up to spec.tokens, first with more of what followed the match, else the last
+ * token repeated. A filler is kept only where the model would have produced it anyway, so any
+ * filler is safe. Where some sequence cannot take them (a constrained request, max_tokens, the
+ * free blocks, the step's budget), every draft is given up instead: a plain decode graph beats a
+ * step run without one. A prefill chunk in the step means no graph either way: drafts stay. */
+static void pad_drafts(sd_sched *s, int n)
+{
+    const int32_t K = s->spec.tokens;
+    int any = 0;
+    int32_t blocks = 0;
+    for (int k = 0; k < n; k++) {
+        const sd_sched_req *r = s->planned[k];
+        if (r->n_tokens - r->n_computed != 1)
+            return; /* a prefill chunk */
+        any |= r->n_draft > 0;
+    }
+    if (!s->b->uniform_spec || !any)
+        return;
+    int fits = (int64_t)n * (1 + K) <= s->budget;
+    for (int k = 0; k < n && fits; k++) {
+        const sd_sched_req *r = s->planned[k];
+        fits = can_draft(r, K);
+        blocks += sd_kv_seq_needed(s->kv, &r->kv, r->n_computed + 1 + K - r->kv.n_tokens);
+    }
+    fits = fits && blocks <= kv_free(s);
+    for (int k = 0; k < n; k++) {
+        sd_sched_req *r = s->planned[k];
+        sd_batch_seq *q = &s->batch[k];
+        if (!fits || blocks_cover(s, r, r->n_computed + 1 + K) < 0) {
+            drop_drafts(s, r, q);
+            continue;
+        }
+        for (int32_t i = r->n_draft; i < K; i++)
+            r->draft[i] = i ? r->draft[i - 1] : r->tokens[r->n_tokens - 1];
+        memcpy(r->tokens + r->n_tokens, r->draft, sizeof *r->draft * (size_t)K);
+        r->n_draft = K;
+        q->n_tokens = 1 + K;
+        q->block_table = r->kv.blocks; /* the table may have moved */
+        q->all_logits = 1;
+    }
 }
 
 static int logits_reserve(sd_sched *s, int32_t rows)
@@ -423,13 +512,13 @@ static void fail_planned(sd_sched *s, int n, int code, const char *msg)
 }
 
 /* Whether this step samples on the backend: it can, and no sequence needs its logits rows
- * on the host (prompt logprobs). */
+ * on the host (prompt logprobs; drafts' rows are sampled where they are). */
 static int sample_on_backend(const sd_sched *s, int n)
 {
     if (!s->backend_sampling)
         return 0;
     for (int k = 0; k < n; k++)
-        if (s->batch[k].all_logits)
+        if (s->batch[k].all_logits && !s->planned[k]->n_draft)
             return 0;
     return 1;
 }
@@ -448,22 +537,52 @@ static int json_allow(sd_sched *s, sd_sched_req *r, sd_sample_req *q, int m, sd_
     return rc;
 }
 
-/* Builds a request for every sequence that gets a token this step (row k: one row each) and
- * has the backend sample them; s->sslot maps batch entries to s->sout. */
+/* The sampling requests of a drafting sequence whose rows start at `row`: row i's history holds
+ * the drafts before it, and its uniform is drawn after row i - 1's, so every row samples what a
+ * step without drafts would at that point. r's RNG after each draw goes to s->srng (process_spec
+ * keeps the state after the last row it uses); r->rng itself is left as it was. */
+static int spec_requests(sd_sched *s, sd_sched_req *r, int32_t row, int *m, sd_diag *d)
+{
+    const sd_rng before = r->rng;
+    for (int32_t i = 0; i <= r->n_draft; i++, (*m)++) {
+        int rc = sd_sample_prep_add(&s->prep, &s->sreq[*m], row + i, &r->sampling, r->tokens, r->n_tokens + i,
+                                    r->n_prompt, &r->rng, r->logprobs);
+        if (rc < 0)
+            return sd_diag_set(d, rc, "engine: sampling request for row %d", (int)(row + i));
+        s->srng[*m] = r->rng;
+    }
+    r->rng = before;
+    return 0;
+}
+
+/* Builds a request for every row that gives a token this step and has the backend sample them;
+ * s->sslot maps batch entries to their (first) request in s->sout. */
 static int backend_sample(sd_sched *s, int n, sd_diag *d)
 {
     size_t hist = 0;
-    for (int k = 0; k < n; k++)
-        hist += (size_t)s->planned[k]->n_tokens + (size_t)s->planned[k]->sampling.n_bias;
+    for (int k = 0; k < n; k++) {
+        const sd_sched_req *r = s->planned[k];
+        hist += (size_t)(1 + r->n_draft) *
+                ((size_t)r->n_tokens + (size_t)r->n_draft + (size_t)r->sampling.n_bias);
+    }
     int rc = sd_sample_prep_begin(&s->prep, hist, d);
     int m = 0;
+    int32_t row = 0;
     for (int k = 0; k < n && rc == 0; k++) {
         sd_sched_req *r = s->planned[k];
+        const int32_t rows = s->batch[k].all_logits ? s->batch[k].n_tokens : 1;
+        row += rows;
         s->sslot[k] = -1;
-        if (r->n_computed + s->batch[k].n_tokens < r->n_tokens || r->cancelled || !sd_sched__wants_token(r))
+        if (r->n_computed + s->batch[k].n_tokens < r->n_tokens + r->n_draft || r->cancelled ||
+            !sd_sched__wants_token(r))
             continue;
-        rc = sd_sample_prep_add(&s->prep, &s->sreq[m], k, &r->sampling, r->tokens, r->n_tokens, r->n_prompt,
-                                &r->rng, r->logprobs);
+        if (r->n_draft) {
+            s->sslot[k] = m;
+            rc = spec_requests(s, r, row - rows, &m, d);
+            continue;
+        }
+        rc = sd_sample_prep_add(&s->prep, &s->sreq[m], row - 1, &r->sampling, r->tokens, r->n_tokens,
+                                r->n_prompt, &r->rng, r->logprobs);
         if (rc < 0)
             return sd_diag_set(d, rc, "engine: sampling request for sequence %d", k);
         if (r->json && (rc = json_allow(s, r, &s->sreq[m], m, d)) != 0) {
@@ -473,6 +592,40 @@ static int backend_sample(sd_sched *s, int n, sd_diag *d)
         s->sslot[k] = m++;
     }
     return rc < 0 || m == 0 ? rc : sd_backend_sample(s->b, s->sreq, m, s->sout, d);
+}
+
+/* A decode with drafts, after its forward: row i predicts the token after draft i - 1 (row 0:
+ * after the last real token). Tokens are taken in order while the model's pick is the draft;
+ * the first that differs, or the one after the last draft, ends the step. The cache keeps the
+ * positions whose tokens stayed; the others' blocks go back. rows: the host's rows, or NULL
+ * (sampled on the backend: s->sout from `slot`). */
+static void process_spec(sd_sched *s, sd_sched_req *r, float *rows, int slot)
+{
+    const int32_t nc0 = r->n_computed, nt0 = r->n_tokens, nd = r->n_draft;
+    int rc = 0;
+    for (int32_t i = 0;; i++) {
+        r->n_computed = nc0 + 1 + i; /* the last token and the drafts before row i are in */
+        const sd_sample_out *o = NULL;
+        if (slot >= 0) {
+            o = &s->sout[slot + i];
+            r->rng = s->srng[slot + i];
+        }
+        float *row = rows ? rows + (size_t)i * (size_t)s->vocab : NULL;
+        if (r->cancelled)
+            rc = SD_FINISH_ABORT;
+        else
+            rc = row || o ? sd_sched__advance(s, r, row, o) : SD_EINVAL; /* no row was sampled */
+        if (rc != 0 || i == nd || r->tokens[r->n_tokens - 1] != r->draft[i])
+            break;
+    }
+    r->n_draft = 0;
+    atomic_fetch_add(&s->st_spec_draft, (unsigned long long)nd);
+    if (r->n_tokens > nt0 + 1)
+        atomic_fetch_add(&s->st_spec_accepted, (unsigned long long)(r->n_tokens - nt0 - 1));
+    if (rc == 0)
+        rc = sd_kv_seq_truncate(s->kv, &r->kv, r->n_computed);
+    if (rc != 0)
+        finish_running(s, r, rc, rc < 0 ? "generating the next token failed" : NULL);
 }
 
 /* After the forward (and the backend's sampling when `sampled`): prompt logprobs, the
@@ -485,6 +638,12 @@ static void process(sd_sched *s, int n, int sampled)
         const sd_batch_seq *q = &s->batch[k];
         int32_t rows = q->all_logits ? q->n_tokens : 1;
         float *last = sampled ? NULL : s->logits + (off + (size_t)rows - 1) * (size_t)s->vocab;
+        if (r->n_draft) {
+            process_spec(s, r, sampled ? NULL : s->logits + off * (size_t)s->vocab,
+                         sampled ? s->sslot[k] : -1);
+            off += (size_t)rows;
+            continue;
+        }
         if (q->all_logits)
             sd_sched__prompt_rows(s, r, q->pos, q->n_tokens, s->logits + off * (size_t)s->vocab);
         off += (size_t)rows;
@@ -506,6 +665,8 @@ int sd_sched_step(sd_sched *s, sd_diag *d)
     int pf = 0;
     int n = plan_running(s, &pf);
     n = plan_admit(s, n, pf);
+    if (s->spec.tokens)
+        pad_drafts(s, n);
     sync_counts(s);
     if (n == 0)
         return 0;
@@ -560,4 +721,6 @@ void sd_sched_stats(const sd_sched *s, sd_engine_stats *st)
     st->generation_tokens = atomic_load(&s->st_gen_tokens);
     st->steps = atomic_load(&s->st_steps);
     st->preemptions = atomic_load(&s->st_preemptions);
+    st->spec_draft_tokens = atomic_load(&s->st_spec_draft);
+    st->spec_accepted_tokens = atomic_load(&s->st_spec_accepted);
 }

@@ -14,6 +14,7 @@
 #include "prefix.h"
 #include "sample_req.h"
 #include "sched.h"
+#include "spec.h"
 #include "stopstr.h"
 #include "tokenizer.h"
 #include "toolcall.h"
@@ -55,6 +56,10 @@ struct sd_sched_req {
     int32_t *ptop_id; /* [n_prompt-1][n_top] */
     float *ptop_lp;   /* [n_prompt-1][n_top] */
 
+    int32_t draft[SD_SPEC_MAX_TOKENS]; /* this step's draft tokens (engine/spec.h), also copied past
+                                          tokens[n_tokens - 1] for the forward pass */
+    int32_t n_draft;                   /* 0: no draft this step */
+
     int cancelled;   /* sd_sched_cancel seen; reaped at the next step */
     int preempted;   /* was preempted: goes ahead of new arrivals in the queue */
     int prompt_done; /* the first full prefill finished (prompt counted, PROMPT sent) */
@@ -66,6 +71,8 @@ struct sd_sched {
     const sd_tokenizer *tok; /* NULL: no text, no stop strings */
     int32_t vocab, block_size, max_model_len;
     int max_seqs, budget; /* sequences and tokens per step */
+    sd_spec_opts spec;    /* speculative decoding (tokens 0: off), clamped */
+    int cap_srows;        /* rows one step may sample: max_seqs, or more with drafts */
     int32_t eos[SD_MAX_EOS + 1];
     int n_eos;
 
@@ -93,15 +100,17 @@ struct sd_sched {
      * backends without `sample` use the host sampler. SD_CPU_SAMPLING=1 turns it off. */
     int backend_sampling;
     sd_sample_prep prep;
-    sd_sample_req *sreq; /* [max_seqs] */
-    sd_sample_out *sout; /* [max_seqs] */
-    int *sslot;          /* [max_seqs] the request of each batch entry in sreq, -1 for none */
+    sd_sample_req *sreq; /* [cap_srows] */
+    sd_sample_out *sout; /* [cap_srows] */
+    sd_rng *srng;        /* [cap_srows] a drafting request's RNG after the draw of each of its rows */
+    int *sslot;          /* [max_seqs] the (first) request of each batch entry in sreq, -1 for none */
     uint64_t *allow;     /* [max_seqs][(vocab + 63) / 64] the JSON masks of the step's requests */
 
     /* counters read by any thread */
     atomic_int st_running, st_waiting, st_blocks_used, st_blocks_cached;
     atomic_ullong st_prefix_query, st_prefix_hit;
     atomic_ullong st_prompt_tokens, st_gen_tokens, st_steps, st_preemptions;
+    atomic_ullong st_spec_draft, st_spec_accepted;
     atomic_ullong next_jv_id; /* the id of the next request's schema validator (sd_jval.id) */
 };
 

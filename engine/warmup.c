@@ -18,11 +18,23 @@ static int blocks_for(int tokens, int block_size)
 }
 
 /* Whether a step fits the limits: tokens, sequences, positions and KV blocks. */
+/* Tokens and KV blocks of a step (engine/warmup.h sd_warmup_step). */
+static int step_tokens(sd_warmup_step s)
+{
+    return s.each_tokens > 1 ? s.n_seqs * s.each_tokens : s.first_tokens + s.n_seqs - 1;
+}
+static int step_blocks(sd_warmup_step s, int block_size)
+{
+    return s.each_tokens > 1 ? s.n_seqs * blocks_for(s.each_tokens, block_size)
+                             : blocks_for(s.first_tokens, block_size) + s.n_seqs - 1;
+}
+
 static int step_fits(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, sd_warmup_step s)
 {
-    const int tokens = s.first_tokens + s.n_seqs - 1;
-    return s.n_seqs >= 1 && s.first_tokens >= 1 && s.n_seqs <= o->max_seqs && tokens <= o->max_batch_tokens &&
-           s.first_tokens <= o->max_len && blocks_for(s.first_tokens, block_size) + s.n_seqs - 1 <= kv_blocks;
+    const int longest = s.each_tokens > 1 ? s.each_tokens : s.first_tokens;
+    return s.n_seqs >= 1 && s.first_tokens >= 1 && s.n_seqs <= o->max_seqs &&
+           step_tokens(s) <= o->max_batch_tokens && longest <= o->max_len &&
+           step_blocks(s, block_size) <= kv_blocks;
 }
 
 /* The row counts the kernels' tuning keeps apart, from 2: 2..SD_NM_MAX_B, then multiples of 8 up
@@ -35,7 +47,8 @@ static int next_bucket(int n)
 static int planned(const sd_warmup_step *steps, int n, sd_warmup_step s)
 {
     for (int i = 0; i < n; i++)
-        if (steps[i].n_seqs == s.n_seqs && steps[i].first_tokens == s.first_tokens)
+        if (steps[i].n_seqs == s.n_seqs && steps[i].first_tokens == s.first_tokens &&
+            steps[i].each_tokens == s.each_tokens)
             return 1;
     return 0;
 }
@@ -44,9 +57,10 @@ int sd_warmup_plan(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, i
                    sd_warmup_step *steps)
 {
     int n = 0;
-#define ADD(ns, ft)                                                                                          \
+#define ADD(ns, ft) ADD3(ns, ft, 0)
+#define ADD3(ns, ft, et)                                                                                     \
     do {                                                                                                     \
-        const sd_warmup_step s_ = {(ns), (ft)};                                                              \
+        const sd_warmup_step s_ = {(ns), (ft), (et)};                                                        \
         if (n < SD_WARMUP_MAX_STEPS && step_fits(o, kv_blocks, block_size, s_) && !planned(steps, n, s_))    \
             steps[n++] = s_;                                                                                 \
     } while (0)
@@ -69,6 +83,13 @@ int sd_warmup_plan(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, i
      * (cuSPARSELt: engine/cuda_cslt.h) */
     for (int t = SD_NM_MAX_B_TILED + row_step; row_step > 0 && t < big; t += row_step)
         ADD(1, t);
+    /* speculative steps: each graph bucket of drafting sequences, and the largest */
+    const int spec_seqs = imin(o->spec_max_seqs, o->max_seqs);
+    for (int b = 1; o->spec_tokens > 0 && b < spec_seqs; b *= 2)
+        ADD3(b, 1, 1 + o->spec_tokens);
+    if (o->spec_tokens > 0)
+        ADD3(spec_seqs, 1, 1 + o->spec_tokens);
+#undef ADD3
 #undef ADD
     return n;
 }
@@ -111,12 +132,15 @@ static int warm_sampler(sd_backend *b, int rows, sd_diag *d)
 static int run_step(sd_backend *b, sd_warmup_step s, const int32_t *tokens, const int32_t *blocks,
                     sd_batch_seq *seqs, float *logits, sd_diag *d)
 {
-    const int nb0 = blocks_for(s.first_tokens, b->block_size);
+    const int nb0 = blocks_for(s.first_tokens, b->block_size), nbe = blocks_for(s.each_tokens, b->block_size);
     for (int i = 0; i < s.n_seqs; i++)
-        seqs[i] = (sd_batch_seq){0, i ? 1 : s.first_tokens, tokens, blocks + (i ? nb0 + i - 1 : 0), 0};
+        if (s.each_tokens > 1)
+            seqs[i] = (sd_batch_seq){0, s.each_tokens, tokens, blocks + i * nbe, 1};
+        else
+            seqs[i] = (sd_batch_seq){0, i ? 1 : s.first_tokens, tokens, blocks + (i ? nb0 + i - 1 : 0), 0};
     int rc = sd_backend_forward(b, seqs, s.n_seqs, logits, d);
     if (rc == 0 && !logits)
-        rc = warm_sampler(b, s.n_seqs, d);
+        rc = warm_sampler(b, s.each_tokens > 1 ? s.n_seqs * s.each_tokens : s.n_seqs, d);
     return rc;
 }
 
@@ -124,16 +148,20 @@ int sd_backend_warmup(sd_backend *b, const sd_warmup_opts *o, sd_warmup_stats *s
 {
     sd_warmup_step steps[SD_WARMUP_MAX_STEPS];
     const int n = sd_warmup_plan(o, b->kv_blocks, b->block_size, b->gemm_row_step, steps);
-    int max_tokens = 1, max_seqs = 1;
-    for (int i = 0; i < n; i++)
-        max_tokens = steps[i].first_tokens > max_tokens ? steps[i].first_tokens : max_tokens,
-        max_seqs = steps[i].n_seqs > max_seqs ? steps[i].n_seqs : max_seqs;
-    const int n_blocks = blocks_for(max_tokens, b->block_size) + max_seqs;
+    int max_tokens = 1, max_seqs = 1, max_rows = 1, n_blocks = 1;
+    for (int i = 0; i < n; i++) {
+        const sd_warmup_step *s = &steps[i];
+        const int rows = s->each_tokens > 1 ? step_tokens(*s) : s->n_seqs;
+        max_tokens = step_tokens(*s) > max_tokens ? step_tokens(*s) : max_tokens;
+        max_seqs = s->n_seqs > max_seqs ? s->n_seqs : max_seqs;
+        max_rows = rows > max_rows ? rows : max_rows;
+        n_blocks = step_blocks(*s, b->block_size) > n_blocks ? step_blocks(*s, b->block_size) : n_blocks;
+    }
     int32_t *tokens = malloc((size_t)max_tokens * sizeof *tokens);
     int32_t *blocks = malloc((size_t)n_blocks * sizeof *blocks);
     sd_batch_seq *seqs = malloc((size_t)max_seqs * sizeof *seqs);
     /* the logits stay on a backend that samples; otherwise they come back to the host */
-    float *logits = b->vt->sample ? NULL : malloc((size_t)max_seqs * b->vocab * sizeof *logits);
+    float *logits = b->vt->sample ? NULL : malloc((size_t)max_rows * b->vocab * sizeof *logits);
     int rc = 0;
     if (!tokens || !blocks || !seqs || (!b->vt->sample && !logits))
         rc = sd_diag_set(d, SD_ENOMEM, "warm-up: out of memory");
@@ -150,7 +178,7 @@ int sd_backend_warmup(sd_backend *b, const sd_warmup_opts *o, sd_warmup_stats *s
             rc = sd_diag_set(d, SD_ECANCEL, "warm-up: stopped");
         else if ((rc = run_step(b, s, tokens, blocks, seqs, logits, &sd)) != 0)
             sd_diag_set(d, rc, "warm-up step %d of %d (%d sequences, %d tokens): %s", done + 1, n, s.n_seqs,
-                        s.first_tokens + s.n_seqs - 1, sd.msg);
+                        step_tokens(s), sd.msg);
         else
             done++;
     }

@@ -25,12 +25,15 @@ typedef struct sd_warmup_opts {
     int32_t max_len;       /* positions a sequence may reach (the engine's max_model_len) */
     int (*stop)(void *ud); /* optional: checked between steps; non-zero ends the warm-up with SD_ECANCEL */
     void *stop_ud;
+    int spec_tokens, spec_max_seqs; /* speculative decoding (engine/spec.h): its steps of 1..spec_max_seqs
+                                       sequences of 1 + spec_tokens tokens; 0: off */
 } sd_warmup_opts;
 
 /* One warm-up step: n_seqs sequences from position 0, the first with first_tokens tokens and
- * the others with one each; a decode step when first_tokens is 1. */
+ * the others with one each (a decode step when first_tokens is 1); or, with each_tokens > 1,
+ * every sequence with each_tokens tokens and a logits row for each (a speculative step). */
 typedef struct sd_warmup_step {
-    int n_seqs, first_tokens;
+    int n_seqs, first_tokens, each_tokens;
 } sd_warmup_step;
 
 /* Upper bound on the steps of a plan. */
@@ -44,7 +47,8 @@ typedef struct sd_warmup_step {
  * with one of them prefilling (logits rows of mixed steps), one step of max_batch_tokens
  * tokens (the largest prefill chunk, through cuBLAS), then, with row_step > 0 and while the plan has
  * room, one sequence of each multiple of row_step between 256 and that (the backend's
- * gemm_row_step: cuSPARSELt's plans, engine/cuda_cslt.h). No step twice. */
+ * gemm_row_step: cuSPARSELt's plans, engine/cuda_cslt.h), and with spec_tokens the speculative
+ * steps of 1, 2, 4, ... sequences up to spec_max_seqs (graphs of their own shape). No step twice. */
 int sd_warmup_plan(const sd_warmup_opts *o, int32_t kv_blocks, int block_size, int row_step,
                    sd_warmup_step *steps);
 

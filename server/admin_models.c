@@ -133,8 +133,13 @@ static int warm_up(sd_admin_models *mm, const sd_conf *c, sd_admin_inst *in, sd_
     if (!c->warmup || !sd_backend_wants_warmup(in->backend))
         return 0;
     const int32_t max_pos = sd_model_cfg(in->model)->max_pos;
-    sd_warmup_opts o = {c->max_seqs, c->max_batch_tokens, c->max_model_len > 0 ? c->max_model_len : max_pos,
-                        stop_requested, mm};
+    sd_warmup_opts o = {c->max_seqs,
+                        c->max_batch_tokens,
+                        c->max_model_len > 0 ? c->max_model_len : max_pos,
+                        stop_requested,
+                        mm,
+                        c->spec_tokens,
+                        c->spec_max_seqs};
     if (o.max_len <= 0)
         o.max_len = c->max_batch_tokens;
     sd_log_info(NULL,
@@ -207,6 +212,7 @@ int sd_admin_models_load(sd_admin_models *mm, const char *dir, const char *name,
         eo.max_waiting = c->max_queue;
         eo.max_model_len = c->max_model_len;
         eo.prefix_caching = c->prefix_caching;
+        eo.spec = (sd_spec_opts){c->spec_tokens, c->spec_ngram_min, c->spec_ngram_max, c->spec_max_seqs};
         rc = sd_engine_init(&in->engine, in->model, in->backend, &eo, d);
     }
     if (rc == 0 && !(in->name = strdup(name && *name ? name : sd_model_name(in->model))))

@@ -6,6 +6,7 @@
 #include "engine/bench_decode.h"
 #include "engine/bench_gemm.h"
 #include "engine/bench_prefill.h"
+#include "engine/bench_spec.h"
 #include "kernels/bench_kernels.h"
 #include "server/cmd.h"
 
@@ -23,6 +24,9 @@ static const bench_mode k_modes[] = {
      sd_bench_prefill_main},
     {"gemm", "a chunk's GEMM per linear, dense vs 2:4 paths: --preset CONFIG.json [--rows 128,256,..]",
      sd_bench_gemm_main},
+    {"spec",
+     "speculative decoding by prompt lookup vs none on a real model: [--model DIR] [--backend cpu|cuda]",
+     sd_bench_spec_main},
 };
 
 static void bench_usage(void)

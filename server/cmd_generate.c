@@ -367,7 +367,7 @@ static int warm_up(gen_run *r)
         fprintf(stderr, "warm-up: nothing to warm up on the %s backend\n", r->b->vt->name);
         return 0;
     }
-    const sd_warmup_opts o = {1, r->b->max_batch_tokens, sd_model_cfg(r->m)->max_pos, NULL, NULL};
+    const sd_warmup_opts o = {1, r->b->max_batch_tokens, sd_model_cfg(r->m)->max_pos, NULL, NULL, 0, 0};
     sd_warmup_stats st;
     const int rc = sd_backend_warmup(r->b, &o, &st, &r->d);
     if (rc == 0)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "engine/cuda_backend.h" /* SD_CUDA_MAX_SEQS */
+#include "engine/spec.h"
 #include "server/log.h"
 
 typedef enum opt_type { OPT_STR, OPT_INT, OPT_DOUBLE, OPT_BOOL, OPT_KEYS } opt_type;
@@ -58,6 +59,16 @@ static const opt opts[] = {
     {"prefix_caching", OPT_BOOL, O(prefix_caching), "true", 0, 0, NULL,
      "keep the KV blocks of computed prompts and outputs; a prompt that starts with the same tokens "
      "(system prompt, earlier chat turns) reuses them instead of recomputing"},
+    {"spec_tokens", OPT_INT, O(spec_tokens), "0", 0, SD_SPEC_MAX_TOKENS, NULL,
+     "speculative decoding by prompt lookup: each step a sequence may also run up to this many draft "
+     "tokens copied from where its last tokens occurred before in its prompt or output; the model "
+     "keeps those it would have produced itself, so the output is unchanged (0 => off; docs/speculative.md)"},
+    {"spec_ngram_min", OPT_INT, O(spec_ngram_min), "2", 1, SD_SPEC_MAX_NGRAM, NULL,
+     "speculative decoding: the fewest last tokens that must match an earlier place to draft from it"},
+    {"spec_ngram_max", OPT_INT, O(spec_ngram_max), "4", 1, SD_SPEC_MAX_NGRAM, NULL,
+     "speculative decoding: the most last tokens matched (longer matches are tried first)"},
+    {"spec_max_seqs", OPT_INT, O(spec_max_seqs), "4", 1, SD_SPEC_MAX_ROWS, NULL,
+     "speculative decoding: draft only while at most this many sequences run"},
     {"warmup", OPT_BOOL, O(warmup), "true", 0, 0, NULL,
      "cuda backend: before the server reports ready, run a step of every batch size up to max_seqs "
      "and every prompt chunk size the kernels tune for, so that no request waits for first-use "
@@ -466,6 +477,12 @@ int sd_conf_validate(const sd_conf *c, sd_diag *d)
     if (!strcmp(c->backend, "cuda") && c->max_seqs > SD_CUDA_MAX_SEQS)
         return sd_diag_set(d, SD_EINVAL, "max_seqs: at most %d with the cuda backend (a step's sequences)",
                            SD_CUDA_MAX_SEQS);
+    if (c->spec_ngram_min > c->spec_ngram_max)
+        return sd_diag_set(d, SD_EINVAL, "spec_ngram_min: %d is more than spec_ngram_max (%d)",
+                           c->spec_ngram_min, c->spec_ngram_max);
+    if (c->spec_tokens && c->spec_max_seqs * (1 + c->spec_tokens) > SD_SPEC_MAX_ROWS)
+        return sd_diag_set(d, SD_EINVAL, "spec_max_seqs: %d sequences of 1 + %d tokens pass %d rows a step",
+                           c->spec_max_seqs, c->spec_tokens, SD_SPEC_MAX_ROWS);
     if (c->max_model_len && c->max_batch_tokens < 1)
         return sd_diag_set(d, SD_EINVAL, "max_batch_tokens: must be >= 1");
     return 0;

@@ -209,10 +209,15 @@ static void render_gauges(buf *b, const sd_engine_stats *st, int ready)
         "# HELP sparsed_prefix_cache_queries_total Prompt tokens looked up in the prefix cache.\n"
         "# TYPE sparsed_prefix_cache_queries_total counter\nsparsed_prefix_cache_queries_total %llu\n"
         "# HELP sparsed_prefix_cache_hits_total Prompt tokens found in the prefix cache (not recomputed).\n"
-        "# TYPE sparsed_prefix_cache_hits_total counter\nsparsed_prefix_cache_hits_total %llu\n",
+        "# TYPE sparsed_prefix_cache_hits_total counter\nsparsed_prefix_cache_hits_total %llu\n"
+        "# HELP sparsed_spec_draft_tokens_total Draft tokens run by speculative decoding.\n"
+        "# TYPE sparsed_spec_draft_tokens_total counter\nsparsed_spec_draft_tokens_total %llu\n"
+        "# HELP sparsed_spec_accepted_tokens_total Draft tokens the model kept.\n"
+        "# TYPE sparsed_spec_accepted_tokens_total counter\nsparsed_spec_accepted_tokens_total %llu\n",
         st->running, st->waiting, usage, (int)st->kv_blocks_total, (unsigned long long)st->steps,
         (unsigned long long)st->preemptions, (int)st->kv_blocks_cached,
-        (unsigned long long)st->prefix_query_tokens, (unsigned long long)st->prefix_hit_tokens);
+        (unsigned long long)st->prefix_query_tokens, (unsigned long long)st->prefix_hit_tokens,
+        (unsigned long long)st->spec_draft_tokens, (unsigned long long)st->spec_accepted_tokens);
 }
 
 void sd_metrics_set_extra(sd_metrics *m, char *(*fn)(void *ud), void *ud)

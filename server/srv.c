@@ -198,6 +198,8 @@ static int conf_differs_beyond_reloadable(const sd_conf *a, const sd_conf *b)
            a->max_batch_tokens != b->max_batch_tokens || a->max_model_len != b->max_model_len ||
            a->kv_blocks != b->kv_blocks || a->threads != b->threads || a->deterministic != b->deterministic ||
            a->warmup != b->warmup || strcmp(a->tune_cache, b->tune_cache) ||
+           a->spec_tokens != b->spec_tokens || a->spec_ngram_min != b->spec_ngram_min ||
+           a->spec_ngram_max != b->spec_ngram_max || a->spec_max_seqs != b->spec_max_seqs ||
            a->max_body_bytes != b->max_body_bytes || a->request_timeout != b->request_timeout ||
            a->max_connections != b->max_connections ||
            a->max_connections_per_ip != b->max_connections_per_ip || a->drain_timeout != b->drain_timeout ||

@@ -189,7 +189,7 @@ static void sc_allow(sc_rng *r, sc_case *k, int32_t best)
 
 /* Case c of a vocabulary: the history reuses a few tokens (repeats count for frequency) and
  * the row's largest logits (so that penalties change the outcome). */
-static void sc_make(sc_rng *r, sc_case *k, int32_t vocab, int c, float *buf)
+static inline void sc_make(sc_rng *r, sc_case *k, int32_t vocab, int c, float *buf)
 {
     static const int tops[] = {-1, 0, 1, 5, 20};
     k->vocab = vocab;
@@ -299,7 +299,7 @@ typedef struct sc_stats {
 /* Checks one sampler answer against sd_sample & co on the case's logits; `q` is what
  * sd_sample_prep_add built for it (its u). Near-boundary disagreements are counted, not
  * failed; any other disagreement fails. */
-static void sc_check(const sc_case *k, const sd_sample_req *q, const sd_sample_out *o, sc_stats *st)
+static inline void sc_check(const sc_case *k, const sd_sample_req *q, const sd_sample_out *o, sc_stats *st)
 {
     int32_t v = k->vocab;
     float *row = malloc(sizeof *row * (size_t)v);

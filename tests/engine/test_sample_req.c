@@ -7,6 +7,7 @@
 #include "engine/sample_req.h"
 
 #include "tests/engine/sched_sample.h"
+#include "tests/engine/twin_backend.h"
 
 /* ---- penalty lists and the uniform ---- */
 
@@ -162,80 +163,6 @@ static void test_twin_matches_sd_sample(void)
 }
 
 /* ---- the scheduler through a backend's sample ---- */
-
-/* The CPU backend whose logits stay "on the backend" when forward gets NULL, sampled there by
- * the twin: the scheduler's path for a backend that samples, on any machine. */
-typedef struct twin_backend {
-    sd_backend base;
-    sd_backend *cpu;
-    float *logits; /* [cap_rows, vocab] */
-    int32_t cap_rows, rows;
-    int calls, sampled;
-} twin_backend;
-
-static int tw_forward(sd_backend *b, const sd_batch_seq *seqs, int n, float *logits, sd_diag *d)
-{
-    twin_backend *t = (twin_backend *)b;
-    t->rows = 0;
-    if (logits)
-        return sd_backend_forward(t->cpu, seqs, n, logits, d);
-    int32_t rows = 0;
-    for (int i = 0; i < n; i++)
-        rows += seqs[i].all_logits ? seqs[i].n_tokens : 1;
-    if (rows > t->cap_rows) {
-        float *p = realloc(t->logits, sizeof *p * (size_t)rows * (size_t)b->vocab);
-        if (!p)
-            return SD_ENOMEM;
-        t->logits = p;
-        t->cap_rows = rows;
-    }
-    int rc = sd_backend_forward(t->cpu, seqs, n, t->logits, d);
-    t->rows = rc == 0 ? rows : 0;
-    return rc;
-}
-
-static int tw_sample(sd_backend *b, const sd_sample_req *reqs, int n, sd_sample_out *out, sd_diag *d)
-{
-    twin_backend *t = (twin_backend *)b;
-    t->calls++;
-    for (int i = 0; i < n; i++) {
-        if (reqs[i].row < 0 || reqs[i].row >= t->rows)
-            return sd_diag_set(d, SD_EINVAL, "twin: row %d of %d", (int)reqs[i].row, (int)t->rows);
-        int rc =
-            sd_sample_twin(t->logits + (size_t)reqs[i].row * (size_t)b->vocab, b->vocab, &reqs[i], &out[i]);
-        if (rc < 0)
-            return rc;
-        t->sampled++;
-    }
-    return 0;
-}
-
-static void tw_free(sd_backend *b)
-{
-    twin_backend *t = (twin_backend *)b;
-    if (!t)
-        return;
-    sd_backend_free(t->cpu);
-    free(t->logits);
-    free(t);
-}
-
-static const sd_backend_vtbl twin_vtbl = {"twin", tw_forward, tw_free, tw_sample, 0};
-
-static twin_backend *twin_new(void)
-{
-    twin_backend *t = calloc(1, sizeof *t);
-    if (!t)
-        return NULL;
-    t->cpu = backend_new(256, 16);
-    if (!t->cpu) {
-        free(t);
-        return NULL;
-    }
-    t->base = *t->cpu;
-    t->base.vt = &twin_vtbl;
-    return t;
-}
 
 #define N_SREQ 6
 #define SGEN 24

@@ -14,19 +14,29 @@
 
 /* ---- the plan ---- */
 
+static int count_spec(const sd_warmup_step *s, int n, int n_seqs, int each)
+{
+    int c = 0;
+    for (int i = 0; i < n; i++)
+        c += s[i].n_seqs == n_seqs && s[i].each_tokens == each;
+    return c;
+}
+
 static int count_steps(const sd_warmup_step *s, int n, int n_seqs, int first)
 {
     int c = 0;
     for (int i = 0; i < n; i++)
-        c += s[i].n_seqs == n_seqs && s[i].first_tokens == first;
+        c += s[i].n_seqs == n_seqs && s[i].first_tokens == first && s[i].each_tokens == 0;
     return c;
 }
 
 static void check_fits(const sd_warmup_opts *o, int32_t kv, int bs, const sd_warmup_step *s, int n)
 {
     for (int i = 0; i < n; i++) {
-        const int tokens = s[i].first_tokens + s[i].n_seqs - 1;
-        const int blocks = (s[i].first_tokens + bs - 1) / bs + s[i].n_seqs - 1;
+        const int e = s[i].each_tokens;
+        const int tokens = e > 1 ? s[i].n_seqs * e : s[i].first_tokens + s[i].n_seqs - 1;
+        const int blocks =
+            e > 1 ? s[i].n_seqs * ((e + bs - 1) / bs) : (s[i].first_tokens + bs - 1) / bs + s[i].n_seqs - 1;
         CHECK_MSG(s[i].n_seqs >= 1 && s[i].n_seqs <= o->max_seqs && tokens <= o->max_batch_tokens &&
                       s[i].first_tokens <= o->max_len && blocks <= kv,
                   "step %d (%d seqs, first %d) outside max_seqs %d, tokens %d, len %d, blocks %d", i,
@@ -36,7 +46,7 @@ static void check_fits(const sd_warmup_opts *o, int32_t kv, int bs, const sd_war
 
 static void test_plan_covers_every_bucket(void)
 {
-    const sd_warmup_opts o = {64, 512, 2048, NULL, NULL};
+    const sd_warmup_opts o = {64, 512, 2048, NULL, NULL, 0, 0};
     sd_warmup_step s[SD_WARMUP_MAX_STEPS];
     const int n = sd_warmup_plan(&o, 10000, 16, 64, s);
     check_fits(&o, 10000, 16, s, n);
@@ -69,9 +79,31 @@ static void test_plan_covers_every_bucket(void)
     CHECK_MSG(n0 == n - 3 && count_steps(s0, n0, 1, 320) == 0 && count_steps(s0, n0, 1, 512) == 1, "%d steps",
               n0);
     /* a largest chunk that is itself a bucket is planned once */
-    const sd_warmup_opts o2 = {8, 256, 2048, NULL, NULL};
+    const sd_warmup_opts o2 = {8, 256, 2048, NULL, NULL, 0, 0};
     const int n2 = sd_warmup_plan(&o2, 10000, 16, 0, s);
     CHECK(count_steps(s, n2, 1, 256) == 1 && count_steps(s, n2, 1, 192) == 1);
+}
+
+/* Speculative decoding's steps: every graph bucket of drafting sequences up to spec_max_seqs (and
+ * spec_max_seqs itself), each sequence 1 + spec_tokens tokens, within the limits; none when off. */
+static void test_plan_spec_steps(void)
+{
+    sd_warmup_step s[SD_WARMUP_MAX_STEPS];
+    const sd_warmup_opts off = {16, 512, 2048, NULL, NULL, 0, 4};
+    int n = sd_warmup_plan(&off, 10000, 16, 0, s);
+    for (int i = 0; i < n; i++)
+        CHECK(s[i].each_tokens == 0);
+    const sd_warmup_opts o = {16, 512, 2048, NULL, NULL, 5, 6};
+    const int n_on = sd_warmup_plan(&o, 10000, 16, 0, s);
+    check_fits(&o, 10000, 16, s, n_on);
+    CHECK(count_spec(s, n_on, 1, 6) == 1 && count_spec(s, n_on, 2, 6) == 1 && count_spec(s, n_on, 4, 6) == 1);
+    CHECK(count_spec(s, n_on, 6, 6) == 1 && count_spec(s, n_on, 8, 6) == 0);
+    CHECK_MSG(n_on == n + 4, "%d steps with drafts, %d without", n_on, n);
+    /* the limits hold: 20 tokens a step leave 3 sequences of 6 */
+    const sd_warmup_opts small = {16, 20, 2048, NULL, NULL, 5, 6};
+    n = sd_warmup_plan(&small, 10000, 16, 0, s);
+    check_fits(&small, 10000, 16, s, n);
+    CHECK(count_spec(s, n, 2, 6) == 1 && count_spec(s, n, 4, 6) == 0);
 }
 
 /* The tune buckets above SD_NM_MAX_B_WIDE and the tiles of the wide kernels (kernels/nm_spmv.h):
@@ -103,7 +135,7 @@ static void test_plan_respects_limits(void)
 {
     sd_warmup_step s[SD_WARMUP_MAX_STEPS];
     /* 3 sequences, 20 tokens a step, 4 blocks of 16 */
-    sd_warmup_opts o = {3, 20, 30, NULL, NULL};
+    sd_warmup_opts o = {3, 20, 30, NULL, NULL, 0, 0};
     int n = sd_warmup_plan(&o, 4, 16, 0, s);
     check_fits(&o, 4, 16, s, n);
     CHECK(count_steps(s, n, 1, 1) == 1 && count_steps(s, n, 2, 1) == 1 && count_steps(s, n, 3, 1) == 1);
@@ -112,21 +144,21 @@ static void test_plan_respects_limits(void)
     CHECK(count_steps(s, n, 1, 20) == 1); /* the largest chunk: bucket 24's only step */
     CHECK_MSG(n == 3 + 15 + 2 + 1, "%d steps", n);
     /* one sequence of one token at a time: decode only */
-    o = (sd_warmup_opts){1, 1, 1, NULL, NULL};
+    o = (sd_warmup_opts){1, 1, 1, NULL, NULL, 0, 0};
     n = sd_warmup_plan(&o, 1, 16, 0, s);
     CHECK(n == 1 && s[0].n_seqs == 1 && s[0].first_tokens == 1);
     /* a pool of 10 one-token blocks bounds the sequences and the largest chunk */
-    o = (sd_warmup_opts){100, 4096, 4096, NULL, NULL};
+    o = (sd_warmup_opts){100, 4096, 4096, NULL, NULL, 0, 0};
     n = sd_warmup_plan(&o, 10, 1, 0, s);
     check_fits(&o, 10, 1, s, n);
     CHECK(count_steps(s, n, 8, 1) == 1 && count_steps(s, n, 16, 1) == 0 && count_steps(s, n, 1, 10) == 1);
     /* max_len below the chunk size: the largest chunk is max_len long */
-    o = (sd_warmup_opts){16, 2048, 300, NULL, NULL};
+    o = (sd_warmup_opts){16, 2048, 300, NULL, NULL, 0, 0};
     n = sd_warmup_plan(&o, 100000, 16, 0, s);
     check_fits(&o, 100000, 16, s, n);
     CHECK(count_steps(s, n, 1, 300) == 1 && count_steps(s, n, 16, 1) == 1 && count_steps(s, n, 24, 2) == 0);
     /* a budget of 8192 tokens: the largest chunk still planned, the padded chunks up to the plan's room */
-    o = (sd_warmup_opts){64, 8192, 8192, NULL, NULL};
+    o = (sd_warmup_opts){64, 8192, 8192, NULL, NULL, 0, 0};
     n = sd_warmup_plan(&o, 100000, 16, 64, s);
     check_fits(&o, 100000, 16, s, n);
     CHECK_MSG(n == SD_WARMUP_MAX_STEPS && count_steps(s, n, 1, 8192) == 1 && count_steps(s, n, 1, 320) == 1,
@@ -148,9 +180,13 @@ static int rec_forward(sd_backend *b, const sd_batch_seq *seqs, int n, float *lo
     if (++r->forwards == r->fail_at)
         return sd_diag_set(d, SD_ENOMEM, "out of device memory (recorded)");
     unsigned char used[4096] = {0};
+    const int spec = seqs[0].all_logits && seqs[0].n_tokens > 1; /* a speculative step: all alike */
+    int rows = 0;
     for (int i = 0; i < n; i++) {
         const sd_batch_seq *q = &seqs[i];
-        r->bad |= q->pos != 0 || q->n_tokens < 1 || (i > 0 && q->n_tokens != 1);
+        r->bad |= q->pos != 0 || q->n_tokens < 1 || (i > 0 && !spec && q->n_tokens != 1);
+        r->bad |= spec && (!q->all_logits || q->n_tokens != seqs[0].n_tokens);
+        rows += q->all_logits ? q->n_tokens : 1;
         for (int k = 0; k < q->n_tokens; k++)
             r->bad |= q->tokens[k] < 0 || q->tokens[k] >= b->vocab;
         for (int k = 0; k < (q->n_tokens + b->block_size - 1) / b->block_size; k++) {
@@ -161,10 +197,11 @@ static int rec_forward(sd_backend *b, const sd_batch_seq *seqs, int n, float *lo
         }
     }
     if (r->forwards - 1 < SD_WARMUP_MAX_STEPS)
-        r->got[r->forwards - 1] = (sd_warmup_step){n, seqs[0].n_tokens};
-    r->rows = n;
+        r->got[r->forwards - 1] =
+            spec ? (sd_warmup_step){n, 1, seqs[0].n_tokens} : (sd_warmup_step){n, seqs[0].n_tokens, 0};
+    r->rows = rows;
     if (logits) { /* a host-sampling backend: the buffer must hold every row */
-        for (size_t i = 0; i < (size_t)n * (size_t)b->vocab; i++)
+        for (size_t i = 0; i < (size_t)rows * (size_t)b->vocab; i++)
             logits[i] = 0.f;
         r->logits_seen++;
     }
@@ -197,16 +234,17 @@ static rec_backend rec_new(const sd_backend_vtbl *vt)
 {
     rec_backend r;
     memset(&r, 0, sizeof r);
-    r.base = (sd_backend){vt, 100, 16, 2000, 512, 0};
+    r.base = (sd_backend){vt, 100, 16, 2000, 512, 0, 0};
     return r;
 }
 
 static void test_driver_runs_the_plan(void)
 {
     rec_backend r = rec_new(&rec_vtbl);
-    const sd_warmup_opts o = {32, 256, 1024, NULL, NULL};
+    const sd_warmup_opts o = {32, 256, 1024, NULL, NULL, 4, 3}; /* with speculative steps */
     sd_warmup_step plan[SD_WARMUP_MAX_STEPS];
     const int n = sd_warmup_plan(&o, r.base.kv_blocks, r.base.block_size, r.base.gemm_row_step, plan);
+    CHECK(count_spec(plan, n, 2, 5) == 1 && count_spec(plan, n, 3, 5) == 1);
     sd_warmup_stats st;
     sd_diag d = {0};
     CHECK(sd_backend_wants_warmup(&r.base));
@@ -215,7 +253,8 @@ static void test_driver_runs_the_plan(void)
     CHECK_MSG(st.steps == n && r.forwards == n && st.seconds >= 0, "%d steps, %d forwards", st.steps,
               r.forwards);
     for (int i = 0; i < n; i++)
-        CHECK_MSG(r.got[i].n_seqs == plan[i].n_seqs && r.got[i].first_tokens == plan[i].first_tokens,
+        CHECK_MSG(r.got[i].n_seqs == plan[i].n_seqs && r.got[i].first_tokens == plan[i].first_tokens &&
+                      r.got[i].each_tokens == plan[i].each_tokens,
                   "step %d", i);
     CHECK(r.samples == n && r.logits_seen == 0); /* the rows stay on a backend that samples */
     CHECK(r.greedy > 0 && r.filtered > 0 && r.logprobs > 0);
@@ -224,7 +263,8 @@ static void test_driver_runs_the_plan(void)
 static void test_driver_without_sampler(void)
 {
     rec_backend r = rec_new(&rec_host_vtbl);
-    const sd_warmup_opts o = {16, 128, 512, NULL, NULL};
+    const sd_warmup_opts o = {16,   128, 512, NULL,
+                              NULL, 6,   4}; /* the buffer holds a speculative step's rows */
     sd_warmup_stats st;
     sd_diag d = {0};
     REQUIRE(sd_backend_warmup(&r.base, &o, &st, &d) == 0);
@@ -235,7 +275,7 @@ static void test_driver_names_the_failing_step(void)
 {
     rec_backend r = rec_new(&rec_vtbl);
     r.fail_at = 5;
-    const sd_warmup_opts o = {32, 256, 1024, NULL, NULL};
+    const sd_warmup_opts o = {32, 256, 1024, NULL, NULL, 0, 0};
     sd_warmup_stats st;
     sd_diag d = {0};
     CHECK(sd_backend_warmup(&r.base, &o, &st, &d) == SD_ENOMEM);
@@ -251,7 +291,7 @@ static int stop_after_3(void *ud)
 static void test_driver_stops_when_asked(void)
 {
     rec_backend r = rec_new(&rec_vtbl);
-    const sd_warmup_opts o = {32, 256, 1024, stop_after_3, &r};
+    const sd_warmup_opts o = {32, 256, 1024, stop_after_3, &r, 0, 0};
     sd_warmup_stats st;
     sd_diag d = {0};
     CHECK(sd_backend_warmup(&r.base, &o, &st, &d) == SD_ECANCEL);
@@ -297,7 +337,7 @@ static void test_cpu_request_after_warmup(void)
     float *b = a ? malloc(sizeof(float) * 40 * (size_t)warm->vocab) : NULL;
     if (b) {
         CHECK(!sd_backend_wants_warmup(warm)); /* the server skips it here; the driver still works */
-        const sd_warmup_opts o = {8, 128, 256, NULL, NULL};
+        const sd_warmup_opts o = {8, 128, 256, NULL, NULL, 0, 0};
         sd_warmup_stats st;
         CHECK(sd_backend_warmup(warm, &o, &st, &d) == 0 && st.steps > 20);
         CHECK(prompt_logits(warm, a) == 0 && prompt_logits(fresh, b) == 0);
@@ -315,6 +355,7 @@ static void test_cpu_request_after_warmup(void)
 int main(void)
 {
     RUN(test_plan_covers_every_bucket);
+    RUN(test_plan_spec_steps);
     RUN(test_plan_respects_limits);
     RUN(test_tune_buckets_and_tiles);
     RUN(test_driver_runs_the_plan);

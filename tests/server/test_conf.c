@@ -193,9 +193,33 @@ static void test_admin_listen(void)
     sd_conf_free(&c);
 }
 
+/* Speculative decoding's options: off by default, set by flags, and refused when the n-gram range
+ * is upside down or a step's rows would pass SD_SPEC_MAX_ROWS. */
+static void test_spec_opts(void)
+{
+    sd_conf c;
+    sd_diag d;
+    REQUIRE(load(&c, NULL, 0, NULL, &d) == 0);
+    CHECK(c.spec_tokens == 0 && c.spec_ngram_min == 2 && c.spec_ngram_max == 4 && c.spec_max_seqs == 4);
+    sd_conf_free(&c);
+    char *on[] = {"--spec-tokens", "6", "--spec-ngram-min", "1", "--spec-max-seqs", "8"};
+    CHECK(load(&c, NULL, 6, on, &d) == 0 && c.spec_tokens == 6 && c.spec_ngram_min == 1 &&
+          c.spec_max_seqs == 8);
+    sd_conf_free(&c);
+    char *upside[] = {"--spec-ngram-min", "5", "--spec-ngram-max", "3"};
+    CHECK(load(&c, NULL, 4, upside, &d) == SD_EINVAL && strstr(d.msg, "spec_ngram_min"));
+    sd_conf_free(&c);
+    char *rows[] = {"--spec-tokens", "16", "--spec-max-seqs", "16"}; /* 16 * 17 rows */
+    CHECK(load(&c, NULL, 4, rows, &d) == SD_EINVAL && strstr(d.msg, "spec_max_seqs"));
+    sd_conf_free(&c);
+    CHECK(load(&c, "{\"spec_tokens\": 17}", 0, NULL, &d) == SD_EINVAL && strstr(d.msg, "spec_tokens"));
+    sd_conf_free(&c);
+}
+
 int main(void)
 {
     RUN(test_precedence);
+    RUN(test_spec_opts);
     RUN(test_engine_opts);
     RUN(test_errors_name_the_key);
     RUN(test_key_file_and_auth);
