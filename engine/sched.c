@@ -346,26 +346,41 @@ static int plan_add(sd_sched *s, int k, sd_sched_req *r, int32_t n)
     return 0;
 }
 
-/* Whether decode sequence r can carry k drafts this step (max_tokens leaves room after the token
- * the step surely yields; constrained and cancelled requests never draft). */
+/* Whether decode sequence r can carry k drafts this step: max_tokens leaves room after the token
+ * the step surely yields; not cancelled; not thinking before a constraint (the thinking budget
+ * counts tokens one at a time). */
 static int can_draft(const sd_sched_req *r, int32_t k)
 {
-    return !r->json && !r->cancelled && r->max_tokens - (r->n_tokens - r->n_prompt) - 1 >= k;
+    return !(r->json && r->think) && !r->cancelled && r->max_tokens - (r->n_tokens - r->n_prompt) - 1 >= k;
+}
+
+/* How many of r's drafts its validator takes one after another (a constrained request): the rows
+ * after the first it rejects could not be masked, and their drafts could not be kept anyway. */
+static int32_t json_drafts(const sd_sched *s, const sd_sched_req *r, int32_t k)
+{
+    uint64_t st[SD_JVAL_MAX_STATE / 8]; /* aligned as states must be */
+    memcpy(st, r->jst, r->jv.size);
+    for (int32_t i = 0; i < k; i++)
+        if (sd_sched__json_feed(s, r, st, r->draft[i]) < 0)
+            return i;
+    return k;
 }
 
 /* Drafts (engine/spec.h) for decode sequence r, at most `room` tokens, into r->draft and after its
- * last token. None while more sequences run than spec.max_seqs, for constrained output (the
- * validator would have to follow every draft) and past what max_tokens leaves after the token the
- * step surely yields. r->tokens has room: n_tokens + drafts < n_prompt + max_tokens. */
+ * last token. None while more sequences run than spec.max_seqs, nor where can_draft says no; a
+ * constrained request's stop before the first its validator rejects. r->tokens has room:
+ * n_tokens + drafts < n_prompt + max_tokens. */
 static int32_t plan_draft(sd_sched *s, sd_sched_req *r, int32_t room)
 {
-    r->n_draft = 0;
+    r->n_draft = r->draft_ok = 0;
     int32_t k = imin(imin(s->spec.tokens, room), r->max_tokens - (r->n_tokens - r->n_prompt) - 1);
     if (!s->spec.tokens || s->n_running > s->spec.max_seqs || k <= 0 || !can_draft(r, k))
         return 0;
     k = sd_spec_ngram(r->tokens, r->n_tokens, s->spec.ngram_min, s->spec.ngram_max, k, r->draft);
+    if (r->json)
+        k = json_drafts(s, r, k);
     memcpy(r->tokens + r->n_tokens, r->draft, sizeof *r->draft * (size_t)k);
-    r->n_draft = k;
+    r->n_draft = r->draft_ok = k;
     return k;
 }
 
@@ -382,7 +397,7 @@ static int plan_running(sd_sched *s, int *prefill_budget)
         sd_sched_req *r = s->running[i];
         int32_t rem = r->n_tokens - r->n_computed;
         int32_t want = rem == 1 ? 1 : imin(rem, pf);
-        r->n_draft = 0;
+        r->n_draft = r->draft_ok = 0;
         if (want <= 0)
             continue;
         while (i < s->n_running && seq_room(s, r) < want) {
@@ -417,7 +432,7 @@ static int plan_admit(sd_sched *s, int n, int pf)
 {
     while (s->waiting && s->n_running < s->max_seqs && pf > 0) {
         sd_sched_req *r = s->waiting;
-        r->n_draft = 0;
+        r->n_draft = r->draft_ok = 0;
         prefix_reuse(s, r);
         int32_t want = imin(r->n_tokens - r->n_computed, pf);
         if (sd_kv_seq_needed(s->kv, &r->kv, r->n_computed + want - r->kv.n_tokens) > kv_free(s)) {
@@ -442,7 +457,7 @@ static int plan_admit(sd_sched *s, int n, int pf)
 /* Gives r's drafts up for this step: one token, as a plain decode, and the blocks beyond it back. */
 static void drop_drafts(sd_sched *s, sd_sched_req *r, sd_batch_seq *q)
 {
-    r->n_draft = 0;
+    r->n_draft = r->draft_ok = 0;
     q->n_tokens = 1;
     q->all_logits = 0;
     sd_kv_seq_truncate(s->kv, &r->kv, r->n_computed + 1);
@@ -452,9 +467,10 @@ static void drop_drafts(sd_sched *s, sd_sched_req *r, sd_batch_seq *q)
  * decodes with drafts runs as one graph only if every sequence carries the same number of tokens:
  * drafts are filled up to spec.tokens, first with more of what followed the match, else the last
  * token repeated. A filler is kept only where the model would have produced it anyway, so any
- * filler is safe. Where some sequence cannot take them (a constrained request, max_tokens, the
- * free blocks, the step's budget), every draft is given up instead: a plain decode graph beats a
- * step run without one. A prefill chunk in the step means no graph either way: drafts stay. */
+ * filler is safe (a constrained request's rows stop at the first its validator rejects). Where some
+ * sequence cannot take them (max_tokens, the free blocks, the step's budget), every draft is given
+ * up instead: a plain decode graph beats a step run without one. A prefill chunk in the step means no graph
+ * either way: drafts stay. */
 static void pad_drafts(sd_sched *s, int n)
 {
     const int32_t K = s->spec.tokens;
@@ -485,7 +501,7 @@ static void pad_drafts(sd_sched *s, int n)
         for (int32_t i = r->n_draft; i < K; i++)
             r->draft[i] = i ? r->draft[i - 1] : r->tokens[r->n_tokens - 1];
         memcpy(r->tokens + r->n_tokens, r->draft, sizeof *r->draft * (size_t)K);
-        r->n_draft = K;
+        r->n_draft = r->draft_ok = K;
         q->n_tokens = 1 + K;
         q->block_table = r->kv.blocks; /* the table may have moved */
         q->all_logits = 1;
@@ -523,34 +539,51 @@ static int sample_on_backend(const sd_sched *s, int n)
     return 1;
 }
 
-/* A constrained request's allowed tokens as the backend's mask (sd_sample_req.allow) in row m
- * of s->allow. 1 when no token is allowed (the request ends at its advance), 0, or an error. */
-static int json_allow(sd_sched *s, sd_sched_req *r, sd_sample_req *q, int m, sd_diag *d)
+/* A constrained request's allowed tokens after validator state `state` (NULL: its own, and
+ * json_end set when none is) as the backend's mask (sd_sample_req.allow) in row m of s->allow. 1
+ * when no token is allowed, 0, or an error. */
+static int json_allow(sd_sched *s, sd_sched_req *r, const void *state, sd_sample_req *q, int m, sd_diag *d)
 {
     const size_t words = ((size_t)s->vocab + 63) / 64;
-    if (!s->allow && !(s->allow = malloc(sizeof *s->allow * words * (size_t)s->max_seqs)))
+    if (!s->allow && !(s->allow = malloc(sizeof *s->allow * words * (size_t)s->cap_srows)))
         return sd_diag_set(d, SD_ENOMEM, "engine: out of memory for JSON masks");
     uint64_t *a = s->allow + words * (size_t)m;
-    int rc = sd_sched__json_allow(s, r, a, d);
+    int rc = state ? sd_sched__json_allow_at(s, r, state, a, d) : sd_sched__json_allow(s, r, a, d);
     if (rc == 0)
         q->allow = a;
     return rc;
 }
 
-/* The sampling requests of a drafting sequence whose rows start at `row`: row i's history holds
- * the drafts before it, and its uniform is drawn after row i - 1's, so every row samples what a
- * step without drafts would at that point. r's RNG after each draw goes to s->srng (process_spec
- * keeps the state after the last row it uses); r->rng itself is left as it was. */
-static int spec_requests(sd_sched *s, sd_sched_req *r, int32_t row, int *m, sd_diag *d)
+/* The sampling requests of drafting batch entry k whose rows start at `row`: row i's history holds
+ * the drafts before it, its uniform is drawn after row i - 1's and a constrained request's mask
+ * is its validator's after those drafts, so every row samples what a step without drafts would at
+ * that point. r's RNG after each draw goes to s->srng (process_spec keeps the state after the last
+ * row it uses); r->rng itself is left as it was. A constrained request's rows stop where its
+ * validator rejects a draft (r->draft_ok); none when nothing may come next (json_end). */
+static int spec_requests(sd_sched *s, int k, sd_sched_req *r, int32_t row, int *m, sd_diag *d)
 {
     const sd_rng before = r->rng;
-    for (int32_t i = 0; i <= r->n_draft; i++, (*m)++) {
+    const int first = *m;
+    uint64_t st[SD_JVAL_MAX_STATE / 8]; /* a constrained request's state after the drafts so far */
+    if (r->json)
+        memcpy(st, r->jst, r->jv.size);
+    for (int32_t i = 0; i <= r->draft_ok; i++) {
         int rc = sd_sample_prep_add(&s->prep, &s->sreq[*m], row + i, &r->sampling, r->tokens, r->n_tokens + i,
                                     r->n_prompt, &r->rng, r->logprobs);
         if (rc < 0)
             return sd_diag_set(d, rc, "engine: sampling request for row %d", (int)(row + i));
         s->srng[*m] = r->rng;
+        if (r->json && (rc = json_allow(s, r, i ? st : NULL, &s->sreq[*m], *m, d)) != 0) {
+            if (rc < 0)
+                return rc;
+            r->draft_ok = i ? i - 1 : 0; /* nothing may follow the drafts before row i */
+            break;
+        }
+        (*m)++;
+        if (r->json && i < r->draft_ok && sd_sched__json_feed(s, r, st, r->draft[i]) < 0)
+            r->draft_ok = i; /* row i is the last the validator can mask */
     }
+    s->sslot[k] = *m > first ? first : -1;
     r->rng = before;
     return 0;
 }
@@ -577,15 +610,14 @@ static int backend_sample(sd_sched *s, int n, sd_diag *d)
             !sd_sched__wants_token(r))
             continue;
         if (r->n_draft) {
-            s->sslot[k] = m;
-            rc = spec_requests(s, r, row - rows, &m, d);
+            rc = spec_requests(s, k, r, row - rows, &m, d);
             continue;
         }
         rc = sd_sample_prep_add(&s->prep, &s->sreq[m], row - 1, &r->sampling, r->tokens, r->n_tokens,
                                 r->n_prompt, &r->rng, r->logprobs);
         if (rc < 0)
             return sd_diag_set(d, rc, "engine: sampling request for sequence %d", k);
-        if (r->json && (rc = json_allow(s, r, &s->sreq[m], m, d)) != 0) {
+        if (r->json && (rc = json_allow(s, r, NULL, &s->sreq[m], m, d)) != 0) {
             rc = rc > 0 ? 0 : rc; /* > 0: nothing can follow; the request ends at its advance */
             continue;
         }
@@ -601,7 +633,7 @@ static int backend_sample(sd_sched *s, int n, sd_diag *d)
  * (sampled on the backend: s->sout from `slot`). */
 static void process_spec(sd_sched *s, sd_sched_req *r, float *rows, int slot)
 {
-    const int32_t nc0 = r->n_computed, nt0 = r->n_tokens, nd = r->n_draft;
+    const int32_t nc0 = r->n_computed, nt0 = r->n_tokens, nd = r->n_draft, ok = r->draft_ok;
     int rc = 0;
     for (int32_t i = 0;; i++) {
         r->n_computed = nc0 + 1 + i; /* the last token and the drafts before row i are in */
@@ -613,12 +645,14 @@ static void process_spec(sd_sched *s, sd_sched_req *r, float *rows, int slot)
         float *row = rows ? rows + (size_t)i * (size_t)s->vocab : NULL;
         if (r->cancelled)
             rc = SD_FINISH_ABORT;
+        else if (row || o || r->json_end) /* json_end: the request ends at its advance */
+            rc = sd_sched__advance(s, r, row, o);
         else
-            rc = row || o ? sd_sched__advance(s, r, row, o) : SD_EINVAL; /* no row was sampled */
-        if (rc != 0 || i == nd || r->tokens[r->n_tokens - 1] != r->draft[i])
+            rc = SD_EINVAL; /* no row was sampled */
+        if (rc != 0 || i == ok || r->tokens[r->n_tokens - 1] != r->draft[i])
             break;
     }
-    r->n_draft = 0;
+    r->n_draft = r->draft_ok = 0;
     atomic_fetch_add(&s->st_spec_draft, (unsigned long long)nd);
     if (r->n_tokens > nt0 + 1)
         atomic_fetch_add(&s->st_spec_accepted, (unsigned long long)(r->n_tokens - nt0 - 1));

@@ -59,6 +59,8 @@ struct sd_sched_req {
     int32_t draft[SD_SPEC_MAX_TOKENS]; /* this step's draft tokens (engine/spec.h), also copied past
                                           tokens[n_tokens - 1] for the forward pass */
     int32_t n_draft;                   /* 0: no draft this step */
+    int32_t draft_ok; /* drafts whose following row may be sampled (<= n_draft): a constrained
+                         request's rows stop after the first draft its validator rejects */
 
     int cancelled;   /* sd_sched_cancel seen; reaped at the next step */
     int preempted;   /* was preempted: goes ahead of new arrivals in the queue */
@@ -128,6 +130,11 @@ void sd_sched__json_free(sd_sched_req *r);
 int sd_sched__json_mask(sd_sched *s, sd_sched_req *r, float *row);
 int sd_sched__json_allow(sd_sched *s, sd_sched_req *r, uint64_t *out, sd_diag *d);
 int sd_sched__json_take(const sd_sched *s, sd_sched_req *r, int32_t tok);
+/* For drafts (engine/spec.h), on a copy of the state: the allow bitset after it (0, 1: nothing may
+ * come next, or an error; json_end untouched), and a token's bytes into it (0, or -1: rejected, or
+ * a special token). */
+int sd_sched__json_allow_at(sd_sched *s, const sd_sched_req *r, const void *state, uint64_t *out, sd_diag *d);
+int sd_sched__json_feed(const sd_sched *s, const sd_sched_req *r, void *state, int32_t tok);
 /* Whether the request's next advance samples a token (else it ends for max_tokens). */
 int sd_sched__wants_token(const sd_sched_req *r);
 /* The sequence's cache reached its last token and `row` (edited in place) predicts the

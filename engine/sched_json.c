@@ -113,31 +113,51 @@ int sd_sched__json_mask(sd_sched *s, sd_sched_req *r, float *row)
     return sd_jmask_apply_v(s->jm, &r->jv, r->jst, s->eos, s->n_eos, row, s->vocab) > 0 ? 0 : SD_FINISH_STOP;
 }
 
-int sd_sched__json_allow(sd_sched *s, sd_sched_req *r, uint64_t *out, sd_diag *d)
+int sd_sched__json_allow_at(sd_sched *s, const sd_sched_req *r, const void *state, uint64_t *out, sd_diag *d)
 {
     int rc = ensure_mask(s, d);
     if (rc < 0)
         return rc;
-    if (sd_jmask_allowed_v(s->jm, &r->jv, r->jst, s->eos, s->n_eos, s->vocab, out) > 0)
-        return 0;
-    r->json_end = 1;
-    return 1;
+    return sd_jmask_allowed_v(s->jm, &r->jv, state, s->eos, s->n_eos, s->vocab, out) > 0 ? 0 : 1;
+}
+
+int sd_sched__json_allow(sd_sched *s, sd_sched_req *r, uint64_t *out, sd_diag *d)
+{
+    int rc = sd_sched__json_allow_at(s, r, r->jst, out, d);
+    if (rc > 0)
+        r->json_end = 1;
+    return rc;
+}
+
+/* Token tok's bytes into state (any state of r's validator; unspecified after a rejection). */
+static int feed_bytes(const sd_sched *s, const sd_sched_req *r, void *state, int32_t tok)
+{
+    size_t n = 0;
+    const char *b = sd_tok_token_bytes(s->tok, tok, &n);
+    if (!b)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (r->jv.step(r->jv.ctx, state, (unsigned char)b[i]) < 0)
+            return -1;
+    return 0;
+}
+
+int sd_sched__json_feed(const sd_sched *s, const sd_sched_req *r, void *state, int32_t tok)
+{
+    if (sd_tok_is_special(s->tok, tok))
+        return -1; /* EOS ends the text; the others are never allowed inside it */
+    return feed_bytes(s, r, state, tok);
 }
 
 int sd_sched__json_take(const sd_sched *s, sd_sched_req *r, int32_t tok)
 {
     for (int i = 0; i < s->n_eos; i++)
         if (s->eos[i] == tok)
-            return 0; /* EOS ends the text: no bytes */
-    size_t n = 0;
-    const char *b = sd_tok_token_bytes(s->tok, tok, &n);
-    if (!b)
-        return -1;
+            return 0;                    /* EOS ends the text: no bytes */
     uint64_t tmp[SD_JVAL_MAX_STATE / 8]; /* all or nothing, as sd_jfsm_feed; aligned as states must be */
     memcpy(tmp, r->jst, r->jv.size);
-    for (size_t i = 0; i < n; i++)
-        if (r->jv.step(r->jv.ctx, tmp, (unsigned char)b[i]) < 0)
-            return -1;
+    if (feed_bytes(s, r, tmp, tok) < 0)
+        return -1;
     memcpy(r->jst, tmp, r->jv.size);
     if (r->think && r->think_budget >= 0 && sd_jthink_thinking(r->jst) &&
         ++r->think_tokens >= r->think_budget)

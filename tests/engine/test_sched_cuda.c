@@ -3,8 +3,9 @@
  * runs. bf16 on the GPU is not bit-equal to fp32 on the CPU, nor across batch shapes (logprobs
  * moved by up to ~0.04 between batched and solo runs on an H200), so greedy tokens must agree
  * up to the first near-tie of the reference's top two logprobs (gap < 0.1 GPU vs GPU, 0.2 GPU
- * vs CPU), and prompt logprobs within 0.1. Skips without CUDA or a GPU; runs in its own process, as GPU tests
- * must. */
+ * vs CPU), and prompt logprobs within 0.1. Then the same with speculative decoding's drafts (their
+ * steps as graphs of their own shape). Skips without CUDA or a GPU; runs in its own process, as GPU
+ * tests must. */
 #include "engine/sched.h"
 
 #ifdef SD_HAVE_CUDA
@@ -128,6 +129,24 @@ static void test_sched_on_cuda(void)
             res_reset(&rs[i]);
     }
     sd_backend_cuda_set_graphs(gpu, 1);
+
+    /* speculative decoding (engine/spec.h): drafts filled to one length, their steps replayed as
+     * graphs of that shape, batched and solo; the tokens those of the solo runs without drafts */
+    sd_engine_opts spec = roomy;
+    spec.spec = (sd_spec_opts){4, 1, 4, 16};
+    memset(rs, 0, sizeof rs);
+    CHECK(run_all(gpu, &spec, P, rs, N_REQ, &st) == 0);
+    check_run(rs, GPU_SOLO, 0.1f, 0.1f, "gpu batched with drafts");
+    CHECK(st.spec_accepted_tokens > 0 && st.kv_blocks_used == 0);
+    fprintf(stderr, "  drafts, batched: %llu steps, %llu drafted, %llu kept\n", (unsigned long long)st.steps,
+            (unsigned long long)st.spec_draft_tokens, (unsigned long long)st.spec_accepted_tokens);
+    for (int i = 0; i < N_REQ; i++) {
+        res_reset(&rs[i]);
+        CHECK(run_all(gpu, &spec, &P[i], &rs[i], 1, &st) == 0 && st.kv_blocks_used == 0);
+    }
+    check_run(rs, GPU_SOLO, 0.1f, 0.1f, "gpu solo with drafts");
+    for (int i = 0; i < N_REQ; i++)
+        res_reset(&rs[i]);
     sd_backend_free(gpu);
 
     /* 8 blocks of 16 for 8 sequences of ~3 blocks each, 7 tokens a step: chunked prefill

@@ -2,8 +2,10 @@
  * histories, then the scheduler on the real CPU backend and models/tiny: with drafts the
  * requests give the same tokens, text, logprobs and finish as without, greedy and seeded
  * sampling (on the host and through a backend's sampler), batched, preempted, with stop strings
- * and short max_tokens; drafts are made and accepted on repetitive text, and every KV block goes
- * back at the end. Constrained requests never draft. */
+ * and short max_tokens, constrained output (JSON mode, a schema) too; drafts are made and accepted on
+ * repetitive text, and every KV block goes back at the end. */
+#include "engine/jsonc.h"
+#include "engine/jthink.h"
 #include "engine/kv.h"
 #include "engine/spec.h"
 
@@ -265,39 +267,78 @@ static void test_sampled_same_tokens(void)
 #undef NS
 }
 
-/* JSON mode never drafts (its validator follows one token at a time); the other request of the
- * batch still does. */
-static void test_constrained_no_drafts(void)
+/* Constrained output drafts too: each row is masked by the validator's state after the drafts
+ * before it (on the host, and as a sampling backend's allow bitsets), and a request's drafts stop
+ * at the first its validator rejects. JSON mode, a schema and plain text in one batch give the
+ * texts of decoding without drafts, the JSON valid; a request that thinks first never drafts. */
+static void test_constrained_drafts(void)
 {
+    static const char *const texts[] = {
+        "rows = [\n    {\"name\": \"ada\", \"age\": 36},\n    {\"name\": \"bob\", \"age\": 41},\n    ",
+        "config = {\"host\": \"localhost\", \"port\": 8080, \"debug\": true}\nbackup = ",
+    };
+    const char *schema = "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}, "
+                         "\"age\": {\"type\": \"integer\"}}, \"required\": [\"name\", \"age\"]}";
     if (!ids_ready())
         SKIP("cannot encode the prompts");
-    sd_backend *b = backend_new(128, 16);
-    REQUIRE(b);
-    sd_request_params ps[2];
-    static res off[2], on[2];
-    greedy_params(&ps[0], IDS[1], NIDS[1], 24);
-    ps[0].json_object = 1;
-    greedy_params(&ps[1], IDS[2], NIDS[2], 24);
+    int32_t *ids[2], n_ids[2];
+    for (int i = 0; i < 2; i++)
+        REQUIRE((ids[i] = encode(texts[i], &n_ids[i])) != NULL);
+    sd_request_params ps[4];
+    static res off[4], on[4], twin[4];
+    greedy_params(&ps[0], ids[0], n_ids[0], 40);
+    ps[0].json_schema = schema;
+    greedy_params(&ps[1], ids[1], n_ids[1], 40);
+    ps[1].json_object = 1;
+    greedy_params(&ps[2], IDS[2], NIDS[2], 40);
+    greedy_params(&ps[3], ids[1], n_ids[1], 40); /* JSON mode after a thinking block: no drafts */
+    ps[3].json_object = 1;
+    ps[3].think = SD_THINK_MAY;
+    for (int i = 0; i < 4; i++)
+        ps[i].ignore_eos = 0;
+    twin_backend *t = twin_new();
+    REQUIRE(t);
     sd_engine_opts o;
-    sd_engine_stats s_json, s_both;
+    sd_engine_stats s_host, s_twin, s_think;
     spec_opts(&o, 4, 0);
-    REQUIRE(run_all(b, &o, ps, off, 2, NULL) == 0);
+    REQUIRE(run_all(t->cpu, &o, ps, off, 4, NULL) == 0);
     spec_opts(&o, 4, 6);
-    REQUIRE(run_all(b, &o, ps, on, 1, &s_json) == 0);
-    CHECK(s_json.spec_draft_tokens == 0);
-    res_reset(&on[0]);
-    REQUIRE(run_all(b, &o, ps, on, 2, &s_both) == 0);
-    same_runs(off, on, 2, "JSON beside a drafting request");
-    CHECK(s_both.spec_draft_tokens > 0);
-    reset_all(off, 2);
-    reset_all(on, 2);
-    sd_backend_free(b);
+    REQUIRE(run_all(t->cpu, &o, ps, on, 4, &s_host) == 0);
+    same_runs(off, on, 4, "constrained, host sampling, drafts on/off");
+    REQUIRE(run_all(&t->base, &o, ps, twin, 4, &s_twin) == 0);
+    same_runs(off, twin, 4, "constrained, backend sampling with drafts vs host without");
+    for (int i = 0; i < 2; i++) {
+        sd_jfsm m;
+        sd_jfsm_init(&m);
+        CHECK_MSG(sd_jfsm_feed(&m, on[i].text, on[i].text_len) == 0, "req %d not JSON: %s", i, on[i].text);
+    }
+    fprintf(stderr, "  constrained: host %llu / %llu drafted / kept, backend %llu / %llu\n",
+            (unsigned long long)s_host.spec_draft_tokens, (unsigned long long)s_host.spec_accepted_tokens,
+            (unsigned long long)s_twin.spec_draft_tokens, (unsigned long long)s_twin.spec_accepted_tokens);
+    CHECK(s_host.spec_accepted_tokens > 0 && s_twin.spec_accepted_tokens > 0);
+    for (int i = 0; i < 2; i++) /* the constrained requests alone draft and keep some */
+        res_reset(&on[i]);
+    sd_engine_stats s_json;
+    REQUIRE(run_all(t->cpu, &o, ps, on, 2, &s_json) == 0);
+    fprintf(stderr, "  JSON alone: %llu / %llu drafted / kept: %s | %s\n",
+            (unsigned long long)s_json.spec_draft_tokens, (unsigned long long)s_json.spec_accepted_tokens,
+            on[0].text, on[1].text);
+    CHECK(s_json.spec_accepted_tokens > 0);
+    res_reset(&on[3]);
+    REQUIRE(run_all(t->cpu, &o, ps + 3, on + 3, 1, &s_think) == 0);
+    CHECK(s_think.spec_draft_tokens == 0);
+    reset_all(off, 4);
+    reset_all(on, 4);
+    reset_all(twin, 4);
+    for (int i = 0; i < 2; i++)
+        free(ids[i]);
+    tw_free(&t->base);
 }
 
 /* A backend that replays fixed shapes (uniform_spec, as the CUDA backend): every step of decodes
- * with drafts carries spec.tokens drafts a sequence (fillers where the lookup found fewer), and a
- * JSON request in the batch (it cannot draft) makes those steps plain decodes. The outputs stay
- * those of decoding without drafts. */
+ * with drafts carries spec.tokens drafts a sequence (fillers where the lookup found fewer), a JSON
+ * request's too (its rows stop at the first filler its validator rejects). The outputs stay those
+ * of decoding without drafts. */
 static void test_uniform_drafts(void)
 {
     if (!ids_ready())
@@ -323,7 +364,7 @@ static void test_uniform_drafts(void)
     CHECK(st.spec_draft_tokens % 5 == 0 && st.spec_accepted_tokens > 0 && st.kv_blocks_used == 0);
     reset_all(on, N_TEXTS);
 
-    /* a JSON request beside them: while it runs, no step drafts */
+    /* a JSON request beside them: filled up like the others */
     greedy_params(&ps[N_TEXTS], IDS[1], NIDS[1], 40);
     ps[N_TEXTS].json_object = 1;
     ps[N_TEXTS].ignore_eos = 0;
@@ -333,7 +374,7 @@ static void test_uniform_drafts(void)
     t->uniform_draft_steps = t->mixed_draft_steps = 0;
     REQUIRE(run_all(&t->base, &o, ps, on, N_TEXTS + 1, &st) == 0);
     same_runs(off, on, N_TEXTS + 1, "uniform drafts beside JSON");
-    CHECK(t->mixed_draft_steps == 0);
+    CHECK(t->mixed_draft_steps == 0 && t->uniform_draft_steps > 0);
     CHECK(st.kv_blocks_used == 0);
     reset_all(off, N_TEXTS + 1);
     reset_all(on, N_TEXTS + 1);
@@ -354,7 +395,7 @@ int main(void)
     RUN(test_preemption);
     RUN(test_stops_and_limits);
     RUN(test_sampled_same_tokens);
-    RUN(test_constrained_no_drafts);
+    RUN(test_constrained_drafts);
     RUN(test_uniform_drafts);
     for (int i = 0; i < N_TEXTS; i++)
         free(IDS[i]);
