@@ -357,6 +357,14 @@ function parseMetrics(text) {
   return m;
 }
 
+// Speculative decoding's drafts kept, "61 % of 1200", or "" before the server drafted any
+// (spec_tokens off, or nothing repeated yet).
+function specText(m) {
+  const drafted = m.get("sparsed_spec_draft_tokens_total") || 0;
+  const kept = m.get("sparsed_spec_accepted_tokens_total") || 0;
+  return drafted ? `${((100 * kept) / drafted).toFixed(0)} % of ${drafted}` : "";
+}
+
 // "1980 MHz · 642 W" per GPU that reports its clocks on /metrics (NVML; the cuda backend), with
 // "power-capped" / "hot" while the driver holds its clocks down, each led by its GPU's number when
 // there are several; "" when none reports.
@@ -543,6 +551,9 @@ const server = {
     const gpu = gpuText(m);
     $("s-gpu-box").hidden = !gpu;
     $("s-gpu").textContent = gpu || "–";
+    const spec = specText(m);
+    $("s-spec-box").hidden = !spec;
+    $("s-spec").textContent = spec || "–";
     this.draw();
   },
 

@@ -293,6 +293,12 @@ def test_server_page_shows_throughput(server, page):
                              'sparsed_gpu_power_watts{gpu="1"} 699\\nsparsed_gpu_thermal_slowdown{gpu="1"} 1\\n')),
         gpuText(parseMetrics('sparsed_ready 1\\n'))];""")
     assert texts == ["1965 MHz · 642 W · power-capped", "GPU 0: 1980 MHz · 0 W; GPU 1: 1710 MHz · 699 W · hot", ""], texts
+    # speculative decoding is off by default: its stat stays hidden; its text once drafts were run
+    assert not d.find_element("id", "s-spec-box").is_displayed()
+    spec = d.execute_script("""return [
+        specText(parseMetrics('sparsed_spec_draft_tokens_total 1200\\nsparsed_spec_accepted_tokens_total 733\\n')),
+        specText(parseMetrics('sparsed_spec_draft_tokens_total 0\\n'))];""")
+    assert spec == ["61 % of 1200", ""], spec
     # The charts drew something: non-blank pixels on the throughput canvas.
     painted = d.execute_script("""
         const c = document.getElementById('c-tps'), g = c.getContext('2d');
