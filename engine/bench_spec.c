@@ -46,6 +46,9 @@ static const bs_workload k_work[] = {
 
 typedef struct bs_opts {
     const char *model, *backend, *out, *prompt_file;
+    const char *draft_model; /* --draft-model DIR: its drafts instead of the prompt lookup's */
+    sd_model *dm;            /* opened, with its backend */
+    sd_backend *db;
     int ks[BS_MAX_K], n_k;
     int gen, batch, rounds, threads, device, ngram_min, ngram_max;
 } bs_opts;
@@ -54,7 +57,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: sparsed bench spec [--model models/tiny] [--backend cpu|cuda] [--tokens 2,4,8]\n"
                "       [--gen 256] [--batch 1] [--rounds 3] [--ngram-min 2] [--ngram-max 4] [--threads 0]\n"
-               "       [--device 0] [--prompt-file FILE] [--out FILE.md]\n");
+               "       [--device 0] [--prompt-file FILE] [--draft-model DIR] [--out FILE.md]\n");
 }
 
 static int parse_args(int argc, char **argv, bs_opts *o)
@@ -78,7 +81,8 @@ static int parse_args(int argc, char **argv, bs_opts *o)
                                  {"--threads", SD_BENCH_INT, &o->threads},
                                  {"--device", SD_BENCH_INT, &o->device},
                                  {"--prompt-file", SD_BENCH_STR, &o->prompt_file},
-                                 {"--out", SD_BENCH_STR, &o->out}};
+                                 {"--out", SD_BENCH_STR, &o->out},
+                                 {"--draft-model", SD_BENCH_STR, &o->draft_model}};
     const int p = sd_bench_parse_opts(argc, argv, opts, sizeof opts / sizeof opts[0]);
     if (p)
         return p;
@@ -123,7 +127,7 @@ static int run_once(sd_backend *b, const sd_model *m, const bs_opts *o, const in
     sd_engine_opts_default(&eo);
     eo.max_seqs = o->batch;
     eo.prefix_caching = 0; /* every run computes its prompts */
-    eo.spec = (sd_spec_opts){k, o->ngram_min, o->ngram_max, o->batch};
+    eo.spec = (sd_spec_opts){k, o->ngram_min, o->ngram_max, o->batch, o->dm, o->db};
     sd_sched *s = NULL;
     int rc = sd_sched_init(&s, m, b, &eo, d);
     for (int i = 0; i < o->batch && rc == 0; i++) {
@@ -272,6 +276,8 @@ int sd_bench_spec_main(int argc, char **argv)
         rc = sd_diag_set(&d, SD_EINVAL, "%s has no tokenizer", o.model);
     if (rc == 0)
         rc = backend_new(&o, m, &b, &d);
+    if (rc == 0 && o.draft_model && (rc = sd_model_open(&o.dm, o.draft_model, &d)) == 0)
+        rc = backend_new(&o, o.dm, &o.db, &d);
     FILE *outs[2] = {stdout, NULL};
     int n_out = 1;
     if (rc == 0 && o.out && !(outs[n_out++] = fopen(o.out, "w")))
@@ -280,10 +286,13 @@ int sd_bench_spec_main(int argc, char **argv)
     char date[32];
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
     for (int i = 0; i < n_out && rc == 0; i++) {
-        fprintf(outs[i],
-                "## bench spec: %s, %s backend, batch %d, %d tokens, n-grams %d-%d, %d rounds\n\n- date: %s\n"
-                "- command: `sparsed bench",
-                o.model, o.backend, o.batch, o.gen, o.ngram_min, o.ngram_max, o.rounds, date);
+        fprintf(outs[i], "## bench spec: %s, %s backend, batch %d, %d tokens, drafts from ", o.model,
+                o.backend, o.batch, o.gen);
+        if (o.draft_model)
+            fprintf(outs[i], "the draft model %s", o.draft_model);
+        else
+            fprintf(outs[i], "the prompt (n-grams %d-%d)", o.ngram_min, o.ngram_max);
+        fprintf(outs[i], ", %d rounds\n\n- date: %s\n- command: `sparsed bench", o.rounds, date);
         for (int a = 0; a < argc; a++)
             fprintf(outs[i], " %s", argv[a]);
         fprintf(
@@ -302,5 +311,7 @@ int sd_bench_spec_main(int argc, char **argv)
     free(custom);
     sd_backend_free(b);
     sd_model_free(m);
+    sd_backend_free(o.db);
+    sd_model_free(o.dm);
     return rc < 0 ? 1 : 0;
 }

@@ -35,7 +35,7 @@ void sd_engine_opts_default(sd_engine_opts *o)
     o->max_waiting = 256;
     o->max_model_len = 0;
     o->prefix_caching = 1;
-    o->spec = (sd_spec_opts){0, 2, 4, 4};
+    o->spec = (sd_spec_opts){0, 2, 4, 4, NULL, NULL};
 }
 
 void sd_request_params_default(sd_request_params *p)

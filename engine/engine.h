@@ -139,6 +139,7 @@ typedef struct sd_engine_stats {
     uint64_t prompt_tokens, generation_tokens;       /* totals since start */
     uint64_t steps, preemptions;
     uint64_t spec_draft_tokens, spec_accepted_tokens; /* drafted / kept by the model (engine/spec.h) */
+    int32_t spec_draft_blocks_used;                   /* the draft model's cache held by sequences */
 } sd_engine_stats;
 
 void sd_engine_stats_get(sd_engine *e, sd_engine_stats *s);

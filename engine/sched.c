@@ -3,6 +3,7 @@
  * recompute and the forward pass that executes the plan. */
 #include "sched.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,8 @@ static void sync_counts(sd_sched *s)
     atomic_store(&s->st_waiting, s->n_waiting);
     atomic_store(&s->st_blocks_used, sd_kv_used(s->kv) - sd_kv_idle_cached(s->kv));
     atomic_store(&s->st_blocks_cached, sd_kv_idle_cached(s->kv));
+    if (s->draft)
+        atomic_store(&s->st_draft_blocks, sd_spec_draft_blocks_used(s->draft));
     if (s->prefix) {
         sd_prefix_stats ps;
         sd_prefix_stats_get(s->prefix, &ps);
@@ -90,6 +93,18 @@ static int backend_sampling_init(sd_sched *s, sd_diag *d)
     return 0;
 }
 
+/* The draft model of speculative decoding, when the options name one (engine/spec_draft.h). */
+static int draft_init(sd_sched *s, const sd_engine_opts *o, sd_diag *d)
+{
+    if (!s->spec.tokens || !o->spec.draft_model || !o->spec.draft_backend)
+        return 0;
+    const int n = imin(s->spec.max_seqs, s->max_seqs);
+    int rc = sd_spec_draft_init(&s->draft, o->spec.draft_model, o->spec.draft_backend, s->vocab, n, d);
+    if (rc == 0 && !(s->dreq = calloc((size_t)n, sizeof *s->dreq)))
+        rc = sd_diag_set(d, SD_ENOMEM, "engine: out of memory");
+    return rc;
+}
+
 int sd_sched_init(sd_sched **ret, const sd_model *m, sd_backend *b, const sd_engine_opts *o, sd_diag *d)
 {
     int rc = check_backend(b, d);
@@ -124,6 +139,8 @@ int sd_sched_init(sd_sched **ret, const sd_model *m, sd_backend *b, const sd_eng
         return sd_diag_set(d, SD_ENOMEM, "engine: out of memory");
     }
     rc = backend_sampling_init(s, d);
+    if (rc == 0)
+        rc = draft_init(s, o, d);
     if (rc < 0) {
         sd_sched_free(s);
         return rc;
@@ -142,6 +159,8 @@ void sd_sched_free(sd_sched *s)
     free(s->allow);
     for (int i = 0; i < s->n_running; i++) {
         sd_kv_seq_release(s->kv, &s->running[i]->kv);
+        if (s->draft)
+            sd_spec_draft_release(s->draft, &s->running[i]->dseq);
         sd_sched_req_free(s->running[i]);
     }
     while (s->waiting) {
@@ -151,6 +170,8 @@ void sd_sched_free(sd_sched *s)
     }
     sd_prefix_free(s->prefix);
     sd_kv_free(s->kv);
+    sd_spec_draft_free(s->draft);
+    free(s->dreq);
     free(s->running);
     free(s->batch);
     free(s->planned);
@@ -212,6 +233,8 @@ int sd_sched_has_work(const sd_sched *s)
 static void blocks_release(sd_sched *s, sd_sched_req *r)
 {
     sd_kv_seq_release(s->kv, &r->kv);
+    if (s->draft)
+        sd_spec_draft_release(s->draft, &r->dseq);
 }
 
 /* Blocks a sequence can take: the free ones and the cached ones no sequence uses. */
@@ -376,6 +399,10 @@ static int32_t plan_draft(sd_sched *s, sd_sched_req *r, int32_t room)
     int32_t k = imin(imin(s->spec.tokens, room), r->max_tokens - (r->n_tokens - r->n_prompt) - 1);
     if (!s->spec.tokens || s->n_running > s->spec.max_seqs || k <= 0 || !can_draft(r, k))
         return 0;
+    if (s->draft) { /* the draft model fills them once the step is planned (model_drafts) */
+        r->n_draft = r->draft_ok = k;
+        return k;
+    }
     k = sd_spec_ngram(r->tokens, r->n_tokens, s->spec.ngram_min, s->spec.ngram_max, k, r->draft);
     if (r->json)
         k = json_drafts(s, r, k);
@@ -505,6 +532,43 @@ static void pad_drafts(sd_sched *s, int n)
         q->n_tokens = 1 + K;
         q->block_table = r->kv.blocks; /* the table may have moved */
         q->all_logits = 1;
+    }
+}
+
+/* The draft model's proposals for every entry planned with drafts, in one batched call: into
+ * r->draft and after r's last token. Where it made fewer (its cache full), the rest are fillers
+ * (the last one repeated: safe, as pad_drafts' are); a constrained request's rows stop before the
+ * first its validator rejects. A failing draft backend leaves fillers and turns the draft model off
+ * (the lookup drafts from then on); the served model's step goes on. */
+static void model_drafts(sd_sched *s, int n)
+{
+    int m = 0;
+    for (int k = 0; k < n; k++) {
+        sd_sched_req *r = s->planned[k];
+        if (r->n_draft)
+            s->dreq[m++] = (sd_draft_req){r->tokens, r->n_tokens, &r->dseq, r->n_draft, r->draft};
+    }
+    if (m == 0)
+        return;
+    sd_diag d = {0};
+    int rc = sd_spec_draft_propose(s->draft, s->dreq, m, &d);
+    for (int i = 0, k = 0; k < n; k++) {
+        sd_sched_req *r = s->planned[k];
+        if (!r->n_draft)
+            continue;
+        for (int32_t j = s->dreq[i++].k; j < r->n_draft; j++)
+            r->draft[j] = j ? r->draft[j - 1] : r->tokens[r->n_tokens - 1];
+        memcpy(r->tokens + r->n_tokens, r->draft, sizeof *r->draft * (size_t)r->n_draft);
+        r->draft_ok = r->json ? json_drafts(s, r, r->n_draft) : r->n_draft;
+    }
+    if (rc < 0) {
+        fprintf(stderr,
+                "sparsed: the draft model failed (%s); drafts come from the prompt lookup from now on\n",
+                sd_diag_str(&d, rc));
+        for (int i = 0; i < s->n_running; i++)
+            sd_spec_draft_release(s->draft, &s->running[i]->dseq);
+        sd_spec_draft_free(s->draft);
+        s->draft = NULL;
     }
 }
 
@@ -653,6 +717,8 @@ static void process_spec(sd_sched *s, sd_sched_req *r, float *rows, int slot)
             break;
     }
     r->n_draft = r->draft_ok = 0;
+    if (s->draft) /* the draft model read the drafts but the last: it keeps those that stayed */
+        sd_spec_draft_keep(s->draft, &r->dseq, r->n_tokens - 1);
     atomic_fetch_add(&s->st_spec_draft, (unsigned long long)nd);
     if (r->n_tokens > nt0 + 1)
         atomic_fetch_add(&s->st_spec_accepted, (unsigned long long)(r->n_tokens - nt0 - 1));
@@ -701,6 +767,8 @@ int sd_sched_step(sd_sched *s, sd_diag *d)
     n = plan_admit(s, n, pf);
     if (s->spec.tokens)
         pad_drafts(s, n);
+    if (s->draft)
+        model_drafts(s, n);
     sync_counts(s);
     if (n == 0)
         return 0;
@@ -757,4 +825,5 @@ void sd_sched_stats(const sd_sched *s, sd_engine_stats *st)
     st->preemptions = atomic_load(&s->st_preemptions);
     st->spec_draft_tokens = atomic_load(&s->st_spec_draft);
     st->spec_accepted_tokens = atomic_load(&s->st_spec_accepted);
+    st->spec_draft_blocks_used = atomic_load(&s->st_draft_blocks);
 }

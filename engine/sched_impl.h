@@ -15,6 +15,7 @@
 #include "sample_req.h"
 #include "sched.h"
 #include "spec.h"
+#include "spec_draft.h"
 #include "stopstr.h"
 #include "tokenizer.h"
 #include "toolcall.h"
@@ -59,6 +60,7 @@ struct sd_sched_req {
     int32_t draft[SD_SPEC_MAX_TOKENS]; /* this step's draft tokens (engine/spec.h), also copied past
                                           tokens[n_tokens - 1] for the forward pass */
     int32_t n_draft;                   /* 0: no draft this step */
+    sd_draft_seq dseq;                 /* the draft model's cache of this sequence (spec_draft.h) */
     int32_t draft_ok; /* drafts whose following row may be sampled (<= n_draft): a constrained
                          request's rows stop after the first draft its validator rejects */
 
@@ -75,6 +77,8 @@ struct sd_sched {
     int max_seqs, budget; /* sequences and tokens per step */
     sd_spec_opts spec;    /* speculative decoding (tokens 0: off), clamped */
     int cap_srows;        /* rows one step may sample: max_seqs, or more with drafts */
+    sd_spec_draft *draft; /* the draft model proposing the drafts, or NULL: the prompt lookup */
+    sd_draft_req *dreq;   /* [max_seqs] a proposal's sequences */
     int32_t eos[SD_MAX_EOS + 1];
     int n_eos;
 
@@ -113,6 +117,7 @@ struct sd_sched {
     atomic_ullong st_prefix_query, st_prefix_hit;
     atomic_ullong st_prompt_tokens, st_gen_tokens, st_steps, st_preemptions;
     atomic_ullong st_spec_draft, st_spec_accepted;
+    atomic_int st_draft_blocks;
     atomic_ullong next_jv_id; /* the id of the next request's schema validator (sd_jval.id) */
 };
 

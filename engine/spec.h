@@ -16,6 +16,9 @@
 extern "C" {
 #endif
 
+typedef struct sd_model sd_model;
+typedef struct sd_backend sd_backend;
+
 /* Speculation settings (engine opts, server config `spec_*`). */
 typedef struct sd_spec_opts {
     int tokens;    /* draft tokens a step at most; 0: speculation off */
@@ -23,6 +26,10 @@ typedef struct sd_spec_opts {
     int ngram_max; /* longest suffix tried first (>= ngram_min) */
     int max_seqs;  /* draft only while at most this many sequences run (larger batches are
                       compute-bound enough that verification costs more than it saves) */
+    /* A small model of the same vocabulary that proposes the drafts instead of the lookup
+     * (engine/spec_draft.h), and its backend; both outlive the engine. NULL: the lookup. */
+    const sd_model *draft_model;
+    sd_backend *draft_backend;
 } sd_spec_opts;
 
 #define SD_SPEC_MAX_TOKENS 16

@@ -25,6 +25,8 @@ struct sd_admin_inst {
     sd_admin_models *mm;
     sd_model *model;
     sd_backend *backend;
+    sd_model *draft_model; /* speculative decoding's draft model (spec_draft_model), or NULL */
+    sd_backend *draft_backend;
     sd_engine *engine;
     sd_chat_template *chat; /* NULL: chat requests get 400 */
     char *dir, *name;
@@ -93,6 +95,8 @@ static void inst_free(sd_admin_inst *in)
     sd_chat_template_free(in->chat);
     sd_backend_free(in->backend);
     sd_model_free(in->model);
+    sd_backend_free(in->draft_backend);
+    sd_model_free(in->draft_model);
     free(in->dir);
     free(in->name);
     free(in);
@@ -167,6 +171,42 @@ static void load_chat(sd_admin_inst *in)
         sd_log_info(NULL, "%s has no chat template: /v1/chat/completions will answer 400", in->dir);
 }
 
+/* Speculative decoding's draft model (spec_draft_model) on a backend of the served one's kind: a
+ * KV pool for spec_max_seqs sequences of the longest length (not a share of free memory: the
+ * served model's pool took that), and on a GPU its own warm-up. */
+static int init_draft(sd_admin_models *mm, const sd_conf *c, sd_admin_inst *in, sd_diag *d)
+{
+    if (!*c->spec_draft_model || !c->spec_tokens)
+        return 0;
+    sd_diag md = {0};
+    int rc = sd_model_open(&in->draft_model, c->spec_draft_model, &md);
+    if (rc < 0)
+        return sd_diag_set(d, rc, "spec_draft_model: %s", sd_diag_str(&md, rc));
+    sd_backend_opts bo;
+    sd_tp_opts to;
+    sd_conf_engine_opts(c, &bo, &to);
+    const int32_t max_pos = sd_model_cfg(in->model)->max_pos;
+    const int64_t len = c->max_model_len > 0 ? c->max_model_len : max_pos > 0 ? max_pos : 4096;
+    bo.kv_blocks = (int32_t)(c->spec_max_seqs * ((len + bo.block_size - 1) / bo.block_size + 1));
+    if (!strcmp(c->backend, "cpu"))
+        rc = sd_backend_cpu_init(&in->draft_backend, in->draft_model, &bo, d);
+    else
+#if SD_HAVE_CUDA
+        rc = sd_backend_cuda_init(&in->draft_backend, in->draft_model, &bo, d);
+#else
+        rc = sd_diag_set(d, SD_ENOTSUP, "backend 'cuda': this build has no CUDA support");
+#endif
+    if (rc < 0 || !c->warmup || !sd_backend_wants_warmup(in->draft_backend))
+        return rc;
+    sd_warmup_opts o = {c->spec_max_seqs, c->max_batch_tokens, (int32_t)len, stop_requested, mm, 0, 0};
+    sd_warmup_stats st;
+    rc = sd_backend_warmup(in->draft_backend, &o, &st, d);
+    if (rc == 0)
+        sd_log_info(NULL, "draft model %s warmed up: %d steps in %.1f s", c->spec_draft_model, st.steps,
+                    st.seconds);
+    return rc;
+}
+
 /* Between the stages of a load (none of which can be interrupted): stop when shutting down. */
 static int stage_end(sd_admin_models *mm, sd_diag *d)
 {
@@ -204,6 +244,8 @@ int sd_admin_models_load(sd_admin_models *mm, const char *dir, const char *name,
         rc = stage_end(mm, d);
     if (rc == 0)
         rc = warm_up(mm, c, in, d);
+    if (rc == 0)
+        rc = init_draft(mm, c, in, d);
     if (rc == 0) {
         sd_engine_opts eo;
         sd_engine_opts_default(&eo);
@@ -212,7 +254,8 @@ int sd_admin_models_load(sd_admin_models *mm, const char *dir, const char *name,
         eo.max_waiting = c->max_queue;
         eo.max_model_len = c->max_model_len;
         eo.prefix_caching = c->prefix_caching;
-        eo.spec = (sd_spec_opts){c->spec_tokens, c->spec_ngram_min, c->spec_ngram_max, c->spec_max_seqs};
+        eo.spec = (sd_spec_opts){c->spec_tokens,   c->spec_ngram_min, c->spec_ngram_max,
+                                 c->spec_max_seqs, in->draft_model,   in->draft_backend};
         rc = sd_engine_init(&in->engine, in->model, in->backend, &eo, d);
     }
     if (rc == 0 && !(in->name = strdup(name && *name ? name : sd_model_name(in->model))))

@@ -69,6 +69,9 @@ static const opt opts[] = {
      "speculative decoding: the most last tokens matched (longer matches are tried first)"},
     {"spec_max_seqs", OPT_INT, O(spec_max_seqs), "4", 1, SD_SPEC_MAX_ROWS, NULL,
      "speculative decoding: draft only while at most this many sequences run"},
+    {"spec_draft_model", OPT_STR, O(spec_draft_model), "", 0, 0, NULL,
+     "speculative decoding: a small model directory of the same vocabulary whose greedy picks are the "
+     "drafts, instead of the prompt lookup (on the same backend; needs spec_tokens; \"\" => the lookup)"},
     {"warmup", OPT_BOOL, O(warmup), "true", 0, 0, NULL,
      "cuda backend: before the server reports ready, run a step of every batch size up to max_seqs "
      "and every prompt chunk size the kernels tune for, so that no request waits for first-use "
@@ -477,6 +480,10 @@ int sd_conf_validate(const sd_conf *c, sd_diag *d)
     if (!strcmp(c->backend, "cuda") && c->max_seqs > SD_CUDA_MAX_SEQS)
         return sd_diag_set(d, SD_EINVAL, "max_seqs: at most %d with the cuda backend (a step's sequences)",
                            SD_CUDA_MAX_SEQS);
+    if (*c->spec_draft_model && !c->spec_tokens)
+        return sd_diag_set(d, SD_EINVAL, "spec_draft_model: needs spec_tokens > 0 (the drafts a step)");
+    if (*c->spec_draft_model && c->tensor_parallel > 1)
+        return sd_diag_set(d, SD_EINVAL, "spec_draft_model: not with tensor_parallel > 1");
     if (c->spec_ngram_min > c->spec_ngram_max)
         return sd_diag_set(d, SD_EINVAL, "spec_ngram_min: %d is more than spec_ngram_max (%d)",
                            c->spec_ngram_min, c->spec_ngram_max);

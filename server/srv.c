@@ -200,6 +200,7 @@ static int conf_differs_beyond_reloadable(const sd_conf *a, const sd_conf *b)
            a->warmup != b->warmup || strcmp(a->tune_cache, b->tune_cache) ||
            a->spec_tokens != b->spec_tokens || a->spec_ngram_min != b->spec_ngram_min ||
            a->spec_ngram_max != b->spec_ngram_max || a->spec_max_seqs != b->spec_max_seqs ||
+           strcmp(a->spec_draft_model, b->spec_draft_model) ||
            a->max_body_bytes != b->max_body_bytes || a->request_timeout != b->request_timeout ||
            a->max_connections != b->max_connections ||
            a->max_connections_per_ip != b->max_connections_per_ip || a->drain_timeout != b->drain_timeout ||

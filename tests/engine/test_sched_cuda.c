@@ -133,7 +133,7 @@ static void test_sched_on_cuda(void)
     /* speculative decoding (engine/spec.h): drafts filled to one length, their steps replayed as
      * graphs of that shape, batched and solo; the tokens those of the solo runs without drafts */
     sd_engine_opts spec = roomy;
-    spec.spec = (sd_spec_opts){4, 1, 4, 16};
+    spec.spec = (sd_spec_opts){4, 1, 4, 16, NULL, NULL};
     memset(rs, 0, sizeof rs);
     CHECK(run_all(gpu, &spec, P, rs, N_REQ, &st) == 0);
     check_run(rs, GPU_SOLO, 0.1f, 0.1f, "gpu batched with drafts");

@@ -8,6 +8,7 @@
 #include "engine/jthink.h"
 #include "engine/kv.h"
 #include "engine/spec.h"
+#include "engine/spec_draft.h"
 
 #include "tests/engine/sched_sample.h"
 #include "tests/engine/twin_backend.h"
@@ -45,7 +46,7 @@ static void test_ngram(void)
     CHECK(propose(h1, 1, 1, 4, 4, out) == 0);
     CHECK(propose(h1, 11, 0, 4, 4, out) == 0 && propose(h1, 11, 3, 2, 4, out) == 0);
 
-    sd_spec_opts o = {99, 0, 50, 1000};
+    sd_spec_opts o = {99, 0, 50, 1000, NULL, NULL};
     sd_spec_opts_clamp(&o);
     CHECK(o.tokens == SD_SPEC_MAX_TOKENS && o.ngram_min == 1 && o.ngram_max == SD_SPEC_MAX_NGRAM);
     CHECK(o.max_seqs * (1 + o.tokens) <= SD_SPEC_MAX_ROWS && o.max_seqs >= 1);
@@ -381,6 +382,104 @@ static void test_uniform_drafts(void)
     tw_free(&t->base);
 }
 
+/* ---- the draft model (engine/spec_draft.h) ---- */
+
+/* Options with the draft model on backend db: tiny drafting for itself, so its greedy drafts are
+ * the served model's own picks (both CPU backends compute the same logits), and every draft of a
+ * greedy request should stay. */
+static void draft_opts(sd_engine_opts *o, int max_seqs, int tokens, sd_backend *db)
+{
+    spec_opts(o, max_seqs, tokens);
+    o->spec.draft_model = M;
+    o->spec.draft_backend = db;
+}
+
+/* Greedy and seeded sampling, batched, on the host and through a sampling backend with drafts of
+ * one length (uniform_spec): the texts of decoding without drafts; greedy keeps every draft; the
+ * draft cache is empty at the end. */
+static void test_draft_model(void)
+{
+    if (!ids_ready())
+        SKIP("cannot encode the prompts");
+    sd_backend *b = backend_new(128, 16), *db = backend_new(128, 16);
+    twin_backend *t = twin_new();
+    REQUIRE(b && db && t);
+    sd_request_params ps[N_TEXTS];
+    static res off[N_TEXTS], on[N_TEXTS];
+    for (int i = 0; i < N_TEXTS; i++)
+        greedy_params(&ps[i], IDS[i], NIDS[i], 40);
+    sd_engine_opts o;
+    sd_engine_stats st;
+    spec_opts(&o, 8, 0);
+    REQUIRE(run_all(b, &o, ps, off, N_TEXTS, NULL) == 0);
+    draft_opts(&o, 8, 4, db);
+    REQUIRE(run_all(b, &o, ps, on, N_TEXTS, &st) == 0);
+    same_runs(off, on, N_TEXTS, "greedy, draft model");
+    fprintf(stderr, "  draft model, greedy: %llu steps, %llu drafted, %llu kept\n",
+            (unsigned long long)st.steps, (unsigned long long)st.spec_draft_tokens,
+            (unsigned long long)st.spec_accepted_tokens);
+    CHECK(st.spec_draft_tokens > 0 && st.spec_accepted_tokens == st.spec_draft_tokens);
+    CHECK(st.spec_draft_blocks_used == 0 && st.kv_blocks_used == 0);
+    reset_all(on, N_TEXTS);
+    t->base.uniform_spec = 1; /* the CUDA backend's shape rule, on the twin */
+    REQUIRE(run_all(&t->base, &o, ps, on, N_TEXTS, &st) == 0);
+    same_runs(off, on, N_TEXTS, "greedy, draft model, sampling backend, one draft length");
+    CHECK(t->mixed_draft_steps == 0 && st.spec_draft_blocks_used == 0);
+    reset_all(off, N_TEXTS);
+    reset_all(on, N_TEXTS);
+
+    for (int i = 0; i < N_TEXTS; i++) { /* seeded sampling: fewer drafts stay, the same texts */
+        ss_sampling(&ps[i], i % 4 == 3 ? 0 : i % 4 + 1);
+        ps[i].sampling.seed = 500 + (uint64_t)i;
+        ps[i].logprobs = i % 2 ? 2 : -1;
+    }
+    spec_opts(&o, 8, 0);
+    REQUIRE(run_all(b, &o, ps, off, N_TEXTS, NULL) == 0);
+    draft_opts(&o, 8, 4, db);
+    REQUIRE(run_all(&t->base, &o, ps, on, N_TEXTS, &st) == 0);
+    ss_compare_runs(on, off, N_TEXTS, 40, "sampled, draft model, sampling backend");
+    CHECK(st.spec_accepted_tokens > 0 && st.spec_accepted_tokens < st.spec_draft_tokens);
+    CHECK(st.spec_draft_blocks_used == 0);
+    reset_all(off, N_TEXTS);
+    reset_all(on, N_TEXTS);
+    tw_free(&t->base);
+    sd_backend_free(b);
+    sd_backend_free(db);
+}
+
+/* A served pool that preempts and a draft pool too small for every sequence (those get fillers):
+ * the same texts; both caches empty at the end. A draft model of another vocabulary is refused. */
+static void test_draft_model_tight(void)
+{
+    if (!ids_ready())
+        SKIP("cannot encode the prompts");
+    sd_backend *b = backend_new(14, 8), *db = backend_new(12, 8);
+    REQUIRE(b && db);
+    sd_request_params ps[N_TEXTS];
+    static res off[N_TEXTS], on[N_TEXTS];
+    for (int i = 0; i < N_TEXTS; i++)
+        greedy_params(&ps[i], IDS[i], NIDS[i], 32);
+    sd_engine_opts o;
+    sd_engine_stats st;
+    spec_opts(&o, 8, 0);
+    o.prefix_caching = 0;
+    REQUIRE(run_all(b, &o, ps, off, N_TEXTS, NULL) == 0);
+    draft_opts(&o, 8, 4, db);
+    o.prefix_caching = 0;
+    REQUIRE(run_all(b, &o, ps, on, N_TEXTS, &st) == 0);
+    same_runs(off, on, N_TEXTS, "tight pools, draft model");
+    CHECK(st.preemptions > 0 && st.spec_accepted_tokens > 0);
+    CHECK(st.spec_draft_blocks_used == 0 && st.kv_blocks_used == 0);
+    reset_all(off, N_TEXTS);
+    reset_all(on, N_TEXTS);
+    sd_spec_draft *dr = NULL;
+    sd_diag d = {0};
+    CHECK(sd_spec_draft_init(&dr, M, db, db->vocab + 1, 4, &d) == SD_EINVAL && dr == NULL);
+    CHECK_MSG(strstr(d.msg, "vocabulary") != NULL, "%s", d.msg);
+    sd_backend_free(b);
+    sd_backend_free(db);
+}
+
 int main(void)
 {
     RUN(test_ngram);
@@ -397,6 +496,8 @@ int main(void)
     RUN(test_sampled_same_tokens);
     RUN(test_constrained_drafts);
     RUN(test_uniform_drafts);
+    RUN(test_draft_model);
+    RUN(test_draft_model_tight);
     for (int i = 0; i < N_TEXTS; i++)
         free(IDS[i]);
     sd_model_free(M);

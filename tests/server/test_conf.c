@@ -214,6 +214,16 @@ static void test_spec_opts(void)
     sd_conf_free(&c);
     CHECK(load(&c, "{\"spec_tokens\": 17}", 0, NULL, &d) == SD_EINVAL && strstr(d.msg, "spec_tokens"));
     sd_conf_free(&c);
+    char *draft_alone[] = {"--spec-draft-model", "models/tiny"}; /* a draft model drafts spec_tokens */
+    CHECK(load(&c, NULL, 2, draft_alone, &d) == SD_EINVAL && strstr(d.msg, "spec_draft_model"));
+    sd_conf_free(&c);
+    char *draft_tp[] = {"--spec-draft-model", "models/tiny", "--spec-tokens", "4",
+                        "--tensor-parallel",  "2",           "--backend",     "cuda"};
+    CHECK(load(&c, NULL, 8, draft_tp, &d) == SD_EINVAL && strstr(d.msg, "spec_draft_model"));
+    sd_conf_free(&c);
+    char *draft_ok[] = {"--spec-draft-model", "models/tiny", "--spec-tokens", "4"};
+    CHECK(load(&c, NULL, 4, draft_ok, &d) == 0 && !strcmp(c.spec_draft_model, "models/tiny"));
+    sd_conf_free(&c);
 }
 
 int main(void)

@@ -49,6 +49,27 @@ def test_same_text_with_drafts(start_server):
     assert metric(on, "sparsed_engine_steps_total") < metric(off, "sparsed_engine_steps_total")
 
 
+def test_draft_model(start_server):
+    """The bundled model drafting for itself: greedy keeps every draft, the texts are unchanged."""
+    on = start_server(args=["--spec-tokens", "4", "--spec-draft-model", "models/tiny"])
+    off = start_server()
+    for p in PROMPTS:
+        assert complete(on, p)["text"] == complete(off, p)["text"]
+    drafted = metric(on, "sparsed_spec_draft_tokens_total")
+    assert drafted > 0 and metric(on, "sparsed_spec_accepted_tokens_total") == drafted
+    s = {"temperature": 0.8, "seed": 11}
+    assert complete(on, PROMPTS[2], **s)["text"] == complete(off, PROMPTS[2], **s)["text"]
+
+
+def test_draft_model_refused(start_server):
+    srv = start_server(args=["--spec-draft-model", "models/tiny"], ready=False)
+    assert srv.proc.wait(timeout=30) != 0
+    assert "spec_draft_model: needs spec_tokens" in srv.log_text()
+    srv = start_server(args=["--spec-tokens", "2", "--spec-draft-model", "/nonexistent"], ready=False)
+    assert srv.proc.wait(timeout=30) != 0
+    assert "spec_draft_model" in srv.log_text()
+
+
 def test_streamed_text_with_drafts(start_server):
     on = start_server(args=["--spec-tokens", "6"])
     want = complete(on, PROMPTS[0])["text"]
