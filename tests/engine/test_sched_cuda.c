@@ -4,8 +4,8 @@
  * moved by up to ~0.04 between batched and solo runs on an H200), so greedy tokens must agree
  * up to the first near-tie of the reference's top two logprobs (gap < 0.1 GPU vs GPU, 0.2 GPU
  * vs CPU), and prompt logprobs within 0.1. Then the same with speculative decoding's drafts (their
- * steps as graphs of their own shape). Skips without CUDA or a GPU; runs in its own process, as GPU
- * tests must. */
+ * steps as graphs of their own shape), from the prompt lookup and from a draft model. Skips without CUDA or a
+ * GPU; runs in its own process, as GPU tests must. */
 #include "engine/sched.h"
 
 #ifdef SD_HAVE_CUDA
@@ -147,6 +147,24 @@ static void test_sched_on_cuda(void)
     check_run(rs, GPU_SOLO, 0.1f, 0.1f, "gpu solo with drafts");
     for (int i = 0; i < N_REQ; i++)
         res_reset(&rs[i]);
+
+    /* a draft model (engine/spec_draft.h): the tiny model drafting for itself on a CUDA backend of
+     * its own; greedy drafts are then mostly the served model's picks */
+    sd_backend *db = cuda_new(64);
+    REQUIRE(db);
+    spec.spec.draft_model = M;
+    spec.spec.draft_backend = db;
+    spec.spec.max_seqs = 8;
+    memset(rs, 0, sizeof rs);
+    CHECK(run_all(gpu, &spec, P, rs, N_REQ, &st) == 0);
+    check_run(rs, GPU_SOLO, 0.1f, 0.1f, "gpu batched, draft model");
+    fprintf(stderr, "  draft model, batched: %llu steps, %llu drafted, %llu kept\n",
+            (unsigned long long)st.steps, (unsigned long long)st.spec_draft_tokens,
+            (unsigned long long)st.spec_accepted_tokens);
+    CHECK(st.spec_accepted_tokens * 2 > st.spec_draft_tokens && st.spec_draft_blocks_used == 0);
+    for (int i = 0; i < N_REQ; i++)
+        res_reset(&rs[i]);
+    sd_backend_free(db);
     sd_backend_free(gpu);
 
     /* 8 blocks of 16 for 8 sequences of ~3 blocks each, 7 tokens a step: chunked prefill

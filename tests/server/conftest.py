@@ -28,6 +28,16 @@ def sparsed_bin():
     return p
 
 
+def metric(srv, name):
+    """One unlabelled sample of a daemon's /metrics (KeyError when it has none)."""
+    status, _, body = srv.get("/metrics")
+    assert status == 200
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise KeyError(name)
+
+
 def gpu_count():
     """GPUs that `nvidia-smi -L` lists (0 without the tool or a driver)."""
     if not shutil.which("nvidia-smi"):

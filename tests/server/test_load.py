@@ -6,7 +6,7 @@ import time
 import json
 import os
 
-from conftest import http
+from conftest import http, metric
 from sse import completion_text, stream_request
 
 WORDS = ["def", "class", "import", "return", "for", "while", "with", "print", "self", "lambda", "yield",
@@ -74,14 +74,6 @@ def open_stream(port, body):
     sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                  b"Content-Length: %d\r\n\r\n" % len(data) + data)
     return sock
-
-
-def metric(s, name):
-    st, _, body = s.get("/metrics")
-    for line in body.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise KeyError(name)
 
 
 def test_idle_streams_cost_no_cpu(start_server):

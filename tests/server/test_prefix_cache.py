@@ -2,19 +2,12 @@
 turn) the daemon has seen reports cached prompt tokens in usage, answers exactly as a daemon
 with prefix_caching off does, and /metrics counts the hits; off, nothing is cached."""
 import json
-import re
+
+from conftest import metric
 
 SYSTEM = ("You are a careful reviewer of Python code. Answer in one short paragraph, then show the "
           "corrected function with type hints and a docstring. Never invent APIs.")
 TURNS = ["def add(a, b): return a - b", "def first(xs): return xs[1]"]
-
-
-def metric(srv, name):
-    status, _, body = srv.get("/metrics")
-    assert status == 200
-    m = re.search(rf"^{name} (\S+)$", body.decode(), re.M)
-    assert m, name
-    return float(m.group(1))
 
 
 def chat(srv, user, history=()):

@@ -3,10 +3,9 @@ spec_tokens on answers repetitive code prompts with exactly the text of a daemon
 (greedy, streamed or not, and seeded sampling), and /metrics counts the drafts it ran and kept.
 `sparsed bench spec` prints its table with every output the same."""
 import json
-import re
 import subprocess
 
-from conftest import sparsed_bin
+from conftest import metric, sparsed_bin
 from sse import completion_text, stream_request
 
 PROMPTS = [
@@ -16,14 +15,6 @@ PROMPTS = [
     "for i in range(10):\n    print(i)\nfor i in range(10):\n",
     "import numpy as np\n\n\ndef",
 ]
-
-
-def metric(srv, name):
-    status, _, body = srv.get("/metrics")
-    assert status == 200
-    m = re.search(rf"^{name} (\S+)$", body.decode(), re.M)
-    assert m, name
-    return float(m.group(1))
 
 
 def complete(srv, prompt, **kw):

@@ -49,11 +49,4 @@ def screenshot(driver, name):
         driver.save_screenshot(str(pathlib.Path(out) / f"{name}.png"))
 
 
-def metric(server, name):
-    """One unlabelled sample of /metrics."""
-    status, _, body = server.get("/metrics")
-    assert status == 200
-    for line in body.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise KeyError(name)
+metric = srv.metric  # one unlabelled sample of /metrics (tests/server/conftest.py)

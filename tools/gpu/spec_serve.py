@@ -30,10 +30,12 @@ def main():
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--spec-tokens", default="4")
     ap.add_argument("--port", type=int, default=18431)
+    ap.add_argument("--draft-model", default="", help="spec_draft_model (default: the prompt lookup)")
     a = ap.parse_args()
     log = open("/tmp/spec_serve.log", "w")
     p = subprocess.Popen([a.sparsed, "serve", "--model", a.model, "--backend", a.backend, "--port", str(a.port),
-                          "--spec-tokens", a.spec_tokens, "--max-seqs", "8"], stdout=log, stderr=log)
+                          "--spec-tokens", a.spec_tokens, "--max-seqs", "8"]
+                         + (["--spec-draft-model", a.draft_model] if a.draft_model else []), stdout=log, stderr=log)
     base = f"http://127.0.0.1:{a.port}"
     ok = False
     try:
@@ -61,7 +63,7 @@ def main():
         p.wait(timeout=30)
         log.close()
     for line in open("/tmp/spec_serve.log"):
-        if "warm" in line:
+        if "warm" in line or "rror" in line:
             print(line.rstrip())
     print("spec_serve:", "ok" if ok else "FAILED")
     return 0 if ok else 1
