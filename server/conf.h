@@ -33,11 +33,11 @@ typedef struct sd_conf {
     int spec_tokens;    /* speculative decoding by prompt lookup: draft tokens a step (0 off) */
     int spec_ngram_min, spec_ngram_max, spec_max_seqs; /* engine/spec.h sd_spec_opts */
     char *spec_draft_model; /* a small model of the same vocabulary drafting instead ("" none) */
-    int warmup;        /* bool: GPU backends tune and capture every batch size before serving */
-    int deterministic; /* bool: bit-identical logits run to run on the GPU (no split-K atomics) */
-    char *tune_cache;  /* cuda: the tuning-cache file ("" none) */
-    int max_model_len; /* 0 => the model's */
-    int kv_blocks;     /* 0 => backend default */
+    int warmup;             /* bool: GPU backends tune and capture every batch size before serving */
+    int deterministic;      /* bool: bit-identical logits run to run on the GPU (no split-K atomics) */
+    char *tune_cache;       /* cuda: the tuning-cache file ("" none) */
+    int max_model_len;      /* 0 => the model's */
+    int kv_blocks;          /* 0 => backend default */
     int block_size;
     int max_connections;
     int max_connections_per_ip; /* 0 => no per-address limit */

@@ -200,9 +200,8 @@ static int conf_differs_beyond_reloadable(const sd_conf *a, const sd_conf *b)
            a->warmup != b->warmup || strcmp(a->tune_cache, b->tune_cache) ||
            a->spec_tokens != b->spec_tokens || a->spec_ngram_min != b->spec_ngram_min ||
            a->spec_ngram_max != b->spec_ngram_max || a->spec_max_seqs != b->spec_max_seqs ||
-           strcmp(a->spec_draft_model, b->spec_draft_model) ||
-           a->max_body_bytes != b->max_body_bytes || a->request_timeout != b->request_timeout ||
-           a->max_connections != b->max_connections ||
+           strcmp(a->spec_draft_model, b->spec_draft_model) || a->max_body_bytes != b->max_body_bytes ||
+           a->request_timeout != b->request_timeout || a->max_connections != b->max_connections ||
            a->max_connections_per_ip != b->max_connections_per_ip || a->drain_timeout != b->drain_timeout ||
            strcmp(a->served_model_name, b->served_model_name) || strcmp(a->admin_token, b->admin_token) ||
            strcmp(a->admin_token_file, b->admin_token_file) || strcmp(a->state_dir, b->state_dir) ||
