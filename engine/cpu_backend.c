@@ -244,6 +244,7 @@ static void task_rope_store(void *ctx, int64_t t0, int64_t t1, int tid)
  * lo = 0, or with the layer's sliding window W, lo = max(0, pos + 1 - W): transformers' mask keeps
  * key k for query p when k > p - W (masking_utils.sliding_window_overlay). KV rows left of the
  * window stay in the cache (and in the prefix cache) unread. */
+SD_CPU_MULTIVERSION
 static void task_attention(void *ctx, int64_t i0, int64_t i1, int tid)
 {
     const fwd *f = ctx;

@@ -8,34 +8,26 @@
  * arm64. aligned(4) makes unaligned loads through memcpy legal and cheap. */
 typedef float v8f __attribute__((vector_size(32), aligned(4)));
 
-/* The helpers below are static and inlined, so the ABI note about passing 32-byte vectors
- * without AVX does not concern any interface. */
+/* The helpers below are static and always inlined, so the ABI note about passing 32-byte vectors
+ * without AVX does not concern any interface. Always: each must be compiled inside its caller's
+ * target clone (SD_CPU_MULTIVERSION, cpu_ops.h). Left out of line, GCC built the kernels once for baseline
+ * x86-64, two SSE halves a vector with the accumulators spilled to the stack, and the AVX2 clone of the
+ * matmul called that: a step of 5 tokens of models/small took 2.4x a one-token step on 2 cores. */
+#define SD_KERN static inline __attribute__((always_inline))
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-static inline v8f ld8(const float *p)
+SD_KERN v8f ld8(const float *p)
 {
     v8f v;
     memcpy(&v, p, sizeof v);
     return v;
 }
 
-static inline float hsum8(const v8f *p)
+SD_KERN float hsum8(const v8f *p)
 {
     v8f v = *p;
     return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
 }
-
-/* The AVX2 clone of the matmul loops is picked once at load time (ifunc); every call in a
- * process uses the same one, so results stay reproducible within a run. Not under the
- * sanitizers: GCC instruments the generated resolver, which ld.so runs while relocating the
- * executable, before the sanitizer runtime has set up its thread state — under TSan its
- * __tsan_func_entry call segfaults before main (every TSan binary died at start-up, rc 139). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) &&     \
-    !defined(__SANITIZE_THREAD__)
-#define SD_MULTIVERSION __attribute__((target_clones("avx2", "default")))
-#else
-#define SD_MULTIVERSION
-#endif
 
 /* Every (t, r) dot product below sums lanes c = 8k + j per lane, reduces with hsum8, then
  * adds the scalar tail: kernel shape never changes the result. */
@@ -43,8 +35,7 @@ static inline float hsum8(const v8f *p)
     for (int64_t c = c8; c < cols; c++)                                                                      \
         s += (x)[c] * (w)[c];
 
-static inline void kern_2x4(const float *x0, const float *x1, const float *w, int64_t cols, float *y0,
-                            float *y1)
+SD_KERN void kern_2x4(const float *x0, const float *x1, const float *w, int64_t cols, float *y0, float *y1)
 {
     const float *w0 = w, *w1 = w + cols, *w2 = w + 2 * cols, *w3 = w + 3 * cols;
     v8f a00 = {0}, a01 = {0}, a02 = {0}, a03 = {0}, a10 = {0}, a11 = {0}, a12 = {0}, a13 = {0};
@@ -63,7 +54,7 @@ static inline void kern_2x4(const float *x0, const float *x1, const float *w, in
     memcpy(y1, s + 4, 4 * sizeof(float));
 }
 
-static inline void kern_1x4(const float *x0, const float *w, int64_t cols, float *y0)
+SD_KERN void kern_1x4(const float *x0, const float *w, int64_t cols, float *y0)
 {
     const float *w0 = w, *w1 = w + cols, *w2 = w + 2 * cols, *w3 = w + 3 * cols;
     v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
@@ -77,7 +68,7 @@ static inline void kern_1x4(const float *x0, const float *w, int64_t cols, float
     memcpy(y0, s, sizeof s);
 }
 
-static inline float kern_1x1(const float *x0, const float *w0, int64_t cols)
+SD_KERN float kern_1x1(const float *x0, const float *w0, int64_t cols)
 {
     v8f a = {0};
     int64_t c8 = cols & ~(int64_t)7;
@@ -88,6 +79,7 @@ static inline float kern_1x1(const float *x0, const float *w0, int64_t cols)
     return s;
 }
 
+SD_CPU_MULTIVERSION
 float sd_cpu_dot(const float *a, const float *b, int64_t n)
 {
     return kern_1x1(a, b, n);
@@ -104,7 +96,7 @@ typedef struct mm_job {
  * chunk's weight rows stream past them. */
 #define MM_TB 16
 
-SD_MULTIVERSION
+SD_CPU_MULTIVERSION
 static void mm_rows(void *ctx, int64_t r0, int64_t r1, int tid)
 {
     const mm_job *j = ctx;

@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "cpu_clone.h"
 #include "cpu_pool.h"
 #include "model_config.h"
 
