@@ -434,8 +434,9 @@ static int plan_running(sd_sched *s, int *prefill_budget)
                 preempt_newest(s);
         }
         if (i >= s->n_running)
-            break;      /* r itself was the newest and is back in the queue */
-        if (rem == 1) { /* drafts take what the step and the blocks leave, never a preemption */
+            break; /* r itself was the newest and is back in the queue */
+        /* a decode's drafts take what the step and the blocks leave, never a preemption */
+        if (rem == 1) {
             int32_t k = plan_draft(s, r, imin(seq_room(s, r) - 1, pf));
             want += k;
             pf -= k;
@@ -494,10 +495,10 @@ static void drop_drafts(sd_sched *s, sd_sched_req *r, sd_batch_seq *q)
  * decodes with drafts runs as one graph only if every sequence carries the same number of tokens:
  * drafts are filled up to spec.tokens, first with more of what followed the match, else the last
  * token repeated. A filler is kept only where the model would have produced it anyway, so any
- * filler is safe (a constrained request's rows stop at the first its validator rejects). Where some
- * sequence cannot take them (max_tokens, the free blocks, the step's budget), every draft is given
- * up instead: a plain decode graph beats a step run without one. A prefill chunk in the step means no graph
- * either way: drafts stay. */
+ * filler is safe (a constrained request's rows stop at the first its validator rejects). Where
+ * some sequence cannot take them (max_tokens, the free blocks, the step's budget), every draft is
+ * given up instead: a plain decode graph beats a step run without one. A prefill chunk in the step
+ * means no graph either way: drafts stay. */
 static void pad_drafts(sd_sched *s, int n)
 {
     const int32_t K = s->spec.tokens;
