@@ -7,6 +7,9 @@
 #include "model.h"
 #include "model_config.h"
 
+/* Unread runs this short go a token a round on a graph-replaying backend (catch_up). */
+#define SD_DRAFT_SHORT_RUN 4
+
 struct sd_spec_draft {
     const sd_model *m;
     sd_backend *b;
@@ -145,7 +148,10 @@ static int make_room(sd_spec_draft *dr, sd_draft_req *r)
 }
 
 /* Reads every sequence's unread tokens, in rounds of at most the draft backend's step budget;
- * the row of a sequence's last token gives its first draft. */
+ * the row of a sequence's last token gives its first draft. After a step that kept every draft two
+ * tokens are unread, one otherwise; on a backend that replays decode steps as graphs
+ * (uniform_spec) such short runs go a token a round, so that every round is a one-token step of a
+ * graph rather than a mixed step run eagerly. */
 static int catch_up(sd_spec_draft *dr, sd_draft_req *reqs, int n, sd_diag *d)
 {
     for (;;) {
@@ -155,7 +161,9 @@ static int catch_up(sd_spec_draft *dr, sd_draft_req *reqs, int n, sd_diag *d)
             const int32_t left = r->n_tokens - r->st->n_done;
             if (r->k < 1 || left <= 0)
                 continue;
-            const int32_t chunk = left < dr->budget - used ? left : dr->budget - used;
+            int32_t chunk = left < dr->budget - used ? left : dr->budget - used;
+            if (dr->b->uniform_spec && left <= SD_DRAFT_SHORT_RUN)
+                chunk = 1;
             dr->batch[nb] =
                 (sd_batch_seq){r->st->n_done, chunk, r->tokens + r->st->n_done, r->st->kv.blocks, 0};
             dr->idx[nb++] = i;

@@ -421,8 +421,11 @@ static void test_draft_model(void)
     CHECK(st.spec_draft_tokens > 0 && st.spec_accepted_tokens == st.spec_draft_tokens);
     CHECK(st.spec_draft_blocks_used == 0 && st.kv_blocks_used == 0);
     reset_all(on, N_TEXTS);
-    t->base.uniform_spec = 1; /* the CUDA backend's shape rule, on the twin */
+    t->base.uniform_spec = 1; /* the CUDA backend's shape rules, on the twin and on the draft's */
+    db->uniform_spec = 1;     /* backend: short unread runs a token a round */
     REQUIRE(run_all(&t->base, &o, ps, on, N_TEXTS, &st) == 0);
+    CHECK(st.spec_accepted_tokens == st.spec_draft_tokens);
+    db->uniform_spec = 0;
     same_runs(off, on, N_TEXTS, "greedy, draft model, sampling backend, one draft length");
     CHECK(t->mixed_draft_steps == 0 && st.spec_draft_blocks_used == 0);
     reset_all(off, N_TEXTS);
