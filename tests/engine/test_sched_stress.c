@@ -1,7 +1,8 @@
 /* test_sched_stress: a pseudo-random mix of requests (greedy and seeded sampling with
  * penalties, stop strings, logprobs, prompt logprobs, priorities, EOS on or off) run together
  * under tight KV pools, small token budgets and few sequences must give, event for event,
- * what each request gives alone on a roomy scheduler. */
+ * what each request gives alone on a roomy scheduler: without speculative decoding, with the
+ * prompt lookup's drafts and with a draft model's. */
 #include "engine/sched.h"
 
 #include "tests/engine/sched_util.h"
@@ -139,29 +140,41 @@ static void test_mix_under_pressure(void)
         int block_size, max_seqs, budget;
         int want_preempt;
     } cfgs[] = {{12, 8, 4, 7, 1}, {24, 4, 8, 32, 1}, {48, 16, 16, 512, 0}, {32, 16, 3, 5, 0}};
-    for (int c = 0; c < 4; c++) {
-        sd_backend *b = backend_new(cfgs[c].blocks, cfgs[c].block_size);
+    /* each pool without drafts, with the prompt lookup's and with a draft model's (the tiny model
+     * drafting for itself on a backend of its own) */
+    sd_backend *draft = backend_new(128, 8);
+    REQUIRE(draft);
+    static const char *const modes[] = {"", ", lookup drafts", ", draft model"};
+    for (int c = 0; c < 12; c++) {
+        const int mode = c / 4;
+        sd_backend *b = backend_new(cfgs[c % 4].blocks, cfgs[c % 4].block_size);
         REQUIRE(b);
         sd_engine_opts o;
-        opts(&o, cfgs[c].max_seqs, cfgs[c].budget);
+        opts(&o, cfgs[c % 4].max_seqs, cfgs[c % 4].budget);
+        if (mode)
+            o.spec =
+                (sd_spec_opts){4, 1, 4, cfgs[c % 4].max_seqs, mode == 2 ? M : NULL, mode == 2 ? draft : NULL};
         static res rs[N_REQ];
         memset(rs, 0, sizeof rs);
         sd_engine_stats st;
         char name[96];
-        snprintf(name, sizeof name, "pool %dx%d seqs %d budget %d", cfgs[c].blocks, cfgs[c].block_size,
-                 cfgs[c].max_seqs, cfgs[c].budget);
+        snprintf(name, sizeof name, "pool %dx%d seqs %d budget %d%s", cfgs[c % 4].blocks,
+                 cfgs[c % 4].block_size, cfgs[c % 4].max_seqs, cfgs[c % 4].budget, modes[mode]);
         CHECK(run_all(b, &o, P, rs, N_REQ, &st) == 0);
         for (int i = 0; i < N_REQ; i++)
             compare(&rs[i], &SOLO[i], i, name);
-        if (cfgs[c].want_preempt)
+        if (cfgs[c % 4].want_preempt && (!mode || c % 4 == 1)) /* drafts move preemptions about */
             CHECK_MSG(st.preemptions > 0, "%s: no preemption", name);
-        CHECK(st.kv_blocks_used == 0 && st.running == 0 && st.waiting == 0);
-        fprintf(stderr, "  %s: %llu steps, %llu preemptions\n", name, (unsigned long long)st.steps,
-                (unsigned long long)st.preemptions);
+        CHECK(st.kv_blocks_used == 0 && st.running == 0 && st.waiting == 0 && st.spec_draft_blocks_used == 0);
+        CHECK_MSG(!mode || st.spec_accepted_tokens > 0, "%s: no draft kept", name);
+        fprintf(stderr, "  %s: %llu steps, %llu preemptions, %llu / %llu drafts kept\n", name,
+                (unsigned long long)st.steps, (unsigned long long)st.preemptions,
+                (unsigned long long)st.spec_accepted_tokens, (unsigned long long)st.spec_draft_tokens);
         for (int i = 0; i < N_REQ; i++)
             res_reset(&rs[i]);
         sd_backend_free(b);
     }
+    sd_backend_free(draft);
 }
 
 int main(void)
