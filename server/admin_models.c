@@ -172,8 +172,9 @@ static void load_chat(sd_admin_inst *in)
 }
 
 /* Speculative decoding's draft model (spec_draft_model) on a backend of the served one's kind: a
- * KV pool for spec_max_seqs sequences of the longest length (not a share of free memory: the
- * served model's pool took that), and on a GPU its own warm-up. */
+ * KV pool for spec_max_seqs sequences of the longest length, but no more tokens than the served
+ * model's pool holds (the drafting sequences live there too), and not a share of free memory (the
+ * served model's pool took that); on a GPU its own warm-up. */
 static int init_draft(sd_admin_models *mm, const sd_conf *c, sd_admin_inst *in, sd_diag *d)
 {
     if (!*c->spec_draft_model || !c->spec_tokens)
@@ -187,7 +188,9 @@ static int init_draft(sd_admin_models *mm, const sd_conf *c, sd_admin_inst *in, 
     sd_conf_engine_opts(c, &bo, &to);
     const int32_t max_pos = sd_model_cfg(in->model)->max_pos;
     const int64_t len = c->max_model_len > 0 ? c->max_model_len : max_pos > 0 ? max_pos : 4096;
-    bo.kv_blocks = (int32_t)(c->spec_max_seqs * ((len + bo.block_size - 1) / bo.block_size + 1));
+    int64_t blocks = (int64_t)c->spec_max_seqs * ((len + bo.block_size - 1) / bo.block_size + 1);
+    const int64_t served = (int64_t)in->backend->kv_blocks * in->backend->block_size / bo.block_size;
+    bo.kv_blocks = (int32_t)(blocks < served + c->spec_max_seqs ? blocks : served + c->spec_max_seqs);
     if (!strcmp(c->backend, "cpu"))
         rc = sd_backend_cpu_init(&in->draft_backend, in->draft_model, &bo, d);
     else
