@@ -14,7 +14,11 @@
 /* Expansion a mask byte (8 columns) at a time: lane j takes the byte's value number
  * popcount(byte & ((1 << j) - 1)) when bit j is set, +0.0 otherwise (the and-mask below). Vector
  * extensions: one permute and one and under AVX2 (the AVX2 clone of sd_nm_spmv_cpu), a few SSE
- * operations in the baseline one; either writes the same floats as the scalar scatter. */
+ * operations in the baseline one; either writes the same floats as the scalar scatter. GCC's
+ * variable shuffle (__builtin_shuffle) has no clang spelling outside intrinsics: clang builds (the
+ * fuzzing build) take the scalar path for every byte, with the same results. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define NM_VEC_EXPAND 1
 typedef float v8f __attribute__((vector_size(32), aligned(4)));
 typedef int32_t v8i __attribute__((vector_size(32), aligned(4)));
 typedef uint16_t v8u16 __attribute__((vector_size(16), aligned(2)));
@@ -47,6 +51,9 @@ static inline __attribute__((always_inline)) void nm_expand8(unsigned byte, cons
     eb &= (((v8i){0} + (int32_t)byte) & lane) != 0; /* -1 where the column is kept */
     memcpy(out, &eb, sizeof eb);
 }
+#else
+#define NM_VEC_EXPAND 0
+#endif
 
 /* Expands words [w0, w0 + nw) of a row into dense fp32 (zeros where pruned); returns the
  * number of values consumed. v_end: the end of the row's values (the vector path reads 8 values
@@ -61,8 +68,10 @@ static inline __attribute__((always_inline)) int64_t nm_expand_chunk(const uint3
         for (int q = 0; q < 4; q++) {
             const unsigned byte = (bits >> (8 * q)) & 0xffu;
             float *out = wbuf + 32 * w + 8 * q;
-            if (v + k + 8 <= v_end) {
+            if (NM_VEC_EXPAND && v + k + 8 <= v_end) {
+#if NM_VEC_EXPAND
                 nm_expand8(byte, v + k, out);
+#endif
             } else {
                 memset(out, 0, 8 * sizeof *out);
                 for (unsigned b = byte, j = 0; b; b &= b - 1, j++)
