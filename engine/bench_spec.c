@@ -228,16 +228,28 @@ static int bench_workload(sd_backend *b, const sd_model *m, const bs_opts *o, co
     return rc;
 }
 
-static char *read_file(const char *path)
+#define BS_MAX_PROMPT_BYTES (1 << 20)
+
+/* The prompt file, NUL-terminated; NULL (the reason in d) when it cannot be read or passes 1 MB
+ * (it would not fit the context of the models this runs on anyway). */
+static char *read_prompt(const char *path, sd_diag *d)
 {
     FILE *f = fopen(path, "rb");
-    if (!f)
+    if (!f) {
+        sd_diag_set(d, SD_EIO, "cannot read %s", path);
         return NULL;
-    char *buf = malloc(1 << 20);
-    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    }
+    char *buf = malloc(BS_MAX_PROMPT_BYTES);
+    size_t n = buf ? fread(buf, 1, BS_MAX_PROMPT_BYTES - 1, f) : 0;
+    const int whole = buf && !ferror(f) && fgetc(f) == EOF;
     fclose(f);
-    if (buf)
-        buf[n] = '\0';
+    if (!whole) {
+        sd_diag_set(d, buf ? SD_EINVAL : SD_ENOMEM, "%s: %s", path,
+                    buf ? "unreadable, or larger than 1 MB" : "out of memory");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
     return buf;
 }
 
@@ -268,8 +280,8 @@ int sd_bench_spec_main(int argc, char **argv)
     sd_diag d = {0};
     sd_model *m = NULL;
     sd_backend *b = NULL;
-    char *custom = o.prompt_file ? read_file(o.prompt_file) : NULL;
-    int rc = o.prompt_file && !custom ? sd_diag_set(&d, SD_EIO, "cannot read %s", o.prompt_file) : 0;
+    char *custom = o.prompt_file ? read_prompt(o.prompt_file, &d) : NULL;
+    int rc = o.prompt_file && !custom ? SD_EIO : 0;
     if (rc == 0)
         rc = sd_model_open(&m, o.model, &d);
     if (rc == 0 && !sd_model_tokenizer(m))

@@ -102,19 +102,14 @@ int32_t sd_spec_draft_blocks_used(const sd_spec_draft *dr)
 }
 
 /* Runs the nb entries of dr->batch (a logits row each) and puts each row's greedy token in
- * dr->picked: the draft backend's sampler where it has one (the rows stay there), else the
- * host's argmax (the lowest id among equals). */
+ * dr->picked: the draft backend's sampler where it has one (the rows stay there), else the host
+ * sampler's argmax. */
 static int forward_pick(sd_spec_draft *dr, int nb, sd_diag *d)
 {
     int rc = sd_backend_forward(dr->b, dr->batch, nb, dr->logits, d);
     if (rc < 0 || !dr->b->vt->sample) {
-        for (int i = 0; rc == 0 && i < nb; i++) {
-            const float *row = dr->logits + (size_t)i * (size_t)dr->vocab;
-            int32_t best = 0;
-            for (int32_t t = 1; t < dr->vocab; t++)
-                best = row[t] > row[best] ? t : best;
-            dr->picked[i] = best;
-        }
+        for (int i = 0; rc == 0 && i < nb; i++)
+            dr->picked[i] = sd__sample_argmax(dr->logits + (size_t)i * (size_t)dr->vocab, dr->vocab);
         return rc;
     }
     for (int i = 0; i < nb; i++) {

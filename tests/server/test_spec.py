@@ -87,3 +87,6 @@ def test_bench_spec_bad_args():
         r = subprocess.run([sparsed_bin(), "bench", "spec", *args], capture_output=True, text=True, timeout=60)
         assert r.returncode == 2, (args, r)
         assert "usage: sparsed bench spec" in r.stderr
+    r = subprocess.run([sparsed_bin(), "bench", "spec", "--prompt-file", "/nonexistent/prompt.txt"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "cannot read /nonexistent/prompt.txt" in r.stderr, r
