@@ -93,18 +93,6 @@ static int backend_sampling_init(sd_sched *s, sd_diag *d)
     return 0;
 }
 
-/* The draft model of speculative decoding, when the options name one (engine/spec_draft.h). */
-static int draft_init(sd_sched *s, const sd_engine_opts *o, sd_diag *d)
-{
-    if (!s->spec.tokens || !o->spec.draft_model || !o->spec.draft_backend)
-        return 0;
-    const int n = imin(s->spec.max_seqs, s->max_seqs);
-    int rc = sd_spec_draft_init(&s->draft, o->spec.draft_model, o->spec.draft_backend, s->vocab, n, d);
-    if (rc == 0 && !(s->dreq = calloc((size_t)n, sizeof *s->dreq)))
-        rc = sd_diag_set(d, SD_ENOMEM, "engine: out of memory");
-    return rc;
-}
-
 int sd_sched_init(sd_sched **ret, const sd_model *m, sd_backend *b, const sd_engine_opts *o, sd_diag *d)
 {
     int rc = check_backend(b, d);
@@ -140,7 +128,7 @@ int sd_sched_init(sd_sched **ret, const sd_model *m, sd_backend *b, const sd_eng
     }
     rc = backend_sampling_init(s, d);
     if (rc == 0)
-        rc = draft_init(s, o, d);
+        rc = sd_sched__draft_init(s, o, d);
     if (rc < 0) {
         sd_sched_free(s);
         return rc;
@@ -238,7 +226,7 @@ static void blocks_release(sd_sched *s, sd_sched_req *r)
 }
 
 /* Blocks a sequence can take: the free ones and the cached ones no sequence uses. */
-static int32_t kv_free(const sd_sched *s)
+int32_t sd_sched__kv_free(const sd_sched *s)
 {
     return sd_kv_available(s->kv) + sd_kv_idle_cached(s->kv);
 }
@@ -246,13 +234,13 @@ static int32_t kv_free(const sd_sched *s)
 /* Tokens the sequence can still add with the blocks it holds plus every free one. */
 static int32_t seq_room(const sd_sched *s, const sd_sched_req *r)
 {
-    return (r->kv.n_blocks + kv_free(s)) * s->block_size - r->n_computed;
+    return (r->kv.n_blocks + sd_sched__kv_free(s)) * s->block_size - r->n_computed;
 }
 
 /* Grows the block table to cover positions [0, n_tokens), evicting idle cached blocks first
  * when the free ones fall short (the caller checked seq_room, so only SD_ENOMEM for the table
  * itself can fail). */
-static int blocks_cover(sd_sched *s, sd_sched_req *r, int32_t n_tokens)
+int sd_sched__blocks_cover(sd_sched *s, sd_sched_req *r, int32_t n_tokens)
 {
     if (n_tokens <= r->kv.n_tokens)
         return 0;
@@ -299,7 +287,7 @@ static void running_remove(sd_sched *s, sd_sched_req *r)
 
 /* Ends a running request: blocks back first (so stats seen from the final event's callback
  * are already right), then the final event, then the request is freed. */
-static void finish_running(sd_sched *s, sd_sched_req *r, int fin_or_err, const char *msg)
+void sd_sched__finish_running(sd_sched *s, sd_sched_req *r, int fin_or_err, const char *msg)
 {
     if (fin_or_err > 0) /* after an error the cache may hold anything */
         prefix_keep(s, r);
@@ -331,7 +319,7 @@ static void reap_cancelled(sd_sched *s)
     for (int i = 0; i < s->n_running;) {
         sd_sched_req *r = s->running[i];
         if (r->cancelled)
-            finish_running(s, r, SD_FINISH_ABORT, NULL);
+            sd_sched__finish_running(s, r, SD_FINISH_ABORT, NULL);
         else
             i++;
     }
@@ -354,7 +342,7 @@ static void reap_cancelled(sd_sched *s)
 /* Puts n tokens of r into batch entry k. SD_ENOMEM (block table) leaves the entry unused. */
 static int plan_add(sd_sched *s, int k, sd_sched_req *r, int32_t n)
 {
-    int rc = blocks_cover(s, r, r->n_computed + n);
+    int rc = sd_sched__blocks_cover(s, r, r->n_computed + n);
     if (rc < 0)
         return rc;
     sd_batch_seq *q = &s->batch[k];
@@ -367,48 +355,6 @@ static int plan_add(sd_sched *s, int k, sd_sched_req *r, int32_t n)
     q->all_logits = (r->prompt_logprobs && !r->prompt_done) || r->n_draft > 0;
     s->planned[k] = r;
     return 0;
-}
-
-/* Whether decode sequence r can carry k drafts this step: max_tokens leaves room after the token
- * the step surely yields; not cancelled; not thinking before a constraint (the thinking budget
- * counts tokens one at a time). */
-static int can_draft(const sd_sched_req *r, int32_t k)
-{
-    return !(r->json && r->think) && !r->cancelled && r->max_tokens - (r->n_tokens - r->n_prompt) - 1 >= k;
-}
-
-/* How many of r's drafts its validator takes one after another (a constrained request): the rows
- * after the first it rejects could not be masked, and their drafts could not be kept anyway. */
-static int32_t json_drafts(const sd_sched *s, const sd_sched_req *r, int32_t k)
-{
-    uint64_t st[SD_JVAL_MAX_STATE / 8]; /* aligned as states must be */
-    memcpy(st, r->jst, r->jv.size);
-    for (int32_t i = 0; i < k; i++)
-        if (sd_sched__json_feed(s, r, st, r->draft[i]) < 0)
-            return i;
-    return k;
-}
-
-/* Drafts (engine/spec.h) for decode sequence r, at most `room` tokens, into r->draft and after its
- * last token. None while more sequences run than spec.max_seqs, nor where can_draft says no; a
- * constrained request's stop before the first its validator rejects. r->tokens has room:
- * n_tokens + drafts < n_prompt + max_tokens. */
-static int32_t plan_draft(sd_sched *s, sd_sched_req *r, int32_t room)
-{
-    r->n_draft = r->draft_ok = 0;
-    int32_t k = imin(imin(s->spec.tokens, room), r->max_tokens - (r->n_tokens - r->n_prompt) - 1);
-    if (!s->spec.tokens || s->n_running > s->spec.max_seqs || k <= 0 || !can_draft(r, k))
-        return 0;
-    if (s->draft) { /* the draft model fills them once the step is planned (model_drafts) */
-        r->n_draft = r->draft_ok = k;
-        return k;
-    }
-    k = sd_spec_ngram(r->tokens, r->n_tokens, s->spec.ngram_min, s->spec.ngram_max, k, r->draft);
-    if (r->json)
-        k = json_drafts(s, r, k);
-    memcpy(r->tokens + r->n_tokens, r->draft, sizeof *r->draft * (size_t)k);
-    r->n_draft = r->draft_ok = k;
-    return k;
 }
 
 /* Running sequences, oldest first: a decode takes one token; a prefill takes a chunk of what
@@ -437,12 +383,12 @@ static int plan_running(sd_sched *s, int *prefill_budget)
             break; /* r itself was the newest and is back in the queue */
         /* a decode's drafts take what the step and the blocks leave, never a preemption */
         if (rem == 1) {
-            int32_t k = plan_draft(s, r, imin(seq_room(s, r) - 1, pf));
+            int32_t k = sd_sched__plan_draft(s, r, imin(seq_room(s, r) - 1, pf));
             want += k;
             pf -= k;
         }
         if (plan_add(s, n, r, want) < 0) {
-            finish_running(s, r, SD_ENOMEM, "engine: out of memory for a block table");
+            sd_sched__finish_running(s, r, SD_ENOMEM, "engine: out of memory for a block table");
             i--;
             continue;
         }
@@ -463,7 +409,7 @@ static int plan_admit(sd_sched *s, int n, int pf)
         r->n_draft = r->draft_ok = 0;
         prefix_reuse(s, r);
         int32_t want = imin(r->n_tokens - r->n_computed, pf);
-        if (sd_kv_seq_needed(s->kv, &r->kv, r->n_computed + want - r->kv.n_tokens) > kv_free(s)) {
+        if (sd_kv_seq_needed(s->kv, &r->kv, r->n_computed + want - r->kv.n_tokens) > sd_sched__kv_free(s)) {
             blocks_release(s, r); /* waiting requests hold no blocks */
             r->n_computed = r->n_cached = 0;
             break;
@@ -473,104 +419,13 @@ static int plan_admit(sd_sched *s, int n, int pf)
         s->n_waiting--;
         s->running[s->n_running++] = r;
         if (plan_add(s, n, r, want) < 0) {
-            finish_running(s, r, SD_ENOMEM, "engine: out of memory for a block table");
+            sd_sched__finish_running(s, r, SD_ENOMEM, "engine: out of memory for a block table");
             continue;
         }
         n++;
         pf -= want;
     }
     return n;
-}
-
-/* Gives r's drafts up for this step: one token, as a plain decode, and the blocks beyond it back. */
-static void drop_drafts(sd_sched *s, sd_sched_req *r, sd_batch_seq *q)
-{
-    r->n_draft = r->draft_ok = 0;
-    q->n_tokens = 1;
-    q->all_logits = 0;
-    sd_kv_seq_truncate(s->kv, &r->kv, r->n_computed + 1);
-}
-
-/* On a backend that replays fixed-shape steps (sd_backend.uniform_spec: CUDA graphs), a step of
- * decodes with drafts runs as one graph only if every sequence carries the same number of tokens:
- * drafts are filled up to spec.tokens, first with more of what followed the match, else the last
- * token repeated. A filler is kept only where the model would have produced it anyway, so any
- * filler is safe (a constrained request's rows stop at the first its validator rejects). Where
- * some sequence cannot take them (max_tokens, the free blocks, the step's budget), every draft is
- * given up instead: a plain decode graph beats a step run without one. A prefill chunk in the step
- * means no graph either way: drafts stay. */
-static void pad_drafts(sd_sched *s, int n)
-{
-    const int32_t K = s->spec.tokens;
-    int any = 0;
-    int32_t blocks = 0;
-    for (int k = 0; k < n; k++) {
-        const sd_sched_req *r = s->planned[k];
-        if (r->n_tokens - r->n_computed != 1)
-            return; /* a prefill chunk */
-        any |= r->n_draft > 0;
-    }
-    if (!s->b->uniform_spec || !any)
-        return;
-    int fits = (int64_t)n * (1 + K) <= s->budget;
-    for (int k = 0; k < n && fits; k++) {
-        const sd_sched_req *r = s->planned[k];
-        fits = can_draft(r, K);
-        blocks += sd_kv_seq_needed(s->kv, &r->kv, r->n_computed + 1 + K - r->kv.n_tokens);
-    }
-    fits = fits && blocks <= kv_free(s);
-    for (int k = 0; k < n; k++) {
-        sd_sched_req *r = s->planned[k];
-        sd_batch_seq *q = &s->batch[k];
-        if (!fits || blocks_cover(s, r, r->n_computed + 1 + K) < 0) {
-            drop_drafts(s, r, q);
-            continue;
-        }
-        for (int32_t i = r->n_draft; i < K; i++)
-            r->draft[i] = i ? r->draft[i - 1] : r->tokens[r->n_tokens - 1];
-        memcpy(r->tokens + r->n_tokens, r->draft, sizeof *r->draft * (size_t)K);
-        r->n_draft = r->draft_ok = K;
-        q->n_tokens = 1 + K;
-        q->block_table = r->kv.blocks; /* the table may have moved */
-        q->all_logits = 1;
-    }
-}
-
-/* The draft model's proposals for every entry planned with drafts, in one batched call: into
- * r->draft and after r's last token. Where it made fewer (its cache full), the rest are fillers
- * (the last one repeated: safe, as pad_drafts' are); a constrained request's rows stop before the
- * first its validator rejects. A failing draft backend leaves fillers and turns the draft model off
- * (the lookup drafts from then on); the served model's step goes on. */
-static void model_drafts(sd_sched *s, int n)
-{
-    int m = 0;
-    for (int k = 0; k < n; k++) {
-        sd_sched_req *r = s->planned[k];
-        if (r->n_draft)
-            s->dreq[m++] = (sd_draft_req){r->tokens, r->n_tokens, &r->dseq, r->n_draft, r->draft};
-    }
-    if (m == 0)
-        return;
-    sd_diag d = {0};
-    int rc = sd_spec_draft_propose(s->draft, s->dreq, m, &d);
-    for (int i = 0, k = 0; k < n; k++) {
-        sd_sched_req *r = s->planned[k];
-        if (!r->n_draft)
-            continue;
-        for (int32_t j = s->dreq[i++].k; j < r->n_draft; j++)
-            r->draft[j] = j ? r->draft[j - 1] : r->tokens[r->n_tokens - 1];
-        memcpy(r->tokens + r->n_tokens, r->draft, sizeof *r->draft * (size_t)r->n_draft);
-        r->draft_ok = r->json ? json_drafts(s, r, r->n_draft) : r->n_draft;
-    }
-    if (rc < 0) {
-        fprintf(stderr,
-                "sparsed: the draft model failed (%s); drafts come from the prompt lookup from now on\n",
-                sd_diag_str(&d, rc));
-        for (int i = 0; i < s->n_running; i++)
-            sd_spec_draft_release(s->draft, &s->running[i]->dseq);
-        sd_spec_draft_free(s->draft);
-        s->draft = NULL;
-    }
 }
 
 static int logits_reserve(sd_sched *s, int32_t rows)
@@ -589,7 +444,7 @@ static int logits_reserve(sd_sched *s, int32_t rows)
 static void fail_planned(sd_sched *s, int n, int code, const char *msg)
 {
     for (int k = 0; k < n; k++)
-        finish_running(s, s->planned[k], code, msg);
+        sd_sched__finish_running(s, s->planned[k], code, msg);
 }
 
 /* Whether this step samples on the backend: it can, and no sequence needs its logits rows
@@ -602,55 +457,6 @@ static int sample_on_backend(const sd_sched *s, int n)
         if (s->batch[k].all_logits && !s->planned[k]->n_draft)
             return 0;
     return 1;
-}
-
-/* A constrained request's allowed tokens after validator state `state` (NULL: its own, and
- * json_end set when none is) as the backend's mask (sd_sample_req.allow) in row m of s->allow. 1
- * when no token is allowed, 0, or an error. */
-static int json_allow(sd_sched *s, sd_sched_req *r, const void *state, sd_sample_req *q, int m, sd_diag *d)
-{
-    const size_t words = ((size_t)s->vocab + 63) / 64;
-    if (!s->allow && !(s->allow = malloc(sizeof *s->allow * words * (size_t)s->cap_srows)))
-        return sd_diag_set(d, SD_ENOMEM, "engine: out of memory for JSON masks");
-    uint64_t *a = s->allow + words * (size_t)m;
-    int rc = state ? sd_sched__json_allow_at(s, r, state, a, d) : sd_sched__json_allow(s, r, a, d);
-    if (rc == 0)
-        q->allow = a;
-    return rc;
-}
-
-/* The sampling requests of drafting batch entry k whose rows start at `row`: row i's history holds
- * the drafts before it, its uniform is drawn after row i - 1's and a constrained request's mask
- * is its validator's after those drafts, so every row samples what a step without drafts would at
- * that point. r's RNG after each draw goes to s->srng (process_spec keeps the state after the last
- * row it uses); r->rng itself is left as it was. A constrained request's rows stop where its
- * validator rejects a draft (r->draft_ok); none when nothing may come next (json_end). */
-static int spec_requests(sd_sched *s, int k, sd_sched_req *r, int32_t row, int *m, sd_diag *d)
-{
-    const sd_rng before = r->rng;
-    const int first = *m;
-    uint64_t st[SD_JVAL_MAX_STATE / 8]; /* a constrained request's state after the drafts so far */
-    if (r->json)
-        memcpy(st, r->jst, r->jv.size);
-    for (int32_t i = 0; i <= r->draft_ok; i++) {
-        int rc = sd_sample_prep_add(&s->prep, &s->sreq[*m], row + i, &r->sampling, r->tokens, r->n_tokens + i,
-                                    r->n_prompt, &r->rng, r->logprobs);
-        if (rc < 0)
-            return sd_diag_set(d, rc, "engine: sampling request for row %d", (int)(row + i));
-        s->srng[*m] = r->rng;
-        if (r->json && (rc = json_allow(s, r, i ? st : NULL, &s->sreq[*m], *m, d)) != 0) {
-            if (rc < 0)
-                return rc;
-            r->draft_ok = i ? i - 1 : 0; /* nothing may follow the drafts before row i */
-            break;
-        }
-        (*m)++;
-        if (r->json && i < r->draft_ok && sd_sched__json_feed(s, r, st, r->draft[i]) < 0)
-            r->draft_ok = i; /* row i is the last the validator can mask */
-    }
-    s->sslot[k] = *m > first ? first : -1;
-    r->rng = before;
-    return 0;
 }
 
 /* Builds a request for every row that gives a token this step and has the backend sample them;
@@ -675,58 +481,20 @@ static int backend_sample(sd_sched *s, int n, sd_diag *d)
             !sd_sched__wants_token(r))
             continue;
         if (r->n_draft) {
-            rc = spec_requests(s, k, r, row - rows, &m, d);
+            rc = sd_sched__spec_requests(s, k, r, row - rows, &m, d);
             continue;
         }
         rc = sd_sample_prep_add(&s->prep, &s->sreq[m], row - 1, &r->sampling, r->tokens, r->n_tokens,
                                 r->n_prompt, &r->rng, r->logprobs);
         if (rc < 0)
             return sd_diag_set(d, rc, "engine: sampling request for sequence %d", k);
-        if (r->json && (rc = json_allow(s, r, NULL, &s->sreq[m], m, d)) != 0) {
+        if (r->json && (rc = sd_sched__json_allow_row(s, r, NULL, &s->sreq[m], m, d)) != 0) {
             rc = rc > 0 ? 0 : rc; /* > 0: nothing can follow; the request ends at its advance */
             continue;
         }
         s->sslot[k] = m++;
     }
     return rc < 0 || m == 0 ? rc : sd_backend_sample(s->b, s->sreq, m, s->sout, d);
-}
-
-/* A decode with drafts, after its forward: row i predicts the token after draft i - 1 (row 0:
- * after the last real token). Tokens are taken in order while the model's pick is the draft;
- * the first that differs, or the one after the last draft, ends the step. The cache keeps the
- * positions whose tokens stayed; the others' blocks go back. rows: the host's rows, or NULL
- * (sampled on the backend: s->sout from `slot`). */
-static void process_spec(sd_sched *s, sd_sched_req *r, float *rows, int slot)
-{
-    const int32_t nc0 = r->n_computed, nt0 = r->n_tokens, nd = r->n_draft, ok = r->draft_ok;
-    int rc = 0;
-    for (int32_t i = 0;; i++) {
-        r->n_computed = nc0 + 1 + i; /* the last token and the drafts before row i are in */
-        const sd_sample_out *o = NULL;
-        if (slot >= 0) {
-            o = &s->sout[slot + i];
-            r->rng = s->srng[slot + i];
-        }
-        float *row = rows ? rows + (size_t)i * (size_t)s->vocab : NULL;
-        if (r->cancelled)
-            rc = SD_FINISH_ABORT;
-        else if (row || o || r->json_end) /* json_end: the request ends at its advance */
-            rc = sd_sched__advance(s, r, row, o);
-        else
-            rc = SD_EINVAL; /* no row was sampled */
-        if (rc != 0 || i == ok || r->tokens[r->n_tokens - 1] != r->draft[i])
-            break;
-    }
-    r->n_draft = r->draft_ok = 0;
-    if (s->draft) /* the draft model read the drafts but the last: it keeps those that stayed */
-        sd_spec_draft_keep(s->draft, &r->dseq, r->n_tokens - 1);
-    atomic_fetch_add(&s->st_spec_draft, (unsigned long long)nd);
-    if (r->n_tokens > nt0 + 1)
-        atomic_fetch_add(&s->st_spec_accepted, (unsigned long long)(r->n_tokens - nt0 - 1));
-    if (rc == 0)
-        rc = sd_kv_seq_truncate(s->kv, &r->kv, r->n_computed);
-    if (rc != 0)
-        finish_running(s, r, rc, rc < 0 ? "generating the next token failed" : NULL);
 }
 
 /* After the forward (and the backend's sampling when `sampled`): prompt logprobs, the
@@ -740,8 +508,8 @@ static void process(sd_sched *s, int n, int sampled)
         int32_t rows = q->all_logits ? q->n_tokens : 1;
         float *last = sampled ? NULL : s->logits + (off + (size_t)rows - 1) * (size_t)s->vocab;
         if (r->n_draft) {
-            process_spec(s, r, sampled ? NULL : s->logits + off * (size_t)s->vocab,
-                         sampled ? s->sslot[k] : -1);
+            sd_sched__process_spec(s, r, sampled ? NULL : s->logits + off * (size_t)s->vocab,
+                                   sampled ? s->sslot[k] : -1);
             off += (size_t)rows;
             continue;
         }
@@ -756,7 +524,7 @@ static void process(sd_sched *s, int n, int sampled)
         const sd_sample_out *o = sampled && s->sslot[k] >= 0 ? &s->sout[s->sslot[k]] : NULL;
         int rc = r->cancelled ? SD_FINISH_ABORT : sd_sched__advance(s, r, last, o);
         if (rc != 0)
-            finish_running(s, r, rc, rc < 0 ? "generating the next token failed" : NULL);
+            sd_sched__finish_running(s, r, rc, rc < 0 ? "generating the next token failed" : NULL);
     }
 }
 
@@ -767,9 +535,7 @@ int sd_sched_step(sd_sched *s, sd_diag *d)
     int n = plan_running(s, &pf);
     n = plan_admit(s, n, pf);
     if (s->spec.tokens)
-        pad_drafts(s, n);
-    if (s->draft)
-        model_drafts(s, n);
+        sd_sched__fill_drafts(s, n);
     sync_counts(s);
     if (n == 0)
         return 0;
@@ -799,7 +565,7 @@ int sd_sched_step(sd_sched *s, sd_diag *d)
 void sd_sched_fail_all(sd_sched *s, int code, const char *msg)
 {
     while (s->n_running > 0)
-        finish_running(s, s->running[s->n_running - 1], code, msg);
+        sd_sched__finish_running(s, s->running[s->n_running - 1], code, msg);
     while (s->waiting) {
         sd_sched_req *r = s->waiting;
         s->waiting = r->next;

@@ -121,6 +121,25 @@ struct sd_sched {
     atomic_ullong next_jv_id; /* the id of the next request's schema validator (sd_jval.id) */
 };
 
+/* sched.c: the KV blocks a sequence can take (free and idle cached), growing a block table (0 or
+ * SD_ENOMEM), and ending a running request (its blocks back, then DONE for fin_or_err > 0 or
+ * SD_EV_ERROR with msg, then freed). */
+int32_t sd_sched__kv_free(const sd_sched *s);
+int sd_sched__blocks_cover(sd_sched *s, sd_sched_req *r, int32_t n_tokens);
+void sd_sched__finish_running(sd_sched *s, sd_sched_req *r, int fin_or_err, const char *msg);
+
+/* sched_spec.c: speculative decoding. The draft model from the options (0 or an error); a decode's
+ * drafts at planning time, at most `room` tokens (their count, 0 for none; a draft model's are
+ * only counted here); once the step is planned, drafts to one length on a graph-replaying backend
+ * and the draft model's proposals; the sampling requests of drafting batch entry k from row `row`
+ * into s->sreq[*m..] (sets s->sslot[k]); and the verdict after the forward (host rows, or NULL
+ * and the first request's slot in s->sout). */
+int sd_sched__draft_init(sd_sched *s, const sd_engine_opts *o, sd_diag *d);
+int32_t sd_sched__plan_draft(sd_sched *s, sd_sched_req *r, int32_t room);
+void sd_sched__fill_drafts(sd_sched *s, int n);
+int sd_sched__spec_requests(sd_sched *s, int k, sd_sched_req *r, int32_t row, int *m, sd_diag *d);
+void sd_sched__process_spec(sd_sched *s, sd_sched_req *r, float *rows, int slot);
+
 /* sched_req.c */
 void sd_sched__emit_done(sd_sched_req *r, sd_finish f);
 void sd_sched__emit_error(sd_sched_req *r, int code, const char *msg);
@@ -140,6 +159,11 @@ int sd_sched__json_take(const sd_sched *s, sd_sched_req *r, int32_t tok);
  * a special token). */
 int sd_sched__json_allow_at(sd_sched *s, const sd_sched_req *r, const void *state, uint64_t *out, sd_diag *d);
 int sd_sched__json_feed(const sd_sched *s, const sd_sched_req *r, void *state, int32_t tok);
+/* The allowed tokens after validator state `state` (NULL: r's own, and json_end set when none is)
+ * as the backend's mask (q->allow) in row m of s->allow: 0, 1 when no token is allowed, or an
+ * error. */
+int sd_sched__json_allow_row(sd_sched *s, sd_sched_req *r, const void *state, sd_sample_req *q, int m,
+                             sd_diag *d);
 /* Whether the request's next advance samples a token (else it ends for max_tokens). */
 int sd_sched__wants_token(const sd_sched_req *r);
 /* The sequence's cache reached its last token and `row` (edited in place) predicts the

@@ -169,3 +169,17 @@ int sd_sched__json_take(const sd_sched *s, sd_sched_req *r, int32_t tok)
         r->json = 0;
     return 0;
 }
+
+/* s->allow holds a row of vocab bits for every sampling request a step may make (cap_srows). */
+int sd_sched__json_allow_row(sd_sched *s, sd_sched_req *r, const void *state, sd_sample_req *q, int m,
+                             sd_diag *d)
+{
+    const size_t words = ((size_t)s->vocab + 63) / 64;
+    if (!s->allow && !(s->allow = malloc(sizeof *s->allow * words * (size_t)s->cap_srows)))
+        return sd_diag_set(d, SD_ENOMEM, "engine: out of memory for JSON masks");
+    uint64_t *a = s->allow + words * (size_t)m;
+    int rc = state ? sd_sched__json_allow_at(s, r, state, a, d) : sd_sched__json_allow(s, r, a, d);
+    if (rc == 0)
+        q->allow = a;
+    return rc;
+}
