@@ -580,6 +580,7 @@ static int tp_create(sd_backend **ret, const sd_model *m, const sd_model_config 
         g->base.block_size = r0->block_size;
         g->base.max_batch_tokens = r0->max_batch_tokens;
         g->base.gemm_row_step = r0->gemm_row_step;
+        g->base.uniform_spec = r0->uniform_spec; /* the ranks replay graphs of the drafts' shapes */
         if (o.rank < 0) { /* block ids must be valid in every rank's pool */
             g->base.kv_blocks = r0->kv_blocks;
             for (int i = 1; i < g->n_local; i++)
