@@ -136,7 +136,9 @@ typedef struct sd_engine_stats {
     int32_t kv_blocks_total, kv_blocks_used;         /* used: held by sequences */
     int32_t kv_blocks_cached;                        /* held only by the prefix cache (free on demand) */
     uint64_t prefix_query_tokens, prefix_hit_tokens; /* prompt tokens looked up / found cached */
-    uint64_t prompt_tokens, generation_tokens;       /* totals since start */
+    uint64_t prefix_evicted_blocks;                  /* cached blocks given back for room */
+    int prefix_cold_rule; /* new cached blocks mostly enter cold (engine/prefix_shadow.h) */
+    uint64_t prompt_tokens, generation_tokens; /* totals since start */
     uint64_t steps, preemptions;
     uint64_t spec_draft_tokens, spec_accepted_tokens; /* drafted / kept by the model (engine/spec.h) */
     int32_t spec_draft_blocks_used;                   /* the draft model's cache held by sequences */

@@ -29,6 +29,8 @@ static void sync_counts(sd_sched *s)
         sd_prefix_stats_get(s->prefix, &ps);
         atomic_store(&s->st_prefix_query, (unsigned long long)ps.query_tokens);
         atomic_store(&s->st_prefix_hit, (unsigned long long)ps.hit_tokens);
+        atomic_store(&s->st_prefix_evicted, (unsigned long long)ps.evicted_blocks);
+        atomic_store(&s->st_prefix_cold_rule, ps.cold_rule);
     }
 }
 
@@ -112,7 +114,7 @@ int sd_sched_init(sd_sched **ret, const sd_model *m, sd_backend *b, const sd_eng
     if (rc == 0)
         rc = sd_jvc_init(&s->jvc, 16, d);
     if (rc == 0 && o->prefix_caching)
-        rc = sd_prefix_init(&s->prefix, s->kv, d);
+        rc = sd_prefix_init(&s->prefix, s->kv, SD_PREFIX_ADAPTIVE, d);
     if (rc < 0) {
         sd_sched_free(s);
         return rc;
@@ -586,6 +588,8 @@ void sd_sched_stats(const sd_sched *s, sd_engine_stats *st)
     st->kv_blocks_cached = atomic_load(&s->st_blocks_cached);
     st->prefix_query_tokens = atomic_load(&s->st_prefix_query);
     st->prefix_hit_tokens = atomic_load(&s->st_prefix_hit);
+    st->prefix_evicted_blocks = atomic_load(&s->st_prefix_evicted);
+    st->prefix_cold_rule = atomic_load(&s->st_prefix_cold_rule);
     st->prompt_tokens = atomic_load(&s->st_prompt_tokens);
     st->generation_tokens = atomic_load(&s->st_gen_tokens);
     st->steps = atomic_load(&s->st_steps);

@@ -114,7 +114,8 @@ struct sd_sched {
 
     /* counters read by any thread */
     atomic_int st_running, st_waiting, st_blocks_used, st_blocks_cached;
-    atomic_ullong st_prefix_query, st_prefix_hit;
+    atomic_ullong st_prefix_query, st_prefix_hit, st_prefix_evicted;
+    atomic_int st_prefix_cold_rule;
     atomic_ullong st_prompt_tokens, st_gen_tokens, st_steps, st_preemptions;
     atomic_ullong st_spec_draft, st_spec_accepted;
     atomic_int st_draft_blocks;

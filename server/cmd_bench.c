@@ -6,6 +6,7 @@
 #include "engine/bench_decode.h"
 #include "engine/bench_gemm.h"
 #include "engine/bench_prefill.h"
+#include "engine/bench_prefix.h"
 #include "engine/bench_spec.h"
 #include "kernels/bench_kernels.h"
 #include "server/cmd.h"
@@ -27,6 +28,8 @@ static const bench_mode k_modes[] = {
     {"spec",
      "speculative decoding by prompt lookup vs none on a real model: [--model DIR] [--backend cpu|cuda]",
      sd_bench_spec_main},
+    {"prefix", "prefix-cache hit rates, LRU vs the adaptive rule, on synthetic streams: [--pool 500,1000,..]",
+     sd_bench_prefix_main},
 };
 
 static void bench_usage(void)

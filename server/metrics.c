@@ -210,6 +210,12 @@ static void render_gauges(buf *b, const sd_engine_stats *st, int ready)
         "# TYPE sparsed_prefix_cache_queries_total counter\nsparsed_prefix_cache_queries_total %llu\n"
         "# HELP sparsed_prefix_cache_hits_total Prompt tokens found in the prefix cache (not recomputed).\n"
         "# TYPE sparsed_prefix_cache_hits_total counter\nsparsed_prefix_cache_hits_total %llu\n"
+        "# HELP sparsed_prefix_cache_evicted_blocks_total Cached KV blocks given back to make room.\n"
+        "# TYPE sparsed_prefix_cache_evicted_blocks_total counter\nsparsed_prefix_cache_evicted_blocks_total "
+        "%llu\n"
+        "# HELP sparsed_prefix_cache_cold_insertion 1 while new cached blocks mostly enter at the eviction "
+        "end (prompts cycle through more than the pool holds), 0 under LRU.\n"
+        "# TYPE sparsed_prefix_cache_cold_insertion gauge\nsparsed_prefix_cache_cold_insertion %d\n"
         "# HELP sparsed_spec_draft_tokens_total Draft tokens run by speculative decoding.\n"
         "# TYPE sparsed_spec_draft_tokens_total counter\nsparsed_spec_draft_tokens_total %llu\n"
         "# HELP sparsed_spec_accepted_tokens_total Draft tokens the model kept.\n"
@@ -217,6 +223,7 @@ static void render_gauges(buf *b, const sd_engine_stats *st, int ready)
         st->running, st->waiting, usage, (int)st->kv_blocks_total, (unsigned long long)st->steps,
         (unsigned long long)st->preemptions, (int)st->kv_blocks_cached,
         (unsigned long long)st->prefix_query_tokens, (unsigned long long)st->prefix_hit_tokens,
+        (unsigned long long)st->prefix_evicted_blocks, st->prefix_cold_rule,
         (unsigned long long)st->spec_draft_tokens, (unsigned long long)st->spec_accepted_tokens);
 }
 

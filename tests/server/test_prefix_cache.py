@@ -48,5 +48,7 @@ def test_cached_prompt_tokens_and_same_answers(start_server):
     assert metric(on, "sparsed_prefix_cache_queries_total") >= sum(u["prompt_tokens"] for _, u in got_on)
     assert metric(on, "sparsed_kv_cache_blocks_cached") > 0
     assert metric(on, "sparsed_kv_cache_usage_ratio") == 0  # nothing held by a sequence
+    assert metric(on, "sparsed_prefix_cache_evicted_blocks_total") == 0  # 256 blocks: room for all
+    assert metric(on, "sparsed_prefix_cache_cold_insertion") == 0  # LRU while nothing is evicted
     assert metric(off, "sparsed_prefix_cache_hits_total") == 0
     assert metric(off, "sparsed_kv_cache_blocks_cached") == 0
