@@ -21,6 +21,8 @@ struct sd_prefix {
     int adaptive, cold_rule;
     sd_pshadow *sh_lru, *sh_cold;
     uint64_t insertions;
+    uint64_t last_hash; /* the previous lookup's prompt: its length, its last full block's hash */
+    int32_t last_n;
     uint64_t query_tokens, hit_tokens, evicted, cold_inserted;
 };
 
@@ -176,7 +178,16 @@ int32_t sd_prefix_match(sd_prefix *p, const int32_t *tokens, int32_t n_tokens, i
         p->cold[out[i]] = 0; /* a hit: in the recency order from now on */
         sd_hlru_touch(&p->idx, out[i]);
     }
-    if (p->adaptive)
+    /* A request that could not be admitted is looked up again at every step while it waits at
+     * the head of the queue; the shadows see it once (a second lookup would hit the blocks the
+     * first just added, in the LRU shadow more than in the cold one, whose new blocks may have
+     * been cut: a bias toward LRU just when the pool is short). So is the same prompt sent twice
+     * in a row, which changes neither shadow much. */
+    uint64_t last = n_all ? p->hbuf[n_all - 1] : 0;
+    int again = n_tokens == p->last_n && last == p->last_hash;
+    p->last_n = n_tokens;
+    p->last_hash = last;
+    if (p->adaptive && !again)
         duel(p, n_all, n_full);
     p->query_tokens += (uint64_t)n_tokens;
     p->hit_tokens += (uint64_t)k * (uint64_t)p->bs;

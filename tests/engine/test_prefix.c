@@ -214,6 +214,38 @@ static void test_adaptive_streams(void)
  * its end first, and a hit moves it back into recency order. Driven by the rule's shadows: a
  * pool of 8 blocks, chains of 3 that cycle through 4 prompts (12 blocks) until the cold
  * shadow has hit more. */
+/* 400 requests of 3 full blocks and a partial one, cycling through 4 prompts in a pool of 8
+ * blocks, each looked up `retries` times first as a head that cannot be admitted is (its matched
+ * blocks released again); returns the blocks the admitted lookups hit. */
+static int cycle_rounds(sd_prefix *p, sd_kv *kv, int32_t (*t)[3 * BS + 1], int retries)
+{
+    int hits = 0;
+    for (int round = 0; round < 400; round++) {
+        int32_t *tok = t[round % 4];
+        sd_kv_seq s;
+        sd_kv_seq_init(&s);
+        if (sd_kv_seq_reserve(&s, 3) != 0)
+            return -1;
+        for (int r = 0; r < retries; r++) {
+            int32_t k = sd_prefix_match(p, tok, 3 * BS + 1, 3, s.blocks);
+            for (int32_t i = 0; i < k; i++)
+                sd_kv_release(kv, s.blocks[i]);
+        }
+        int32_t k = sd_prefix_match(p, tok, 3 * BS + 1, 3, s.blocks);
+        hits += k;
+        s.n_blocks = k;
+        s.n_tokens = k * BS;
+        int32_t need = sd_kv_seq_needed(kv, &s, 3 * BS + 1 - s.n_tokens);
+        if (need > sd_kv_available(kv))
+            sd_prefix_evict(p, need);
+        if (sd_kv_seq_append(kv, &s, 3 * BS + 1 - s.n_tokens) != 0)
+            return -1;
+        sd_prefix_insert(p, tok, 3 * BS + 1, s.blocks);
+        sd_kv_seq_release(kv, &s);
+    }
+    return hits;
+}
+
 static void test_cold_entry(void)
 {
     sd_kv *kv = NULL;
@@ -223,23 +255,7 @@ static void test_cold_entry(void)
     for (int i = 0; i < 4; i++)
         fill(t[i], 3 * BS + 1, 1000 * (i + 1));
     sd_prefix_stats st;
-    int hits = 0;
-    for (int round = 0; round < 400; round++) {
-        int32_t *tok = t[round % 4];
-        sd_kv_seq s;
-        sd_kv_seq_init(&s);
-        REQUIRE(sd_kv_seq_reserve(&s, 3) == 0);
-        int32_t k = sd_prefix_match(p, tok, 3 * BS + 1, 3, s.blocks);
-        hits += k;
-        s.n_blocks = k;
-        s.n_tokens = k * BS;
-        int32_t need = sd_kv_seq_needed(kv, &s, 3 * BS + 1 - s.n_tokens);
-        if (need > sd_kv_available(kv))
-            sd_prefix_evict(p, need);
-        REQUIRE(sd_kv_seq_append(kv, &s, 3 * BS + 1 - s.n_tokens) == 0);
-        sd_prefix_insert(p, tok, 3 * BS + 1, s.blocks);
-        sd_kv_seq_release(kv, &s);
-    }
+    int hits = cycle_rounds(p, kv, t, 0);
     sd_prefix_stats_get(p, &st);
     CHECK_MSG(st.cold_rule == 1 && st.cold_inserted_blocks > 0, "cold rule %d, %llu cold", st.cold_rule,
               (unsigned long long)st.cold_inserted_blocks);
@@ -264,6 +280,25 @@ static void test_cold_entry(void)
     CHECK(sd_prefix_match(p, fresh, 3 * BS, 3, out) == 2); /* the rest still found */
     sd_kv_release(kv, out[0]);
     sd_kv_release(kv, out[1]);
+    sd_prefix_free(p);
+    CHECK(sd_kv_available(kv) == 8);
+    sd_kv_free(kv);
+}
+
+/* A head that waits is looked up again at every step: the shadows count it once, so the retries
+ * do not tip the rule back to LRU (with them counted, it stays at LRU and hits nothing here). */
+static void test_retries_count_once(void)
+{
+    sd_kv *kv = NULL;
+    sd_prefix *p = NULL;
+    REQUIRE(sd_kv_init(&kv, 8, BS, NULL) == 0 && sd_prefix_init(&p, kv, SD_PREFIX_ADAPTIVE, NULL) == 0);
+    int32_t t[4][3 * BS + 1];
+    for (int i = 0; i < 4; i++)
+        fill(t[i], 3 * BS + 1, 1000 * (i + 1));
+    int hits = cycle_rounds(p, kv, t, 3);
+    sd_prefix_stats st;
+    sd_prefix_stats_get(p, &st);
+    CHECK_MSG(st.cold_rule == 1 && hits > 300, "cold rule %d, %d blocks hit", st.cold_rule, hits);
     sd_prefix_free(p);
     CHECK(sd_kv_available(kv) == 8);
     sd_kv_free(kv);
@@ -391,6 +426,7 @@ int main(void)
     RUN(test_hlru);
     RUN(test_adaptive_streams);
     RUN(test_cold_entry);
+    RUN(test_retries_count_once);
     RUN(test_reuse_is_exact);
     RUN(test_full_pool_evicts);
     sd_model_free(M);
