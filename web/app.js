@@ -365,6 +365,21 @@ function specText(m) {
   return drafted ? `${((100 * kept) / drafted).toFixed(0)} % of ${drafted}` : "";
 }
 
+// The prefix cache's share of the prompt tokens looked up, "49 % of 73933", then the blocks it
+// gave back for room once there are any and "cold entry" while its adaptive rule has new blocks
+// enter at the eviction end (prompts cycling through more than the pool holds); "" before any
+// lookup (prefix_caching off, or no request yet).
+function prefixText(m) {
+  const looked = m.get("sparsed_prefix_cache_queries_total") || 0;
+  if (!looked) return "";
+  const hit = m.get("sparsed_prefix_cache_hits_total") || 0;
+  const evicted = m.get("sparsed_prefix_cache_evicted_blocks_total") || 0;
+  let s = `${((100 * hit) / looked).toFixed(0)} % of ${looked}`;
+  if (evicted) s += ` · ${evicted} blocks evicted`;
+  if (m.get("sparsed_prefix_cache_cold_insertion")) s += " · cold entry";
+  return s;
+}
+
 // "1980 MHz · 642 W" per GPU that reports its clocks on /metrics (NVML; the cuda backend), with
 // "power-capped" / "hot" while the driver holds its clocks down, each led by its GPU's number when
 // there are several; "" when none reports.
@@ -551,6 +566,9 @@ const server = {
     const gpu = gpuText(m);
     $("s-gpu-box").hidden = !gpu;
     $("s-gpu").textContent = gpu || "–";
+    const prefix = prefixText(m);
+    $("s-prefix-box").hidden = !prefix;
+    $("s-prefix").textContent = prefix || "–";
     const spec = specText(m);
     $("s-spec-box").hidden = !spec;
     $("s-spec").textContent = spec || "–";

@@ -2,6 +2,7 @@
 own answer, stop freeing the server's sequence, the server page's live numbers, the 401
 message and the API key, and a prune job run from the Jobs page. Skips without chromium."""
 import json
+import re
 import os
 import threading
 import time
@@ -293,6 +294,16 @@ def test_server_page_shows_throughput(server, page):
                              'sparsed_gpu_power_watts{gpu="1"} 699\\nsparsed_gpu_thermal_slowdown{gpu="1"} 1\\n')),
         gpuText(parseMetrics('sparsed_ready 1\\n'))];""")
     assert texts == ["1965 MHz · 642 W · power-capped", "GPU 0: 1980 MHz · 0 W; GPU 1: 1710 MHz · 699 W · hot", ""], texts
+    # prefix caching is on by default and the requests above were looked up: the share of their
+    # prompt tokens found cached shows; its text from the counters, with evictions and the rule
+    assert d.find_element("id", "s-prefix-box").is_displayed()
+    assert re.fullmatch(r"\d+ % of \d+( · \d+ blocks evicted)?", d.find_element("id", "s-prefix").text)
+    pre = d.execute_script("""return [
+        prefixText(parseMetrics('sparsed_prefix_cache_queries_total 73933\\nsparsed_prefix_cache_hits_total 36672\\n')),
+        prefixText(parseMetrics('sparsed_prefix_cache_queries_total 1000\\nsparsed_prefix_cache_hits_total 0\\n' +
+                                'sparsed_prefix_cache_evicted_blocks_total 64\\nsparsed_prefix_cache_cold_insertion 1\\n')),
+        prefixText(parseMetrics('sparsed_prefix_cache_queries_total 0\\n'))];""")
+    assert pre == ["50 % of 73933", "0 % of 1000 · 64 blocks evicted · cold entry", ""], pre
     # speculative decoding is off by default: its stat stays hidden; its text once drafts were run
     assert not d.find_element("id", "s-spec-box").is_displayed()
     spec = d.execute_script("""return [
