@@ -12,30 +12,64 @@
 #define NM_CPU_BMAX 64
 
 /* Expansion a mask byte (8 columns) at a time: lane j takes the byte's value number
- * popcount(byte & ((1 << j) - 1)) when bit j is set, +0.0 otherwise (the and-mask below). Vector
- * extensions: one permute and one and under AVX2 (the AVX2 clone of sd_nm_spmv_cpu), a few SSE
- * operations in the baseline one; either writes the same floats as the scalar scatter. GCC's
- * variable shuffle (__builtin_shuffle) has no clang spelling outside intrinsics: clang builds (the
- * fuzzing build) take the scalar path for every byte, with the same results. */
+ * popcount(byte & ((1 << j) - 1)) when bit j is set, +0.0 otherwise. Three ways, the same floats:
+ * - AVX2 (nm_expand8_avx2, picked at run time): one byte shuffle of the 8 loaded values, copied
+ *   into both 128-bit halves, by a 32-byte control from a 256-entry table (8 KB) that puts value
+ *   p's two bytes at the top of lane j and zeros elsewhere: the bf16 -> fp32 conversion and the
+ *   zeros of the pruned columns come with the shuffle (one load, one broadcast, one vpshufb, one
+ *   store a byte);
+ * - GCC's vector extensions for the baseline build (x86-64-v2): a permute and an and-mask;
+ * - scalar, near a row's end (the vector ways read 8 values) and in clang builds without AVX2. */
+#define NM_IDX(b, j) ((int32_t)__builtin_popcount((unsigned)(b) & ((1u << (j)) - 1u)))
+#define NM_ROW4(R, b) R(b), R(b + 1), R(b + 2), R(b + 3)
+#define NM_ROW16(R, b) NM_ROW4(R, b), NM_ROW4(R, b + 4), NM_ROW4(R, b + 8), NM_ROW4(R, b + 12)
+#define NM_ROW64(R, b) NM_ROW16(R, b), NM_ROW16(R, b + 16), NM_ROW16(R, b + 32), NM_ROW16(R, b + 48)
+#define NM_TABLE(R)                                                                                          \
+    {                                                                                                        \
+        NM_ROW64(R, 0), NM_ROW64(R, 64), NM_ROW64(R, 128), NM_ROW64(R, 192)                                  \
+    }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define NM_AVX2 1
+/* Lane j's 4 bytes of the shuffle control: bf16 value p in the high half, or all zero. */
+#define NM_KEPT(b, j) (((b) >> (j)) & 1)
+#define NM_CTL(b, j)                                                                                         \
+    0x80, 0x80, NM_KEPT(b, j) ? 2 * NM_IDX(b, j) : 0x80, NM_KEPT(b, j) ? 2 * NM_IDX(b, j) + 1 : 0x80
+#define NM_CTL_ROW(b)                                                                                        \
+    {                                                                                                        \
+        NM_CTL(b, 0), NM_CTL(b, 1), NM_CTL(b, 2), NM_CTL(b, 3), NM_CTL(b, 4), NM_CTL(b, 5), NM_CTL(b, 6),    \
+            NM_CTL(b, 7)                                                                                     \
+    }
+static const uint8_t nm_shuffle_ctl[256][32] __attribute__((aligned(32))) = NM_TABLE(NM_CTL_ROW);
+
+__attribute__((target("avx2"), always_inline)) static inline void
+nm_expand8_avx2(unsigned byte, const uint16_t *v, float *out)
+{
+    const __m256i src = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)v));
+    const __m256i ctl = _mm256_load_si256((const __m256i *)nm_shuffle_ctl[byte]);
+    _mm256_storeu_si256((__m256i *)out, _mm256_shuffle_epi8(src, ctl));
+}
+#else
+#define NM_AVX2 0
+#endif
+
 #if defined(__GNUC__) && !defined(__clang__)
 #define NM_VEC_EXPAND 1
 typedef float v8f __attribute__((vector_size(32), aligned(4)));
 typedef int32_t v8i __attribute__((vector_size(32), aligned(4)));
 typedef uint16_t v8u16 __attribute__((vector_size(16), aligned(2)));
 
-#define NM_IDX(b, j) ((int32_t)__builtin_popcount((unsigned)(b) & ((1u << (j)) - 1u)))
-#define NM_ROW(b)                                                                                            \
+#define NM_LANE_ROW(b)                                                                                       \
     {                                                                                                        \
         NM_IDX(b, 0), NM_IDX(b, 1), NM_IDX(b, 2), NM_IDX(b, 3), NM_IDX(b, 4), NM_IDX(b, 5), NM_IDX(b, 6),    \
             NM_IDX(b, 7)                                                                                     \
     }
-#define NM_ROW4(b) NM_ROW(b), NM_ROW(b + 1), NM_ROW(b + 2), NM_ROW(b + 3)
-#define NM_ROW16(b) NM_ROW4(b), NM_ROW4(b + 4), NM_ROW4(b + 8), NM_ROW4(b + 12)
-#define NM_ROW64(b) NM_ROW16(b), NM_ROW16(b + 16), NM_ROW16(b + 32), NM_ROW16(b + 48)
-static const int32_t nm_lane_idx[256][8] = {NM_ROW64(0), NM_ROW64(64), NM_ROW64(128), NM_ROW64(192)};
+static const int32_t nm_lane_idx[256][8] = NM_TABLE(NM_LANE_ROW);
 
-/* The 8 columns of mask byte `byte` from the values at v (8 readable: the vector path). */
-static inline __attribute__((always_inline)) void nm_expand8(unsigned byte, const uint16_t *v, float *out)
+/* The 8 columns of mask byte `byte` from the values at v (8 readable). GCC's variable shuffle
+ * (__builtin_shuffle) has no clang spelling outside intrinsics. */
+static inline __attribute__((always_inline)) void nm_expand8_vec(unsigned byte, const uint16_t *v, float *out)
 {
     v8u16 h;
     v8i idx;
@@ -51,37 +85,18 @@ static inline __attribute__((always_inline)) void nm_expand8(unsigned byte, cons
     eb &= (((v8i){0} + (int32_t)byte) & lane) != 0; /* -1 where the column is kept */
     memcpy(out, &eb, sizeof eb);
 }
-#else
-#define NM_VEC_EXPAND 0
 #endif
 
-/* Expands words [w0, w0 + nw) of a row into dense fp32 (zeros where pruned); returns the
- * number of values consumed. v_end: the end of the row's values (the vector path reads 8 values
- * a byte, so the row's last bytes go the scalar way). */
-static inline __attribute__((always_inline)) int64_t nm_expand_chunk(const uint32_t *mr, int64_t w0,
-                                                                     int64_t nw, const uint16_t *v,
-                                                                     const uint16_t *v_end, float *wbuf)
+static inline __attribute__((always_inline)) void nm_expand8_scalar(unsigned byte, const uint16_t *v,
+                                                                    float *out)
 {
-    int64_t k = 0;
-    for (int64_t w = 0; w < nw; w++) {
-        const uint32_t bits = mr[w0 + w];
-        for (int q = 0; q < 4; q++) {
-            const unsigned byte = (bits >> (8 * q)) & 0xffu;
-            float *out = wbuf + 32 * w + 8 * q;
-            if (NM_VEC_EXPAND && v + k + 8 <= v_end) {
-#if NM_VEC_EXPAND
-                nm_expand8(byte, v + k, out);
-#endif
-            } else {
-                memset(out, 0, 8 * sizeof *out);
-                for (unsigned b = byte, j = 0; b; b &= b - 1, j++)
-                    out[__builtin_ctz(b)] = sd_bf16_to_f32(v[k + j]);
-            }
-            k += __builtin_popcount(byte);
-        }
-    }
-    return k;
+    memset(out, 0, 8 * sizeof *out);
+    for (unsigned b = byte, j = 0; b; b &= b - 1, j++)
+        out[__builtin_ctz(b)] = sd_bf16_to_f32(v[j]);
 }
+#if !defined(NM_VEC_EXPAND)
+#define nm_expand8_vec nm_expand8_scalar
+#endif
 
 /* Dense dot product with 8 partial sums, so the compiler vectorises it. n % 32 == 0. */
 static inline __attribute__((always_inline)) float nm_dot(const float *a, const float *x, int64_t n)
@@ -93,33 +108,102 @@ static inline __attribute__((always_inline)) float nm_dot(const float *a, const 
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-/* Expanding a chunk of the row to dense fp32 and taking dense dot products is faster on a CPU
- * than gathering x at each kept column (no vector gathers in x86-64-v2), and the expansion is
- * shared by all B vectors. */
-SD_CPU_MULTIVERSION
+/* The SpMV, expanding a chunk of each row to dense fp32 (zeros where pruned) and taking dense dot
+ * products: faster on a CPU than gathering x at each kept column (no vector gathers in
+ * x86-64-v2), and the expansion is shared by all B vectors. EXPAND8 expands a byte where 8 values
+ * are readable before the row's end.
+ * Defined twice below, for the AVX2 target and the baseline one. */
+#define NM_DEFINE_SPMV(NAME, ATTR, EXPAND8)                                                                  \
+    ATTR static void NAME(const uint16_t *values, const uint32_t *mask, int64_t rows, int64_t cols,          \
+                          const float *x, int64_t ldx, int B, float *y, int64_t ldy)                         \
+    {                                                                                                        \
+        const int64_t words = cols / 32;                                                                     \
+        float wbuf[NM_CPU_CHUNK] __attribute__((aligned(32)));                                               \
+        float acc[NM_CPU_BMAX];                                                                              \
+        for (int64_t r = 0; r < rows; r++) {                                                                 \
+            const uint32_t *mr = mask + r * words;                                                           \
+            for (int b0 = 0; b0 < B; b0 += NM_CPU_BMAX) {                                                    \
+                const int nb = B - b0 < NM_CPU_BMAX ? B - b0 : NM_CPU_BMAX;                                  \
+                const uint16_t *v = values + r * (cols / 2), *v_end = v + cols / 2;                          \
+                for (int b = 0; b < nb; b++)                                                                 \
+                    acc[b] = 0.0f;                                                                           \
+                for (int64_t w0 = 0; w0 < words; w0 += NM_CPU_CHUNK / 32) {                                  \
+                    const int64_t nw = words - w0 < NM_CPU_CHUNK / 32 ? words - w0 : NM_CPU_CHUNK / 32;      \
+                    for (int64_t i = 0; i < 4 * nw; i++) {                                                   \
+                        const unsigned byte = (mr[w0 + i / 4] >> (8 * (i % 4))) & 0xffu;                     \
+                        if (v + 8 <= v_end)                                                                  \
+                            EXPAND8(byte, v, wbuf + 8 * i);                                                  \
+                        else                                                                                 \
+                            nm_expand8_scalar(byte, v, wbuf + 8 * i);                                        \
+                        v += __builtin_popcount(byte);                                                       \
+                    }                                                                                        \
+                    for (int b = 0; b < nb; b++)                                                             \
+                        acc[b] += nm_dot(wbuf, x + (int64_t)(b0 + b) * ldx + 32 * w0, nw * 32);              \
+                }                                                                                            \
+                for (int b = 0; b < nb; b++)                                                                 \
+                    y[(int64_t)(b0 + b) * ldy + r] = acc[b];                                                 \
+            }                                                                                                \
+        }                                                                                                    \
+    }
+
+NM_DEFINE_SPMV(nm_spmv_base, , nm_expand8_vec)
+#if NM_AVX2
+NM_DEFINE_SPMV(nm_spmv_avx2, __attribute__((target("avx2"))), nm_expand8_avx2)
+#endif
+
+#if NM_AVX2
+/* One vector, AVX2: each byte's 8 expanded columns go straight into the 8 partial sums instead of
+ * through the chunk buffer (a store and a load fewer a byte). The same sums as nm_spmv_avx2's
+ * (nm_dot's lanes and order, a chunk at a time; mul and add apart, as -std=c11 leaves them). */
+__attribute__((target("avx2"))) static void nm_spmv_avx2_b1(const uint16_t *values, const uint32_t *mask,
+                                                            int64_t rows, int64_t cols, const float *x,
+                                                            float *y)
+{
+    const int64_t words = cols / 32;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint32_t *mr = mask + r * words;
+        const uint16_t *v = values + r * (cols / 2), *v_end = v + cols / 2;
+        float acc = 0.0f;
+        for (int64_t w0 = 0; w0 < words; w0 += NM_CPU_CHUNK / 32) {
+            const int64_t nw = words - w0 < NM_CPU_CHUNK / 32 ? words - w0 : NM_CPU_CHUNK / 32;
+            __m256 part = _mm256_setzero_ps();
+            for (int64_t i = 0; i < 4 * nw; i++) {
+                const unsigned byte = (mr[w0 + i / 4] >> (8 * (i % 4))) & 0xffu;
+                __m256 e;
+                if (v + 8 <= v_end) {
+                    const __m256i src = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)v));
+                    const __m256i ctl = _mm256_load_si256((const __m256i *)nm_shuffle_ctl[byte]);
+                    e = _mm256_castsi256_ps(_mm256_shuffle_epi8(src, ctl));
+                } else {
+                    float tail[8];
+                    nm_expand8_scalar(byte, v, tail);
+                    e = _mm256_loadu_ps(tail);
+                }
+                part = _mm256_add_ps(part, _mm256_mul_ps(e, _mm256_loadu_ps(x + 32 * w0 + 8 * i)));
+                v += __builtin_popcount(byte);
+            }
+            float p[8];
+            _mm256_storeu_ps(p, part);
+            acc += ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+        }
+        y[r] = acc;
+    }
+}
+#endif
+
 void sd_nm_spmv_cpu(const uint16_t *values, const uint32_t *mask, int64_t rows, int64_t cols, const float *x,
                     int64_t ldx, int B, float *y, int64_t ldy)
 {
-    int64_t words = cols / 32;
-    float wbuf[NM_CPU_CHUNK];
-    float acc[NM_CPU_BMAX];
-    for (int64_t r = 0; r < rows; r++) {
-        const uint32_t *mr = mask + r * words;
-        for (int b0 = 0; b0 < B; b0 += NM_CPU_BMAX) {
-            int nb = B - b0 < NM_CPU_BMAX ? B - b0 : NM_CPU_BMAX;
-            const uint16_t *v = values + r * (cols / 2), *v_end = v + cols / 2;
-            for (int b = 0; b < nb; b++)
-                acc[b] = 0.0f;
-            for (int64_t w0 = 0; w0 < words; w0 += NM_CPU_CHUNK / 32) {
-                int64_t nw = words - w0 < NM_CPU_CHUNK / 32 ? words - w0 : NM_CPU_CHUNK / 32;
-                v += nm_expand_chunk(mr, w0, nw, v, v_end, wbuf);
-                for (int b = 0; b < nb; b++)
-                    acc[b] += nm_dot(wbuf, x + (int64_t)(b0 + b) * ldx + 32 * w0, nw * 32);
-            }
-            for (int b = 0; b < nb; b++)
-                y[(int64_t)(b0 + b) * ldy + r] = acc[b];
-        }
+#if NM_AVX2
+    if (__builtin_cpu_supports("avx2")) {
+        if (B == 1)
+            nm_spmv_avx2_b1(values, mask, rows, cols, x, y);
+        else
+            nm_spmv_avx2(values, mask, rows, cols, x, ldx, B, y, ldy);
+        return;
     }
+#endif
+    nm_spmv_base(values, mask, rows, cols, x, ldx, B, y, ldy);
 }
 
 void sd_nm_spmv_cpu_f64(const uint16_t *values, const uint32_t *mask, int64_t rows, int64_t cols,
