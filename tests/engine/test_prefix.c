@@ -304,6 +304,80 @@ static void test_retries_count_once(void)
     sd_kv_free(kv);
 }
 
+/* Random traffic under the adaptive rule, checked against what each block holds: prompts built
+ * from 6 shared openings and fresh tokens, up to 3 sequences alive at once, lookups retried as a
+ * waiting head's are, evictions of every size. Every block a lookup returns holds the tokens it
+ * was matched for (the test records what each sequence wrote into its blocks), no block is
+ * listed twice, and at the end every block is back in the pool. */
+static void test_adaptive_random(void)
+{
+    enum { POOL = 48, MAXB = 12, LIVE = 3 };
+    sd_kv *kv = NULL;
+    sd_prefix *p = NULL;
+    REQUIRE(sd_kv_init(&kv, POOL, BS, NULL) == 0 && sd_prefix_init(&p, kv, SD_PREFIX_ADAPTIVE, NULL) == 0);
+    static int32_t content[POOL][BS]; /* what the sequence that computed a block wrote */
+    int32_t tok[LIVE][MAXB * BS + 1], n_tok[LIVE] = {0};
+    sd_kv_seq seq[LIVE];
+    int alive[LIVE] = {0}, bad = 0;
+    uint64_t rng = 12345, fresh = 1000000;
+    for (int step = 0; step < 3000; step++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        const uint32_t u = (uint32_t)(rng >> 33);
+        const int i = (int)(u % LIVE);
+        if (alive[i]) { /* finish it: its blocks stay cached */
+            sd_prefix_insert(p, tok[i], n_tok[i], seq[i].blocks);
+            sd_kv_seq_release(kv, &seq[i]);
+            alive[i] = 0;
+            continue;
+        }
+        const int open = (int)(u >> 8) % 6, n_open = 1 + open % 4, n_own = (int)(u >> 12) % 5;
+        n_tok[i] = (n_open + n_own) * BS + (int)(u >> 16) % BS;
+        for (int t = 0; t < n_open * BS; t++)
+            tok[i][t] = 100 * (open + 1) + t;
+        for (int t = n_open * BS; t < n_tok[i]; t++)
+            tok[i][t] = (int32_t)fresh++;
+        const int32_t max = (n_tok[i] - 1) / BS;
+        sd_kv_seq_init(&seq[i]);
+        REQUIRE(sd_kv_seq_reserve(&seq[i], MAXB + 1) == 0);
+        int32_t k = 0;
+        for (int r = 0; r <= (int)(u >> 20) % 3; r++) { /* retries, then the lookup that stays */
+            for (int32_t j = 0; j < k; j++)
+                sd_kv_release(kv, seq[i].blocks[j]);
+            k = max > 0 ? sd_prefix_match(p, tok[i], n_tok[i], max, seq[i].blocks) : 0;
+        }
+        for (int32_t j = 0; j < k; j++)
+            bad += memcmp(content[seq[i].blocks[j]], tok[i] + j * BS, sizeof content[0]) != 0;
+        seq[i].n_blocks = k;
+        seq[i].n_tokens = k * BS;
+        const int32_t need = sd_kv_seq_needed(kv, &seq[i], n_tok[i] - seq[i].n_tokens);
+        if (need > sd_kv_available(kv))
+            sd_prefix_evict(p, need);
+        if ((u >> 24) % 7 == 0)
+            sd_prefix_evict(p, sd_kv_available(kv) + (int32_t)(u >> 27) % 8); /* pressure from elsewhere */
+        if (sd_kv_seq_append(kv, &seq[i], n_tok[i] - seq[i].n_tokens) != 0) {
+            sd_kv_seq_release(kv, &seq[i]);
+            continue;
+        }
+        for (int32_t j = k; j < n_tok[i] / BS; j++)
+            memcpy(content[seq[i].blocks[j]], tok[i] + j * BS, sizeof content[0]);
+        sd_prefix_insert(p, tok[i], n_tok[i], seq[i].blocks); /* the prompt is in */
+        alive[i] = 1;
+    }
+    CHECK_MSG(bad == 0, "%d matched blocks held other tokens", bad);
+    sd_prefix_stats st;
+    sd_prefix_stats_get(p, &st);
+    CHECK_MSG(st.hit_tokens > 0 && st.evicted_blocks > 0 && st.cold_inserted_blocks > 0,
+              "hits %llu, evicted %llu, cold %llu", (unsigned long long)st.hit_tokens,
+              (unsigned long long)st.evicted_blocks, (unsigned long long)st.cold_inserted_blocks);
+    for (int i = 0; i < LIVE; i++)
+        if (alive[i])
+            sd_kv_seq_release(kv, &seq[i]);
+    CHECK(sd_kv_used(kv) == st.blocks); /* only the cache holds blocks now, each once */
+    sd_prefix_free(p);
+    CHECK(sd_kv_available(kv) == POOL);
+    sd_kv_free(kv);
+}
+
 /* ---- through the scheduler ---- */
 
 /* Runs the requests one after the other on one scheduler (so later ones may hit the cache). */
@@ -427,6 +501,7 @@ int main(void)
     RUN(test_adaptive_streams);
     RUN(test_cold_entry);
     RUN(test_retries_count_once);
+    RUN(test_adaptive_random);
     RUN(test_reuse_is_exact);
     RUN(test_full_pool_evicts);
     sd_model_free(M);
