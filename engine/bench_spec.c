@@ -7,6 +7,7 @@
  * as without drafts (it must be: the drafts only change how many steps the tokens take). */
 #include "engine/bench_spec.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,17 +97,21 @@ static int parse_args(int argc, char **argv, bs_opts *o)
     return 0;
 }
 
-/* One request's tokens, recorded by its events. */
+/* One request's tokens, recorded by its events, and with logprobs asked for, how far apart the
+ * two best tokens' logprobs were at each one. */
 typedef struct bs_rec {
     int32_t tok[BS_MAX_GEN];
+    float gap[BS_MAX_GEN];
     int n, done, error;
 } bs_rec;
 
 static void on_event(void *ud, const sd_event *ev)
 {
     bs_rec *r = ud;
-    if (ev->type == SD_EV_TOKEN && r->n < BS_MAX_GEN)
+    if (ev->type == SD_EV_TOKEN && r->n < BS_MAX_GEN) {
+        r->gap[r->n] = ev->n_top >= 2 ? ev->top_logprobs[0] - ev->top_logprobs[1] : NAN;
         r->tok[r->n++] = ev->token;
+    }
     r->done |= ev->type == SD_EV_DONE;
     r->error |= ev->type == SD_EV_ERROR;
 }
@@ -119,9 +124,9 @@ typedef struct bs_run {
 } bs_run;
 
 /* Runs `batch` copies of the prompt (greedy, gen tokens, EOS ignored) with draft length k to
- * completion; their tokens into rec[0..batch). */
+ * completion; their tokens into rec[0..batch) (with the top-2 logprob gaps when `gaps`). */
 static int run_once(sd_backend *b, const sd_model *m, const bs_opts *o, const int32_t *ids, int32_t n_ids,
-                    int k, bs_rec *rec, bs_run *out, sd_diag *d)
+                    int k, int gaps, bs_rec *rec, bs_run *out, sd_diag *d)
 {
     sd_engine_opts eo;
     sd_engine_opts_default(&eo);
@@ -138,6 +143,8 @@ static int run_once(sd_backend *b, const sd_model *m, const bs_opts *o, const in
         p.max_tokens = o->gen;
         p.sampling.temperature = 0;
         p.ignore_eos = 1;
+        if (gaps)
+            p.logprobs = 2;
         memset(&rec[i], 0, sizeof rec[i]);
         sd_sched_req *r = NULL;
         if ((rc = sd_sched_req_new(s, &p, on_event, &rec[i], (uint64_t)i + 1, &r, d)) == 0)
@@ -194,37 +201,72 @@ static void print_row(FILE *f, const char *work, int k, const bs_cell *c, const 
         fprintf(f, "- | - |\n");
 }
 
+/* Where the first output that differed from the no-draft run's parts from it, and how close the
+ * no-draft run's two best tokens were there (rerun with logprobs): a line for the notes under the
+ * table. The drafts change no arithmetic on the CPU; on a GPU a step of 1 + K rows may take other
+ * kernels than a step of one, so a near-tie can go the other way, as between batch sizes. */
+static int explain_diff(sd_backend *b, const sd_model *m, const bs_opts *o, const int32_t *ids, int32_t n_ids,
+                        const char *name, int k, const bs_rec *diff, bs_rec *base, char *notes, size_t cap,
+                        sd_diag *d)
+{
+    bs_run r = {0};
+    int rc = run_once(b, m, o, ids, n_ids, 0, 1, base, &r, d);
+    for (int i = 0; i < o->batch && rc == 0; i++) {
+        int t = 0;
+        while (t < base[i].n && t < diff[i].n && base[i].tok[t] == diff[i].tok[t])
+            t++;
+        if (t == base[i].n && t == diff[i].n)
+            continue;
+        size_t len = strlen(notes);
+        snprintf(notes + len, cap - len,
+                 "- %s, %d draft tokens: request %d parts from the run without drafts at generated token %d "
+                 "(%d there, %d with drafts); the run without drafts had its two best tokens %.3g apart in "
+                 "logprob at that token\n",
+                 name, k, i, t, t < base[i].n ? base[i].tok[t] : -1, t < diff[i].n ? diff[i].tok[t] : -1,
+                 t < base[i].n ? (double)base[i].gap[t] : NAN);
+        break;
+    }
+    return rc;
+}
+
 /* Every draft length of one workload: a warm-up round, then `rounds` rounds that run each length
  * beside no drafts in turn (the rounds' times summed). */
 static int bench_workload(sd_backend *b, const sd_model *m, const bs_opts *o, const char *name,
-                          const char *text, FILE **outs, int n_out, sd_diag *d)
+                          const char *text, FILE **outs, int n_out, char *notes, size_t cap, sd_diag *d)
 {
     int32_t *ids = NULL;
     size_t n_ids = 0;
     int rc = sd_tok_encode(sd_model_tokenizer(m), text, strlen(text), 1, &ids, &n_ids, d);
     bs_rec *base = calloc((size_t)o->batch, sizeof *base), *rec = calloc((size_t)o->batch, sizeof *rec);
+    bs_rec *diff = calloc((size_t)o->batch, sizeof *diff);
+    int diff_k = 0; /* the draft length of the first run that differed, kept in diff */
     bs_cell cells[BS_MAX_K + 1] = {{0}};
-    if (rc == 0 && (!base || !rec))
+    if (rc == 0 && (!base || !rec || !diff))
         rc = sd_diag_set(d, SD_ENOMEM, "bench spec: out of memory");
     for (int round = 0; round <= o->rounds && rc == 0; round++) {
         for (int j = 0; j <= o->n_k && rc == 0; j++) { /* j = 0: no drafts */
             bs_run r = {0};
-            rc = run_once(b, m, o, ids, (int32_t)n_ids, j ? o->ks[j - 1] : 0, j ? rec : base, &r, d);
+            rc = run_once(b, m, o, ids, (int32_t)n_ids, j ? o->ks[j - 1] : 0, 0, j ? rec : base, &r, d);
             if (rc || round == 0) /* round 0 warms up */
                 continue;
             cell_add(&cells[j], &r);
-            if (round == 1)
-                cells[j].same = j == 0 || same_tokens(base, rec, o->batch);
-            else if (j)
-                cells[j].same &= same_tokens(base, rec, o->batch);
+            const int same = j == 0 || same_tokens(base, rec, o->batch);
+            cells[j].same = round == 1 ? same : cells[j].same && same;
+            if (!same && !diff_k) {
+                diff_k = o->ks[j - 1];
+                memcpy(diff, rec, (size_t)o->batch * sizeof *diff);
+            }
         }
     }
+    if (rc == 0 && diff_k)
+        rc = explain_diff(b, m, o, ids, (int32_t)n_ids, name, diff_k, diff, base, notes, cap, d);
     for (int i = 0; i < n_out && rc == 0; i++)
         for (int j = 0; j <= o->n_k; j++)
             print_row(outs[i], name, j ? o->ks[j - 1] : 0, &cells[j], &cells[0]);
     free(ids);
     free(base);
     free(rec);
+    free(diff);
     return rc;
 }
 
@@ -312,10 +354,13 @@ int sd_bench_spec_main(int argc, char **argv)
             "`\n\n| workload | draft tokens | tok/s | vs none | tokens/step | drafts kept | same output |\n"
             "| --- | --- | --- | --- | --- | --- | --- |\n");
     }
+    char notes[4096] = "";
     for (size_t w = 0; w < BS_N_WORK && rc == 0 && !custom; w++)
-        rc = bench_workload(b, m, &o, k_work[w].name, k_work[w].prompt, outs, n_out, &d);
+        rc = bench_workload(b, m, &o, k_work[w].name, k_work[w].prompt, outs, n_out, notes, sizeof notes, &d);
     if (rc == 0 && custom)
-        rc = bench_workload(b, m, &o, o.prompt_file, custom, outs, n_out, &d);
+        rc = bench_workload(b, m, &o, o.prompt_file, custom, outs, n_out, notes, sizeof notes, &d);
+    for (int i = 0; i < n_out && rc == 0 && notes[0]; i++)
+        fprintf(outs[i], "\nOutputs that differ from the run without drafts:\n\n%s", notes);
     if (rc < 0)
         fprintf(stderr, "sparsed bench spec: %s\n", sd_diag_str(&d, rc));
     if (outs[1])
