@@ -135,7 +135,7 @@ typedef struct sd_engine_stats {
     int running, waiting;
     int32_t kv_blocks_total, kv_blocks_used;         /* used: held by sequences */
     int32_t kv_blocks_cached;                        /* held only by the prefix cache (free on demand) */
-    uint64_t prefix_query_tokens, prefix_hit_tokens; /* prompt tokens looked up / found cached */
+    uint64_t prefix_query_tokens, prefix_hit_tokens; /* at admissions: tokens looked up / found cached */
     uint64_t prefix_evicted_blocks;                  /* cached blocks given back for room */
     int prefix_cold_rule; /* new cached blocks mostly enter cold (engine/prefix_shadow.h) */
     uint64_t prompt_tokens, generation_tokens; /* totals since start */

@@ -27,8 +27,8 @@ static void sync_counts(sd_sched *s)
     if (s->prefix) {
         sd_prefix_stats ps;
         sd_prefix_stats_get(s->prefix, &ps);
-        atomic_store(&s->st_prefix_query, (unsigned long long)ps.query_tokens);
-        atomic_store(&s->st_prefix_hit, (unsigned long long)ps.hit_tokens);
+        atomic_store(&s->st_prefix_query, (unsigned long long)s->prefix_query);
+        atomic_store(&s->st_prefix_hit, (unsigned long long)s->prefix_hit);
         atomic_store(&s->st_prefix_evicted, (unsigned long long)ps.evicted_blocks);
         atomic_store(&s->st_prefix_cold_rule, ps.cold_rule);
     }
@@ -261,19 +261,20 @@ static void prefix_keep(sd_sched *s, const sd_sched_req *r)
 
 /* An arriving sequence takes the cached blocks its tokens start with; at least one token is
  * left to compute (its row gives the next token), and prompts whose logprobs are asked for
- * compute every row. */
-static void prefix_reuse(sd_sched *s, sd_sched_req *r)
+ * compute every row. Returns the tokens looked up (0: no lookup). */
+static int32_t prefix_reuse(sd_sched *s, sd_sched_req *r)
 {
     if (!s->prefix || r->n_computed || r->kv.n_blocks || (r->prompt_logprobs && !r->prompt_done))
-        return;
+        return 0;
     int32_t max = (r->n_tokens - 1) / s->block_size;
     if (max <= 0 || sd_kv_seq_reserve(&r->kv, max) != 0)
-        return;
+        return 0;
     int32_t k = sd_prefix_match(s->prefix, r->tokens, r->n_tokens, max, r->kv.blocks);
     r->kv.n_blocks = k;
     r->kv.n_tokens = r->n_computed = k * s->block_size;
     if (!r->prompt_done)
         r->n_cached = imin(r->n_computed, r->n_prompt);
+    return r->n_tokens;
 }
 
 static void running_remove(sd_sched *s, sd_sched_req *r)
@@ -409,13 +410,17 @@ static int plan_admit(sd_sched *s, int n, int pf)
     while (s->waiting && s->n_running < s->max_seqs && pf > 0) {
         sd_sched_req *r = s->waiting;
         r->n_draft = r->draft_ok = 0;
-        prefix_reuse(s, r);
+        const int32_t looked = prefix_reuse(s, r);
         int32_t want = imin(r->n_tokens - r->n_computed, pf);
         if (sd_kv_seq_needed(s->kv, &r->kv, r->n_computed + want - r->kv.n_tokens) > sd_sched__kv_free(s)) {
             blocks_release(s, r); /* waiting requests hold no blocks */
             r->n_computed = r->n_cached = 0;
             break;
         }
+        /* the metrics count the lookup that admitted it (a head that waits is looked up again at
+         * every step, and counted once) */
+        s->prefix_query += (uint64_t)looked;
+        s->prefix_hit += looked ? (uint64_t)r->kv.n_blocks * (uint64_t)s->block_size : 0;
         s->waiting = r->next;
         r->next = NULL;
         s->n_waiting--;

@@ -82,8 +82,9 @@ struct sd_sched {
     int32_t eos[SD_MAX_EOS + 1];
     int n_eos;
 
-    sd_kv *kv;         /* the KV block pool (ids index the backend's cache) */
-    sd_prefix *prefix; /* automatic prefix caching, or NULL (engine opts prefix_caching) */
+    sd_kv *kv;                         /* the KV block pool (ids index the backend's cache) */
+    sd_prefix *prefix;                 /* automatic prefix caching, or NULL (engine opts prefix_caching) */
+    uint64_t prefix_query, prefix_hit; /* tokens of admitted requests looked up / found cached */
 
     sd_sched_req *waiting;  /* head of the queue: preempted first, then priority, FIFO */
     sd_sched_req **running; /* [max_seqs] in admission order: the last is the newest */

@@ -487,6 +487,41 @@ static void test_full_pool_evicts(void)
     sd_backend_free(b);
 }
 
+/* Two requests of the same 33-40-token prompt and 4 tokens out at once in a pool of 8 blocks of
+ * 8: the first holds 5-6 blocks until it ends, so the second (5 blocks for its prompt) waits at the
+ * head of the queue, looked up at every step meanwhile. The metrics count the lookup that
+ * admitted it: the tokens looked up are the two prompts', the hits its full blocks of the first's. */
+static void test_waiting_head_counted_once(void)
+{
+    if (!M)
+        SKIP("models/tiny did not load");
+    static const char *P = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\n"
+                           "def mul(a, b):\n   ";
+    int32_t n = 0, *ids = encode(P, &n);
+    REQUIRE(ids);
+    REQUIRE(n > 32 && n <= 40); /* 5 blocks of prompt */
+    sd_request_params ps[2];
+    res rs[2] = {0};
+    for (int i = 0; i < 2; i++)
+        greedy_params(&ps[i], ids, n, 4);
+    sd_backend *b = backend_new(8, 8);
+    REQUIRE(b);
+    sd_engine_opts o;
+    opts(&o, 4, 512);
+    sd_engine_stats st;
+    CHECK(run_all(b, &o, ps, rs, 2, &st) == 0);
+    CHECK(rs[0].n == 4 && rs[1].n == 4 && st.preemptions == 0);
+    CHECK_MSG(st.prefix_query_tokens == 2 * (uint64_t)n, "looked up %llu tokens, prompts of %d",
+              (unsigned long long)st.prefix_query_tokens, n);
+    /* the second reuses the first's full prompt blocks: the first n/8 blocks, at most (n-1)/8 */
+    CHECK_MSG(st.prefix_hit_tokens == (uint64_t)((n - 1) / 8 * 8), "hit %llu tokens",
+              (unsigned long long)st.prefix_hit_tokens);
+    res_reset(&rs[0]);
+    res_reset(&rs[1]);
+    free(ids);
+    sd_backend_free(b);
+}
+
 int main(void)
 {
     sd_diag d = {0};
@@ -504,6 +539,7 @@ int main(void)
     RUN(test_adaptive_random);
     RUN(test_reuse_is_exact);
     RUN(test_full_pool_evicts);
+    RUN(test_waiting_head_counted_once);
     sd_model_free(M);
     return sd_test_done();
 }
