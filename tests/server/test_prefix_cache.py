@@ -1,9 +1,11 @@
 """Prefix caching through the API on the bundled model: a chat whose system prompt (and earlier
 turn) the daemon has seen reports cached prompt tokens in usage, answers exactly as a daemon
-with prefix_caching off does, and /metrics counts the hits; off, nothing is cached."""
+with prefix_caching off does, and /metrics counts the hits; off, nothing is cached. And
+`sparsed bench prefix`'s table."""
 import json
+import subprocess
 
-from conftest import metric
+from conftest import metric, sparsed_bin
 
 SYSTEM = ("You are a careful reviewer of Python code. Answer in one short paragraph, then show the "
           "corrected function with type hints and a docstring. Never invent APIs.")
@@ -52,3 +54,20 @@ def test_cached_prompt_tokens_and_same_answers(start_server):
     assert metric(on, "sparsed_prefix_cache_cold_insertion") == 0  # LRU while nothing is evicted
     assert metric(off, "sparsed_prefix_cache_hits_total") == 0
     assert metric(off, "sparsed_kv_cache_blocks_cached") == 0
+
+
+def test_bench_prefix_table(tmp_path):
+    """`sparsed bench prefix` on the cycling stream: LRU hits nothing where the prompts outgrow the
+    pool, the adaptive rule hits; the table goes to --out too. Unknown streams are refused."""
+    out = tmp_path / "prefix.md"
+    r = subprocess.run([sparsed_bin(), "bench", "prefix", "--stream", "cycle", "--pool", "1000", "--requests",
+                        "400", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = [line.split("|") for line in r.stdout.splitlines() if line.startswith("| cycle |")]
+    assert len(rows) == 1, r.stdout
+    lru, adaptive = (float(rows[0][i].strip().rstrip("%")) for i in (3, 4))
+    assert lru < 1 and adaptive > 30, rows[0]
+    assert "| cycle | 1000 |" in out.read_text()
+    r = subprocess.run([sparsed_bin(), "bench", "prefix", "--stream", "nope"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "unknown stream 'nope'" in r.stderr, r.stderr
