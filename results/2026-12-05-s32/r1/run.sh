@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/gpu/s32_check.sh: one device call for the thirty-second session — the draft model on the
+# results/2026-12-05-s32/r1/run.sh (was tools/gpu/s32_check.sh): one device call for the thirty-second session — the draft model on the
 # CUDA backend (tools/gpu/spec_check3.sh: test_spec, test_sched_cuda's draft-model check, bench
 # spec with and without --draft-model, the daemon with --spec-draft-model), test_prefix, then the
 # prefix cache's adaptive insertion under GPU load: the twenty-ninth session's r6 (16 prefixes of
@@ -7,7 +7,7 @@
 # Binaries prebuilt here:
 #   tools/gpu/prebuild.sh build/gpu/sparsed build/gpu/tests/engine/test_spec \
 #       build/gpu/tests/engine/test_sched_cuda build/gpu/tests/engine/test_prefix
-# then on the device (carry .debs, results/tmp): bash tools/gpu/s32_check.sh
+# then on the device (carry .debs, results/tmp): bash results/2026-12-05-s32/r1/run.sh
 set -u
 tar xJf results/tmp/bins.tar.xz
 base=$OUT

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# tools/gpu/s32_check2.sh: bench spec on the GPU with the notes on differing outputs (where an
+# results/2026-12-05-s32/r2/run.sh (was tools/gpu/s32_check2.sh): bench spec on the GPU with the notes on differing outputs (where an
 # output with drafts parts from the one without, and the two best tokens' logprob gap there), for
 # the lookup and the draft model; test_prefix with the carried libraries on the path; r1's prefix
 # load again with the metrics that count each admitted request's lookup once (7f90cdc).
 # Binaries prebuilt here:
 #   tools/gpu/prebuild.sh build/gpu/sparsed build/gpu/tests/engine/test_prefix
-# then on the device (carry .debs, results/tmp): bash tools/gpu/s32_check2.sh
+# then on the device (carry .debs, results/tmp): bash results/2026-12-05-s32/r2/run.sh
 tar xJf results/tmp/bins.tar.xz
 source tools/gpu_ab.sh
 source tools/gpu/lib.sh # prebuilt_start
