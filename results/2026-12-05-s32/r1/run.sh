@@ -2,7 +2,7 @@
 # results/2026-12-05-s32/r1/run.sh (was tools/gpu/s32_check.sh): one device call for the thirty-second session — the draft model on the
 # CUDA backend (tools/gpu/spec_check3.sh: test_spec, test_sched_cuda's draft-model check, bench
 # spec with and without --draft-model, the daemon with --spec-draft-model), test_prefix, then the
-# prefix cache's adaptive insertion under GPU load: the twenty-ninth session's r6 (16 prefixes of
+# prefix cache's adaptive insertion under GPU load: the thirtieth session's r6 (16 prefixes of
 # 1024 tokens taken in turn, a pool of 1000 blocks, where LRU hit 0%) rerun.
 # Binaries prebuilt here:
 #   tools/gpu/prebuild.sh build/gpu/sparsed build/gpu/tests/engine/test_spec \
