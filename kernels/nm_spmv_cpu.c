@@ -16,10 +16,10 @@
  * - AVX2 (nm_expand8_avx2, picked at run time): one byte shuffle of the 8 loaded values, copied
  *   into both 128-bit halves, by a 32-byte control from a 256-entry table (8 KB) that puts value
  *   p's two bytes at the top of lane j and zeros elsewhere: the bf16 -> fp32 conversion and the
- *   zeros of the pruned columns come with the shuffle (one load, one broadcast, one vpshufb, one
- *   store a byte);
+ *   zeros of the pruned columns come with the shuffle (one broadcast load, one table load, one
+ *   vpshufb a byte);
  * - GCC's vector extensions for the baseline build (x86-64-v2): a permute and an and-mask;
- * - scalar, near a row's end (the vector ways read 8 values) and in clang builds without AVX2. */
+ * - scalar, near a row's end (the vector ways read 8 values) and in clang builds off AVX2. */
 #define NM_IDX(b, j) ((int32_t)__builtin_popcount((unsigned)(b) & ((1u << (j)) - 1u)))
 #define NM_ROW4(R, b) R(b), R(b + 1), R(b + 2), R(b + 3)
 #define NM_ROW16(R, b) NM_ROW4(R, b), NM_ROW4(R, b + 4), NM_ROW4(R, b + 8), NM_ROW4(R, b + 12)
@@ -43,12 +43,12 @@
     }
 static const uint8_t nm_shuffle_ctl[256][32] __attribute__((aligned(32))) = NM_TABLE(NM_CTL_ROW);
 
-__attribute__((target("avx2"), always_inline)) static inline void
-nm_expand8_avx2(unsigned byte, const uint16_t *v, float *out)
+__attribute__((target("avx2"), always_inline)) static inline __m256 nm_expand8_avx2(unsigned byte,
+                                                                                    const uint16_t *v)
 {
     const __m256i src = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)v));
     const __m256i ctl = _mm256_load_si256((const __m256i *)nm_shuffle_ctl[byte]);
-    _mm256_storeu_si256((__m256i *)out, _mm256_shuffle_epi8(src, ctl));
+    return _mm256_castsi256_ps(_mm256_shuffle_epi8(src, ctl));
 }
 #else
 #define NM_AVX2 0
@@ -95,7 +95,7 @@ static inline __attribute__((always_inline)) void nm_expand8_scalar(unsigned byt
         out[__builtin_ctz(b)] = sd_bf16_to_f32(v[j]);
 }
 #if !defined(NM_VEC_EXPAND)
-#define nm_expand8_vec nm_expand8_scalar
+#define nm_expand8_vec nm_expand8_scalar /* clang: no variable shuffle without intrinsics */
 #endif
 
 /* Dense dot product with 8 partial sums, so the compiler vectorises it. n % 32 == 0. */
@@ -108,87 +108,123 @@ static inline __attribute__((always_inline)) float nm_dot(const float *a, const 
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-/* The SpMV, expanding a chunk of each row to dense fp32 (zeros where pruned) and taking dense dot
- * products: faster on a CPU than gathering x at each kept column (no vector gathers in
- * x86-64-v2), and the expansion is shared by all B vectors. EXPAND8 expands a byte where 8 values
- * are readable before the row's end.
- * Defined twice below, for the AVX2 target and the baseline one. */
-#define NM_DEFINE_SPMV(NAME, ATTR, EXPAND8)                                                                  \
-    ATTR static void NAME(const uint16_t *values, const uint32_t *mask, int64_t rows, int64_t cols,          \
-                          const float *x, int64_t ldx, int B, float *y, int64_t ldy)                         \
-    {                                                                                                        \
-        const int64_t words = cols / 32;                                                                     \
-        float wbuf[NM_CPU_CHUNK] __attribute__((aligned(32)));                                               \
-        float acc[NM_CPU_BMAX];                                                                              \
-        for (int64_t r = 0; r < rows; r++) {                                                                 \
-            const uint32_t *mr = mask + r * words;                                                           \
-            for (int b0 = 0; b0 < B; b0 += NM_CPU_BMAX) {                                                    \
-                const int nb = B - b0 < NM_CPU_BMAX ? B - b0 : NM_CPU_BMAX;                                  \
-                const uint16_t *v = values + r * (cols / 2), *v_end = v + cols / 2;                          \
-                for (int b = 0; b < nb; b++)                                                                 \
-                    acc[b] = 0.0f;                                                                           \
-                for (int64_t w0 = 0; w0 < words; w0 += NM_CPU_CHUNK / 32) {                                  \
-                    const int64_t nw = words - w0 < NM_CPU_CHUNK / 32 ? words - w0 : NM_CPU_CHUNK / 32;      \
-                    for (int64_t i = 0; i < 4 * nw; i++) {                                                   \
-                        const unsigned byte = (mr[w0 + i / 4] >> (8 * (i % 4))) & 0xffu;                     \
-                        if (v + 8 <= v_end)                                                                  \
-                            EXPAND8(byte, v, wbuf + 8 * i);                                                  \
-                        else                                                                                 \
-                            nm_expand8_scalar(byte, v, wbuf + 8 * i);                                        \
-                        v += __builtin_popcount(byte);                                                       \
-                    }                                                                                        \
-                    for (int b = 0; b < nb; b++)                                                             \
-                        acc[b] += nm_dot(wbuf, x + (int64_t)(b0 + b) * ldx + 32 * w0, nw * 32);              \
-                }                                                                                            \
-                for (int b = 0; b < nb; b++)                                                                 \
-                    y[(int64_t)(b0 + b) * ldy + r] = acc[b];                                                 \
-            }                                                                                                \
-        }                                                                                                    \
+/* The baseline SpMV: a chunk of each row expanded to dense fp32 (zeros where pruned), then dense
+ * dot products: faster on a CPU than gathering x at each kept column (no vector gathers in
+ * x86-64-v2), and the expansion is shared by all B vectors. */
+static void nm_spmv_base(const uint16_t *values, const uint32_t *mask, int64_t rows, int64_t cols,
+                         const float *x, int64_t ldx, int B, float *y, int64_t ldy)
+{
+    const int64_t words = cols / 32;
+    float wbuf[NM_CPU_CHUNK] __attribute__((aligned(32)));
+    float acc[NM_CPU_BMAX];
+    for (int64_t r = 0; r < rows; r++) {
+        const uint32_t *mr = mask + r * words;
+        for (int b0 = 0; b0 < B; b0 += NM_CPU_BMAX) {
+            const int nb = B - b0 < NM_CPU_BMAX ? B - b0 : NM_CPU_BMAX;
+            const uint16_t *v = values + r * (cols / 2), *v_end = v + cols / 2;
+            for (int b = 0; b < nb; b++)
+                acc[b] = 0.0f;
+            for (int64_t w0 = 0; w0 < words; w0 += NM_CPU_CHUNK / 32) {
+                const int64_t nw = words - w0 < NM_CPU_CHUNK / 32 ? words - w0 : NM_CPU_CHUNK / 32;
+                for (int64_t i = 0; i < 4 * nw; i++) {
+                    const unsigned byte = (mr[w0 + i / 4] >> (8 * (i % 4))) & 0xffu;
+                    if (v + 8 <= v_end)
+                        nm_expand8_vec(byte, v, wbuf + 8 * i);
+                    else
+                        nm_expand8_scalar(byte, v, wbuf + 8 * i);
+                    v += __builtin_popcount(byte);
+                }
+                for (int b = 0; b < nb; b++)
+                    acc[b] += nm_dot(wbuf, x + (int64_t)(b0 + b) * ldx + 32 * w0, nw * 32);
+            }
+            for (int b = 0; b < nb; b++)
+                y[(int64_t)(b0 + b) * ldy + r] = acc[b];
+        }
     }
-
-NM_DEFINE_SPMV(nm_spmv_base, , nm_expand8_vec)
-#if NM_AVX2
-NM_DEFINE_SPMV(nm_spmv_avx2, __attribute__((target("avx2"))), nm_expand8_avx2)
-#endif
+}
 
 #if NM_AVX2
-/* One vector, AVX2: each byte's 8 expanded columns go straight into the 8 partial sums instead of
- * through the chunk buffer (a store and a load fewer a byte). The same sums as nm_spmv_avx2's
- * (nm_dot's lanes and order, a chunk at a time; mul and add apart, as -std=c11 leaves them). */
-__attribute__((target("avx2"))) static void nm_spmv_avx2_b1(const uint16_t *values, const uint32_t *mask,
-                                                            int64_t rows, int64_t cols, const float *x,
-                                                            float *y)
+/* The AVX2 SpMV, NM_GROUP vectors at a time: each byte's 8 expanded columns go straight into every
+ * vector's 8 partial sums, kept in registers, instead of through a buffer (a store a byte and a
+ * load a byte and vector fewer; the expansion, now three instructions, is redone a group). Faster
+ * than the buffer at every count measured, 1 to 64 vectors (results/2026-12-05-s32/cpu). The same
+ * sums as nm_spmv_base's (nm_dot's lanes and order, a chunk at a time; mul and add apart, as
+ * -std=c11 leaves them). G is a constant in each caller below. */
+#define NM_GROUP 8
+/* GCC leaves a loop of 3 to 8 rounds rolled, and the sums on the stack, unless told */
+#define NM_UNROLL_GROUP _Pragma("GCC unroll 8")
+__attribute__((target("avx2"), always_inline)) static inline void
+nm_rows_avx2_group(const uint16_t *values, const uint32_t *mask, int64_t rows, int64_t cols, const float *x,
+                   int64_t ldx, const int G, float *y, int64_t ldy)
 {
     const int64_t words = cols / 32;
     for (int64_t r = 0; r < rows; r++) {
         const uint32_t *mr = mask + r * words;
         const uint16_t *v = values + r * (cols / 2), *v_end = v + cols / 2;
-        float acc = 0.0f;
+        float acc[NM_GROUP] = {0};
         for (int64_t w0 = 0; w0 < words; w0 += NM_CPU_CHUNK / 32) {
             const int64_t nw = words - w0 < NM_CPU_CHUNK / 32 ? words - w0 : NM_CPU_CHUNK / 32;
-            __m256 part = _mm256_setzero_ps();
+            __m256 part[NM_GROUP];
+            NM_UNROLL_GROUP
+            for (int g = 0; g < G; g++)
+                part[g] = _mm256_setzero_ps();
             for (int64_t i = 0; i < 4 * nw; i++) {
                 const unsigned byte = (mr[w0 + i / 4] >> (8 * (i % 4))) & 0xffu;
                 __m256 e;
                 if (v + 8 <= v_end) {
-                    const __m256i src = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)v));
-                    const __m256i ctl = _mm256_load_si256((const __m256i *)nm_shuffle_ctl[byte]);
-                    e = _mm256_castsi256_ps(_mm256_shuffle_epi8(src, ctl));
+                    e = nm_expand8_avx2(byte, v);
                 } else {
                     float tail[8];
                     nm_expand8_scalar(byte, v, tail);
                     e = _mm256_loadu_ps(tail);
                 }
-                part = _mm256_add_ps(part, _mm256_mul_ps(e, _mm256_loadu_ps(x + 32 * w0 + 8 * i)));
+                const float *xc = x + 32 * w0 + 8 * i;
+                NM_UNROLL_GROUP
+                for (int g = 0; g < G; g++)
+                    part[g] = _mm256_add_ps(part[g], _mm256_mul_ps(e, _mm256_loadu_ps(xc + g * ldx)));
                 v += __builtin_popcount(byte);
             }
-            float p[8];
-            _mm256_storeu_ps(p, part);
-            acc += ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+            NM_UNROLL_GROUP
+            for (int g = 0; g < G; g++) {
+                float p[8];
+                _mm256_storeu_ps(p, part[g]);
+                acc[g] += ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+            }
         }
-        y[r] = acc;
+        NM_UNROLL_GROUP
+        for (int g = 0; g < G; g++)
+            y[g * ldy + r] = acc[g];
     }
 }
+
+#define NM_DEFINE_GROUP(G)                                                                                   \
+    __attribute__((target("avx2"))) static void nm_spmv_avx2_g##G(                                           \
+        const uint16_t *values, const uint32_t *mask, int64_t rows, int64_t cols, const float *x,            \
+        int64_t ldx, float *y, int64_t ldy)                                                                  \
+    {                                                                                                        \
+        nm_rows_avx2_group(values, mask, rows, cols, x, ldx, G, y, ldy);                                     \
+    }
+NM_DEFINE_GROUP(1)
+NM_DEFINE_GROUP(2)
+NM_DEFINE_GROUP(3)
+NM_DEFINE_GROUP(4)
+NM_DEFINE_GROUP(5)
+NM_DEFINE_GROUP(6)
+NM_DEFINE_GROUP(7)
+NM_DEFINE_GROUP(8)
+
+typedef void (*nm_group_fn)(const uint16_t *, const uint32_t *, int64_t, int64_t, const float *, int64_t,
+                            float *, int64_t);
+static const nm_group_fn nm_spmv_avx2_group[NM_GROUP + 1] = {NULL,
+                                                             nm_spmv_avx2_g1,
+                                                             nm_spmv_avx2_g2,
+                                                             nm_spmv_avx2_g3,
+                                                             nm_spmv_avx2_g4,
+                                                             nm_spmv_avx2_g5,
+                                                             nm_spmv_avx2_g6,
+                                                             nm_spmv_avx2_g7,
+                                                             nm_spmv_avx2_g8};
+
 #endif
 
 void sd_nm_spmv_cpu(const uint16_t *values, const uint32_t *mask, int64_t rows, int64_t cols, const float *x,
@@ -196,13 +232,20 @@ void sd_nm_spmv_cpu(const uint16_t *values, const uint32_t *mask, int64_t rows, 
 {
 #if NM_AVX2
     if (__builtin_cpu_supports("avx2")) {
-        if (B == 1)
-            nm_spmv_avx2_b1(values, mask, rows, cols, x, y);
-        else
-            nm_spmv_avx2(values, mask, rows, cols, x, ldx, B, y, ldy);
+        for (int b0 = 0; b0 < B; b0 += NM_GROUP) {
+            const int g = B - b0 < NM_GROUP ? B - b0 : NM_GROUP;
+            nm_spmv_avx2_group[g](values, mask, rows, cols, x + (int64_t)b0 * ldx, ldx, y + (int64_t)b0 * ldy,
+                                  ldy);
+        }
         return;
     }
 #endif
+    nm_spmv_base(values, mask, rows, cols, x, ldx, B, y, ldy);
+}
+
+void sd_nm_spmv_cpu_portable(const uint16_t *values, const uint32_t *mask, int64_t rows, int64_t cols,
+                             const float *x, int64_t ldx, int B, float *y, int64_t ldy)
+{
     nm_spmv_base(values, mask, rows, cols, x, ldx, B, y, ldy);
 }
 

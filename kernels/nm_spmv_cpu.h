@@ -16,6 +16,11 @@ extern "C" {
 void sd_nm_spmv_cpu(const uint16_t *values, const uint32_t *mask, int64_t rows, int64_t cols, const float *x,
                     int64_t ldx, int B, float *y, int64_t ldy);
 
+/* The same without AVX2 (what CPUs without it run; sd_nm_spmv_cpu picks AVX2 where the CPU has
+ * it): the same bits, which the tests check. */
+void sd_nm_spmv_cpu_portable(const uint16_t *values, const uint32_t *mask, int64_t rows, int64_t cols,
+                             const float *x, int64_t ldx, int B, float *y, int64_t ldy);
+
 /* The same with fp64 accumulation and fp64 output: the reference the tests compare against. */
 void sd_nm_spmv_cpu_f64(const uint16_t *values, const uint32_t *mask, int64_t rows, int64_t cols,
                         const float *x, int64_t ldx, int B, double *y, int64_t ldy);
