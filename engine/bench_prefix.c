@@ -96,6 +96,14 @@ int sd_bench_prefix_main(int argc, char **argv)
         fprintf(stderr, "sparsed bench prefix: --pool wants a list of block counts\n");
         return 2;
     }
+    int known = !strcmp(stream, "all");
+    for (int i = 0; sd_prefix_sim_streams[i]; i++)
+        known |= !strcmp(stream, sd_prefix_sim_streams[i]);
+    if (!known) {
+        fprintf(stderr, "sparsed bench prefix: unknown stream '%s'\n", stream);
+        usage(stderr);
+        return 2;
+    }
     FILE *out = NULL;
     if (out_path && !(out = fopen(out_path, "w"))) {
         fprintf(stderr, "sparsed bench prefix: cannot write %s\n", out_path);
@@ -110,16 +118,6 @@ int sd_bench_prefix_main(int argc, char **argv)
             continue;
         o.stream = sd_prefix_sim_streams[i];
         rc = run_stream(out, &o, pools, n_pools);
-    }
-    if (rc == 0 && strcmp(stream, "all")) {
-        int known = 0;
-        for (int i = 0; sd_prefix_sim_streams[i]; i++)
-            known |= !strcmp(stream, sd_prefix_sim_streams[i]);
-        if (!known) {
-            fprintf(stderr, "sparsed bench prefix: unknown stream '%s'\n", stream);
-            usage(stderr);
-            rc = 2;
-        }
     }
     if (out && fclose(out) != 0 && rc == 0) {
         fprintf(stderr, "sparsed bench prefix: cannot write %s\n", out_path);

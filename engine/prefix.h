@@ -47,8 +47,8 @@ int32_t sd_prefix_evict(sd_prefix *p, int32_t need);
 
 typedef struct sd_prefix_stats {
     int32_t blocks;                /* cached blocks (idle or in use) */
-    uint64_t query_tokens;         /* prompt tokens looked up */
-    uint64_t hit_tokens;           /* of those, found cached */
+    uint64_t query_tokens;         /* tokens looked up, every lookup (a retried one again: the */
+    uint64_t hit_tokens;           /* scheduler's metrics count admissions instead); found cached */
     uint64_t evicted_blocks;       /* given back to the pool */
     uint64_t cold_inserted_blocks; /* cached at the cold end */
     int cold_rule;                 /* the rule now: new blocks mostly enter cold */

@@ -215,7 +215,7 @@ int sd_prefix_sim_run(const sd_prefix_sim_opts *o, int policy, sd_prefix_sim_res
         return sd_diag_set(d, SD_EINVAL, "prefix sim: unknown stream '%s'", o->stream);
     if (o->pool < 1 || o->block_size < 1 || o->requests < 1 || o->running < 1 || o->running > 4096)
         return sd_diag_set(d, SD_EINVAL,
-                           "prefix sim: pool, block size, requests and running must be positive");
+                           "prefix sim: pool, block size and requests must be positive, running 1-4096");
     *res = (sd_prefix_sim_result){0};
     sd_kv *kv = NULL;
     sd_prefix *p = NULL;

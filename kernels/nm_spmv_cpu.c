@@ -1,9 +1,9 @@
-/* nm_spmv_cpu: scalar bitmask SpMV and dense GEMV on the CPU (fp32 and fp64 accumulation). */
+/* nm_spmv_cpu: bitmask SpMV (AVX2, picked at run time, and a portable path) and dense GEMV on the
+ * CPU, fp32 and fp64 accumulation. */
 #include "kernels/nm_spmv_cpu.h"
 
 #include <string.h>
 
-#include "engine/cpu_clone.h"
 #include "engine/dtype.h"
 
 /* Columns expanded at a time: a 4 KB fp32 buffer, small enough for any thread's stack. */
