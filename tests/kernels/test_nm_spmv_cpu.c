@@ -38,8 +38,9 @@ typedef struct shape {
     int B;
 } shape;
 
-static const shape k_shapes[] = {{1, 32, 1},   {7, 64, 3},  {33, 96, 5},  {64, 512, 16}, {13, 1024, 2},
-                                 {5, 1568, 2}, {3, 64, 70}, {9, 2080, 1}, {4, 3104, 3}};
+static const shape k_shapes[] = {{1, 32, 1},    {7, 64, 3},   {33, 96, 5}, {64, 512, 16},
+                                 {13, 1024, 2}, {5, 1568, 2}, {3, 64, 70}, {9, 2080, 1},
+                                 {4, 3104, 3},  {11, 256, 9}, {6, 128, 17}};
 
 /* Runs one pattern over every shape; checks fp32 (<1e-5 rel L2), fp64 (<1e-12), padding untouched. */
 static void check_pattern(int n, int m, uint64_t seed)
