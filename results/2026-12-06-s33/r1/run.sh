@@ -4,7 +4,8 @@
 # test_norm_fuse_gpu, and every other GPU test: the norm kernel now shares nm_norm.cuh's
 # arithmetic), then Llama-3.1-8B decode at batch 1, every pattern, the norm fused or not and the
 # SwiGLU fused where it pays (1) or wherever the kernel takes it (2), alternated three times on
-# one tuning (the first run's, saved), and a memcheck of the new kernel test.
+# one tuning (the first run's, saved); 2:4 without the compacting kernels (SD_NM_C24=0, its own
+# tuning), the norm fused or not; and a memcheck of the new kernel test.
 # Binaries prebuilt here:
 #   tools/gpu/prebuild.sh build/gpu/sparsed build/gpu/tests/kernels/test_norm_x_gpu \
 #       build/gpu/tests/engine/test_norm_fuse_gpu build/gpu/tests/kernels/test_spmv_gpu ... (AB_GPU_TESTS)
@@ -20,11 +21,15 @@ ab_pack
 P=dense,2:4,4:8,8:16,16:32
 SD_TUNE_LOG=1 AB_DECODE_ARGS="--tune-cache $R/tune.json" ab_decode tune-0 "$NEW_BIN" llama-3.1-8b $P 1
 cp "$R/decode.log" "$R/decode-tune.log"
+# 2:4 without the compacting kernels (which do not take the norm): the gather kernel, which does
+SD_NM_C24=0 SD_TUNE_LOG=1 AB_DECODE_ARGS="--tune-cache $R/tune-c24off.json" ab_decode c24tune-0 "$NEW_BIN" llama-3.1-8b 2:4 1
 for k in 1 2 3; do
     SD_NORM_FUSE=0 AB_DECODE_ARGS="--tune-cache $R/tune.json" ab_decode base-$k "$NEW_BIN" llama-3.1-8b $P 1
     SD_NORM_FUSE=1 AB_DECODE_ARGS="--tune-cache $R/tune.json" ab_decode norm-$k "$NEW_BIN" llama-3.1-8b $P 1
     SD_NORM_FUSE=0 SD_SWIGLU_FUSE=2 AB_DECODE_ARGS="--tune-cache $R/tune.json" ab_decode sw2-$k "$NEW_BIN" llama-3.1-8b $P 1
     SD_NORM_FUSE=1 SD_SWIGLU_FUSE=2 AB_DECODE_ARGS="--tune-cache $R/tune.json" ab_decode normsw2-$k "$NEW_BIN" llama-3.1-8b $P 1
+    SD_NM_C24=0 SD_NORM_FUSE=0 AB_DECODE_ARGS="--tune-cache $R/tune-c24off.json" ab_decode c24off-$k "$NEW_BIN" llama-3.1-8b 2:4 1
+    SD_NM_C24=0 SD_NORM_FUSE=1 AB_DECODE_ARGS="--tune-cache $R/tune-c24off.json" ab_decode c24offnorm-$k "$NEW_BIN" llama-3.1-8b 2:4 1
     ab_pack
 done
 python3 tools/ab_summary.py "$R" --base base >"$R/ab.txt" 2>&1
