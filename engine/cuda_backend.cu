@@ -320,10 +320,6 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
          * linear's epilogue; 2: in the epilogue wherever the kernel takes it, also where that
          * measured slower (kernels/NOTES.md v16); to measure what the fusion brings */
         b->mm.swiglu = env_mode("SD_SWIGLU_FUSE", 1, 2);
-        /* SD_NORM_FUSE=1: the RMSNorms before the qkv, gate_up and lm_head linears computed in the
-         * linear's x staging where its tuned kernel takes it (the word-per-lane kernels at batch 1:
-         * one kernel fewer a norm); same bits either way */
-        b->mm.norm = env_mode("SD_NORM_FUSE", 0, 1);
         b->mm.tune_log = env_mode("SD_TUNE_LOG", 0, 1);
         /* The refine pass: after a bucket's first capture, each linear's runner-up config tried
          * inside the step and kept where the step runs faster (cuda_step.cu refine_graph); on by
@@ -552,16 +548,6 @@ void sd_backend_cuda_set_swiglu_fuse(sd_backend *b, int mode)
 int64_t sd_backend_cuda_swiglu_fused(const sd_backend *b)
 {
     return ((const sd_cuda_backend *)b)->mm.swiglu_launches;
-}
-
-void sd_backend_cuda_set_norm_fuse(sd_backend *b, int on)
-{
-    ((sd_cuda_backend *)b)->mm.norm = on != 0;
-}
-
-int64_t sd_backend_cuda_norm_fused(const sd_backend *b)
-{
-    return ((const sd_cuda_backend *)b)->mm.norm_launches;
 }
 
 int sd_backend_cuda_tuned_here(const sd_backend *b)

@@ -60,13 +60,6 @@ int sd_backend_cuda_graph_replay_ms(sd_backend *b, int n_seqs, double *ret_ms, s
 void sd_backend_cuda_set_swiglu_fuse(sd_backend *b, int mode);
 int64_t sd_backend_cuda_swiglu_fused(const sd_backend *b);
 
-/* The RMSNorms before the qkv, gate_up and lm_head linears computed in the linear's x staging
- * where its tuned kernel takes it (the word-per-lane gather SpMV and dense GEMV at one sequence):
- * off by default (SD_NORM_FUSE=1 at creation turns it on); and how many linear launches took it so
- * far (a graph capture counts once): for tests. Either way gives the same bits. */
-void sd_backend_cuda_set_norm_fuse(sd_backend *b, int on);
-int64_t sd_backend_cuda_norm_fused(const sd_backend *b);
-
 /* How many linear problems the backend has timed at first use itself, not counting those a
  * tuning cache (sd_backend_opts.tune_cache) supplied: for tests. */
 int sd_backend_cuda_tuned_here(const sd_backend *b);

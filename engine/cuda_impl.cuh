@@ -225,9 +225,6 @@ typedef struct sd_cu_mm {
     int swiglu;              /* sd__cu_linear_swiglu fuses: 0 never, 1 where it pays (the default), 2 wherever
                                 the kernel takes it (SD_SWIGLU_FUSE) */
     int64_t swiglu_launches; /* fused gate_up launches enqueued (for tests) */
-    int norm;                /* sd__cu_linear_norm computes the RMSNorm in the linear's x staging where the
-                                tuned kernel takes it: 0 never, 1 (SD_NORM_FUSE) */
-    int64_t norm_launches;   /* linears launched with the norm in them (for tests) */
     void (*on_tune)(void *ud); /* after each first-use tuning (engine/cuda_tune_cache.cu saves) */
     void *on_tune_ud;
     sd_cu_tuned tuned[SD_CU_MAX_TUNED]; /* problems already autotuned */
@@ -282,16 +279,5 @@ const sd_cu_tuned *sd__cu_find_tuned(const sd_cu_mm *mm, const sd_cu_tuned *p);
  * otherwise *done = 0, nothing is launched, and the caller runs those two. */
 int sd__cu_linear_swiglu(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, __nv_bfloat16 *out,
                          int T, cudaStream_t st, int *done, sd_diag *d);
-/* The linear of RMSNorm(x) with weight w (x: the fp32 residual stream [1, l->cols]), the norm
- * computed in the kernel's x staging: bit for bit what sd__cu_add_rmsnorm (without a residual)
- * then the linear give, so that the step needs no norm kernel before it. out as sd__cu_linear's
- * (fp32 [1, rows]), or with swiglu as sd__cu_linear_swiglu's (bf16 [1, rows / 2]). Only where
- * mm->norm is on, T is 1 and the tuned kernel takes it (sd_nm_norm_ok: the word-per-lane gather
- * SpMV and dense GEMV; with swiglu, also its epilogue as sd__cu_linear_swiglu would fuse it);
- * otherwise *done = 0, nothing is launched, and the caller runs the norm kernel, then the linear.
- * act: the norm kernel's output buffer, which a first use's tuning reads. */
-int sd__cu_linear_norm(sd_cu_mm *mm, const sd_cu_linear *l, const float *x, const float *w, float eps,
-                       const __nv_bfloat16 *act, void *out, int T, int swiglu, cudaStream_t st, int *done,
-                       sd_diag *d);
 
 #endif

@@ -175,10 +175,7 @@ static int launch(const sd_cu_linear *l, const sd_nm_spmv_args *a, cudaStream_t 
     if (rc)
         return sd_diag_set(d, rc, "cuda: %s [%lld, %lld] x %d rows%s: %s",
                            l->bitmask ? "bitmask SpMV" : "GEMV", (long long)l->rows, (long long)l->cols, a->B,
-                           a->swiglu   ? " with SwiGLU"
-                           : a->norm_x ? " with the norm"
-                                       : "",
-                           sd_strerror(rc));
+                           a->swiglu ? " with SwiGLU" : "", sd_strerror(rc));
     return 0;
 }
 
@@ -399,72 +396,31 @@ static int wide_ok(const sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat1
            T <= mm->max_wide;
 }
 
-/* The args of a launch of l's tuned kernel config on in (tuning it at first use), or 0 in *ok
- * where the tuned path is not the kernels: what the fused launches below build on. */
-static int tuned_args(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, void *out, int T,
-                      cudaStream_t st, sd_nm_spmv_args *a, int *ok, sd_diag *d)
-{
-    *ok = 0;
-    const sd_cu_tuned *t = find_tuned(mm, l, T, 0);
-    if (!t)
-        SD_TRY(tune(mm, l, in, T, 0, st, &t, d));
-    if (!t || t->use_blas || t->use_cslt || t->use_nm_gemm)
-        return 0;
-    spmv_args(a, mm, l, in, (float *)out, T, 0);
-    /* the config tuned for the plain launch (the cache keys on the output type): the same kernel,
-     * so the same sums, as sd__cu_linear would run */
-    sd_nm_config(a, !l->bitmask, &a->rows_per_warp, &a->split);
-    *ok = 1;
-    return 0;
-}
-
-/* a as the SwiGLU epilogue's launch; 0 where mm->swiglu does not fuse it. */
-static int swiglu_args(const sd_cu_mm *mm, const sd_cu_linear *l, sd_nm_spmv_args *a)
-{
-    a->ldy = l->rows / 2;
-    a->y_bf16 = 1;
-    a->swiglu = 1;
-    return mm->swiglu == 2 ? sd_nm_swiglu_ok(a, !l->bitmask) : sd_nm_swiglu_pays(a, !l->bitmask);
-}
-
 int sd__cu_linear_swiglu(sd_cu_mm *mm, const sd_cu_linear *l, const __nv_bfloat16 *in, __nv_bfloat16 *out,
                          int T, cudaStream_t st, int *done, sd_diag *d)
 {
     *done = 0;
     if (!mm->swiglu || T > SD_NM_MAX_B || l->rows % 2)
         return 0;
+    const sd_cu_tuned *t = find_tuned(mm, l, T, 0);
+    if (!t)
+        SD_TRY(tune(mm, l, in, T, 0, st, &t, d));
+    if (!t || t->use_blas)
+        return 0;
     sd_nm_spmv_args a;
-    int ok = 0;
-    SD_TRY(tuned_args(mm, l, in, out, T, st, &a, &ok, d));
-    if (!ok || !swiglu_args(mm, l, &a))
+    spmv_args(&a, mm, l, in, NULL, T, 0);
+    /* the config tuned for the plain launch (the cache keys on the output type): the same kernel,
+     * so the same sums, as sd__cu_linear would run */
+    sd_nm_config(&a, !l->bitmask, &a.rows_per_warp, &a.split);
+    a.y = out;
+    a.ldy = l->rows / 2;
+    a.y_bf16 = 1;
+    a.swiglu = 1;
+    if (!(mm->swiglu == 2 ? sd_nm_swiglu_ok(&a, !l->bitmask) : sd_nm_swiglu_pays(&a, !l->bitmask)))
         return 0;
     SD_TRY(launch(l, &a, st, d));
     *done = 1;
     mm->swiglu_launches++;
-    return 0;
-}
-
-int sd__cu_linear_norm(sd_cu_mm *mm, const sd_cu_linear *l, const float *x, const float *w, float eps,
-                       const __nv_bfloat16 *act, void *out, int T, int swiglu, cudaStream_t st, int *done,
-                       sd_diag *d)
-{
-    *done = 0;
-    if (!mm->norm || T != 1 || (swiglu && (!mm->swiglu || l->rows % 2)))
-        return 0;
-    sd_nm_spmv_args a;
-    int ok = 0;
-    SD_TRY(tuned_args(mm, l, act, out, T, st, &a, &ok, d));
-    if (!ok || (swiglu && !swiglu_args(mm, l, &a)))
-        return 0;
-    a.norm_x = x;
-    a.norm_w = w;
-    a.norm_eps = eps;
-    if (!sd_nm_norm_ok(&a, !l->bitmask))
-        return 0;
-    SD_TRY(launch(l, &a, st, d));
-    *done = 1;
-    mm->norm_launches++;
-    mm->swiglu_launches += swiglu;
     return 0;
 }
 

@@ -4,7 +4,6 @@
  * SwiGLU, row gather, bitmask expansion, and the hash-based fills used for synthetic weights. */
 #include "engine/cuda_impl.cuh"
 #include "engine/cuda_qkv.cuh"
-#include "kernels/nm_norm.cuh"
 #include "kernels/nm_expand.h"
 #include "kernels/pdl.cuh"
 
@@ -147,8 +146,13 @@ static __device__ __forceinline__ float4 f4_add(float4 a, float4 b)
     return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 }
 
-/* The arithmetic is kernels/nm_norm.cuh's, which the linears that compute the norm while staging
- * x share (sd__cu_linear_norm), so that both paths give the same bits. */
+static __device__ __forceinline__ uint2 f4_norm_bf16(float4 v, float r, float4 w)
+{
+    __nv_bfloat162 lo = __floats2bfloat162_rn(v.x * r * w.x, v.y * r * w.y);
+    __nv_bfloat162 hi = __floats2bfloat162_rn(v.z * r * w.z, v.w * r * w.w);
+    return make_uint2(*reinterpret_cast<uint32_t *>(&lo), *reinterpret_cast<uint32_t *>(&hi));
+}
+
 static __global__ void add_rmsnorm4_kernel(float *__restrict__ x, const float *__restrict__ y,
                                            const float4 *__restrict__ w, __nv_bfloat16 *__restrict__ out,
                                            int hidden, float eps)
@@ -168,25 +172,27 @@ static __global__ void add_rmsnorm4_kernel(float *__restrict__ x, const float *_
         if (i1 < n4)
             xr[i1] = v1 = f4_add(v1, yr[i1]);
     }
-    const float ss = sd_norm::warp_sum(sd_norm::rms_ss(v0, v1));
+    float ss = v0.x * v0.x + v0.y * v0.y + v0.z * v0.z + v0.w * v0.w;
+    ss += v1.x * v1.x + v1.y * v1.y + v1.z * v1.z + v1.w * v1.w;
+    ss = sd_warp_sum(ss);
     const int lane = threadIdx.x & 31, nw = (blockDim.x + 31) >> 5;
     if (lane == 0)
         red[threadIdx.x >> 5] = ss;
     __syncthreads();
-    const float r = sd_norm::rms_r(sd_norm::warp_sum(lane < nw ? red[lane] : 0.f), hidden, eps);
+    const float r = rsqrtf(sd_warp_sum(lane < nw ? red[lane] : 0.f) / (float)hidden + eps);
     uint2 *o = reinterpret_cast<uint2 *>(out + (size_t)blockIdx.x * hidden);
     if (i0 < n4)
-        o[i0] = sd_norm::rms_apply4(v0, r, w0);
+        o[i0] = f4_norm_bf16(v0, r, w0);
     if (i1 < n4)
-        o[i1] = sd_norm::rms_apply4(v1, r, w1);
+        o[i1] = f4_norm_bf16(v1, r, w1);
 }
 
 int sd__cu_add_rmsnorm(float *x, const float *y, const float *w, __nv_bfloat16 *out, int T, int hidden,
                        float eps, int pdl, cudaStream_t st, sd_diag *d)
 {
     const uintptr_t al = (uintptr_t)x | (uintptr_t)y | (uintptr_t)w | (uintptr_t)out;
-    if (hidden % 4 == 0 && hidden <= sd_norm::kMaxHidden && (al & 15) == 0) {
-        const int threads = sd_norm::rms_threads(hidden);
+    if (hidden % 4 == 0 && hidden <= 8192 && (al & 15) == 0) {
+        int n4 = hidden / 4, threads = ((n4 + 1) / 2 + 31) / 32 * 32;
         SD_CU(d, sd_launch(add_rmsnorm4_kernel, dim3(T), dim3(threads), 0, st, pdl, x, y, (const float4 *)w,
                            out, hidden, eps));
         return 0;

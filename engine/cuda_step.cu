@@ -111,47 +111,27 @@ static int run_layer(sd_cuda_backend *b, int li, const step_shape *s, sd_diag *d
     const int pdl = b->pdl;
 #define SKIPS(part, call) (b->skip & (part) ? 0 : (call))
 #define LIN(call) SKIPS(SD_SKIP_LINEARS, call)
-    /* the norm in the linear's x staging where its kernel takes it: one kernel fewer a norm (not
-     * after a separate residual add, nor while a calibration hook reads act, nor when skipping) */
-    const int nfuse = !b->cap_fn && !(b->skip & (SD_SKIP_LINEARS | SD_SKIP_NORM));
-    int nf = 0;
-    if (nfuse && !resid)
-        SD_TRY(sd__cu_linear_norm(&b->mm, &L->qkv, b->x, L->attn_norm, c->rms_eps, b->act, b->mmo, s->T, 0,
-                                  st, &nf, d));
-    if (!nf) {
-        SD_TRY(SKIPS(SD_SKIP_NORM, sd__cu_add_rmsnorm(b->x, resid, L->attn_norm, b->act, s->T, c->hidden,
-                                                      c->rms_eps, pdl, st, d)));
-        if (b->cap_fn)
-            SD_TRY(capture_input(b, li, SD_CAP_QKV, c->hidden, s, d));
-        SD_TRY(LIN(sd__cu_linear(&b->mm, &L->qkv, b->act, b->mmo, s->T, 0, st, d)));
-    }
+    SD_TRY(SKIPS(SD_SKIP_NORM, sd__cu_add_rmsnorm(b->x, resid, L->attn_norm, b->act, s->T, c->hidden,
+                                                  c->rms_eps, pdl, st, d)));
+    if (b->cap_fn)
+        SD_TRY(capture_input(b, li, SD_CAP_QKV, c->hidden, s, d));
+    SD_TRY(LIN(sd__cu_linear(&b->mm, &L->qkv, b->act, b->mmo, s->T, 0, st, d)));
     SD_TRY(attn_block(b, li, s, d)); /* q/k/v post-processing, KV write, attention */
     if (b->cap_fn)
         SD_TRY(capture_input(b, li, SD_CAP_O, (int64_t)c->n_heads * c->head_dim, s, d));
     SD_TRY(LIN(sd__cu_linear(&b->mm, &L->o, b->act, res_out, s->T, b->res_acc, st, d)));
     SD_TRY(sd__tp_allreduce_sum(&b->tp, b->mmo, (size_t)s->T * c->hidden, st, d)); /* TP: partial sums */
+    SD_TRY(SKIPS(SD_SKIP_NORM, sd__cu_add_rmsnorm(b->x, b->res_acc ? NULL : b->mmo, L->mlp_norm, b->act, s->T,
+                                                  c->hidden, c->rms_eps, pdl, st, d)));
+    if (b->cap_fn)
+        SD_TRY(capture_input(b, li, SD_CAP_GATEUP, c->hidden, s, d));
     /* the SwiGLU in the gate_up kernel's epilogue where its tuned kernel takes it (h into hbuf:
-     * the kernel still reads act); not while a calibration hook reads act, nor when skipping;
-     * the norm in its x staging too where the kernel takes it (with the epilogue or without) */
-    const int swf = !b->cap_fn && !(b->skip & (SD_SKIP_LINEARS | SD_SKIP_SWIGLU));
-    int fused = 0, nfg = 0;
-    if (nfuse && b->res_acc && swf)
-        SD_TRY(sd__cu_linear_norm(&b->mm, &L->gate_up, b->x, L->mlp_norm, c->rms_eps, b->act, b->hbuf, s->T,
-                                  1, st, &fused, d));
-    if (nfuse && b->res_acc && !fused)
-        SD_TRY(sd__cu_linear_norm(&b->mm, &L->gate_up, b->x, L->mlp_norm, c->rms_eps, b->act, b->mmo, s->T, 0,
-                                  st, &nfg, d));
-    if (!fused && !nfg) {
-        SD_TRY(SKIPS(SD_SKIP_NORM, sd__cu_add_rmsnorm(b->x, b->res_acc ? NULL : b->mmo, L->mlp_norm, b->act,
-                                                      s->T, c->hidden, c->rms_eps, pdl, st, d)));
-        if (b->cap_fn)
-            SD_TRY(capture_input(b, li, SD_CAP_GATEUP, c->hidden, s, d));
-        if (swf)
-            SD_TRY(sd__cu_linear_swiglu(&b->mm, &L->gate_up, b->act, b->hbuf, s->T, st, &fused, d));
-    }
+     * the kernel still reads act); not while a calibration hook reads act, nor when skipping */
+    int fused = 0;
+    if (!b->cap_fn && !(b->skip & (SD_SKIP_LINEARS | SD_SKIP_SWIGLU)))
+        SD_TRY(sd__cu_linear_swiglu(&b->mm, &L->gate_up, b->act, b->hbuf, s->T, st, &fused, d));
     if (!fused) {
-        if (!nfg)
-            SD_TRY(LIN(sd__cu_linear(&b->mm, &L->gate_up, b->act, b->mmo, s->T, 0, st, d)));
+        SD_TRY(LIN(sd__cu_linear(&b->mm, &L->gate_up, b->act, b->mmo, s->T, 0, st, d)));
         SD_TRY(SKIPS(SD_SKIP_SWIGLU, sd__cu_swiglu(b->mmo, b->act, s->T, c->intermediate, pdl, st, d)));
     }
     if (b->cap_fn)
@@ -177,14 +157,6 @@ static int enqueue_step(sd_cuda_backend *b, const step_shape *s, sd_diag *d)
             return 0;
     }
     const float *resid = c->n_layers && !b->res_acc ? b->mmo : NULL;
-    /* one token, its logits wanted: the final norm in the lm_head's x staging where its kernel
-     * takes it (sd__cu_linear_norm) */
-    int nf = 0;
-    if (!resid && s->R == s->T && !(b->skip & SD_SKIP_NORM))
-        SD_TRY(sd__cu_linear_norm(&b->mm, &b->w.lm_head, b->x, b->w.final_norm, c->rms_eps, b->act, b->logits,
-                                  s->T, 0, b->st, &nf, d));
-    if (nf)
-        return sd__tp_allgather(&b->tp, b->logits, b->gathered, (size_t)s->R * c->vocab, b->st, d);
     SD_TRY(sd__cu_add_rmsnorm(b->x, resid, b->w.final_norm, b->act, s->T, c->hidden, c->rms_eps, b->pdl,
                               b->st, d));
     /* every token a logits row (decode steps): rows is 0..T-1, so the lm_head reads act as it is;

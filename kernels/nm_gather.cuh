@@ -26,10 +26,6 @@ struct KParams {
     int B, kt;               // kt: K-tile in units, a multiple of 32
     int y_bf16, accumulate, atomic;
     int64_t half; // > 0: the SwiGLU epilogue (nm_device.cuh swiglu_row): y bf16 [B, ldy >= half]
-    // nx non-NULL: x is not read; it is the RMSNorm of nx (fp32 [cols]) with weight nw, computed
-    // while staging (nm_norm.cuh; the word-per-lane kernels at batch 1)
-    const float *nx, *nw;
-    float eps;
 };
 
 __device__ __forceinline__ float warp_sum(float v)

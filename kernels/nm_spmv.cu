@@ -9,7 +9,6 @@
 #include "kernels/nm_spmv_impl.h"
 #include "kernels/nm_device.cuh"
 #include "kernels/nm_gather.cuh"
-#include "kernels/nm_norm.cuh"
 #include "kernels/pdl.cuh"
 
 #include <stdint.h>
@@ -110,30 +109,16 @@ __device__ __forceinline__ uint4 load_x8(const uint16_t *x, bool al16)
 // Stages words [t0, t0 + kt) of x. Threads take b fastest, then the word: a thread loads its
 // word's four 8-column chunks at once (one L2 round trip), and a warp's stores fill consecutive
 // floats of a row (no conflicts).
-// NORM (BT = 1): x is bf16(nx * r * nw) (nm_norm.cuh), the bits the engine's norm kernel writes.
-template <int BT, bool NORM = false>
-__device__ void stage_x_words(float *xs, const KParams &p, int64_t t0, int kt, float r = 0.f)
+template <int BT> __device__ void stage_x_words(float *xs, const KParams &p, int64_t t0, int kt)
 {
-    static_assert(!NORM || BT == 1, "the fused norm is for one vector");
     const bool al16 = ((reinterpret_cast<uintptr_t>(p.x) | (uintptr_t)p.ldx * 2) & 15) == 0;
     const int b = threadIdx.x & (BT - 1);
     const uint16_t *xb = p.x + (int64_t)b * p.ldx + t0 * 32;
     for (int wl = threadIdx.x / BT; wl < kt; wl += kThreads / BT) {
         uint4 u[4];
-        if constexpr (NORM) {
-            const float4 *nx = reinterpret_cast<const float4 *>(p.nx + (t0 + wl) * 32);
-            const float4 *nw = reinterpret_cast<const float4 *>(p.nw + (t0 + wl) * 32);
 #pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const uint2 lo = sd_norm::rms_apply4(nx[2 * c], r, __ldg(nw + 2 * c));
-                const uint2 hi = sd_norm::rms_apply4(nx[2 * c + 1], r, __ldg(nw + 2 * c + 1));
-                u[c] = make_uint4(lo.x, lo.y, hi.x, hi.y);
-            }
-        } else {
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                u[c] = b < p.B ? load_x8(xb + wl * 32 + 8 * c, al16) : make_uint4(0, 0, 0, 0);
-        }
+        for (int c = 0; c < 4; c++)
+            u[c] = b < p.B ? load_x8(xb + wl * 32 + 8 * c, al16) : make_uint4(0, 0, 0, 0);
         float *dst = xs + x_word<BT>(wl) + b;
 #pragma unroll
         for (int c = 0; c < 4; c++) {
@@ -145,16 +130,6 @@ __device__ void stage_x_words(float *xs, const KParams &p, int64_t t0, int kt, f
             }
         }
     }
-}
-
-// The fused norm's r (every thread of the block must call it; 0 without NORM).
-template <bool NORM> __device__ __forceinline__ float norm_r(const KParams &p)
-{
-    if constexpr (NORM) {
-        __shared__ float red[32];
-        return sd_norm::rms_block_r<kThreads>(p.nx, (int)p.cols, p.eps, red);
-    }
-    return 0.f;
 }
 
 // One N:M mask word (exactly 16 bits) against its 16 values, highest column first: a fixed
@@ -175,9 +150,7 @@ __device__ __forceinline__ void nm_word(uint32_t bits, const uint4 &v0, const ui
     }
 }
 
-// NORM (BT = 1): x is the RMSNorm of p.nx, computed by every block after the PDL wait
-// (rms_block_r, then stage_x_words), instead of by a norm kernel before.
-template <int BT, int RW, bool SW = false, bool NORM = false>
+template <int BT, int RW, bool SW = false>
 __global__ void __launch_bounds__(kThreads) nm_spmv_kernel(KParams p)
 {
     extern __shared__ float4 smem4[];
@@ -202,12 +175,11 @@ __global__ void __launch_bounds__(kThreads) nm_spmv_kernel(KParams p)
         load_words<RW, U>(w, mrow, vrow, cur);
     pdl_wait(); // x is written by the grid before (pdl.cuh)
     pdl_trigger();
-    const float rn = norm_r<NORM>(p);
     float acc[RW][BT] = {};
     for (int64_t t0 = w_begin; t0 < w_end; t0 += p.kt) {
         const int kt = (int)min((int64_t)p.kt, w_end - t0);
         __syncthreads();
-        stage_x_words<BT, NORM>(xs, p, t0, kt, rn);
+        stage_x_words<BT>(xs, p, t0, kt);
         __syncthreads();
         for (; cur.valid && cur.t0 == t0;) {
             const Cursor nxt = cursor_next<U>(cur, p.kt, lane);
@@ -287,7 +259,7 @@ __device__ __forceinline__ int dense_swz(int col)
 }
 
 template <int BT>
-__device__ void stage_x_dense_bf16(float *xs, const KParams &p, int64_t col0, int ncols, int stride)
+__device__ void stage_x_dense(float *xs, const KParams &p, int64_t col0, int ncols, int stride)
 {
     for (int b = 0; b < BT; b++)
         for (int i = threadIdx.x; i < ncols / 2; i += kThreads) {
@@ -298,26 +270,6 @@ __device__ void stage_x_dense_bf16(float *xs, const KParams &p, int64_t col0, in
             dst[0] = bf16_lo(u);
             dst[1] = bf16_hi(u);
         }
-}
-
-// NORM (BT = 1): x is bf16(nx * r * nw) (nm_norm.cuh), as stage_x_words.
-template <int BT, bool NORM = false>
-__device__ void stage_x_dense(float *xs, const KParams &p, int64_t col0, int ncols, int stride, float r)
-{
-    if constexpr (NORM) { // BT = 1, cols % 8 == 0: whole float4s of nx and nw (nm_norm.cuh)
-        const float4 *nx = reinterpret_cast<const float4 *>(p.nx + col0);
-        const float4 *nw = reinterpret_cast<const float4 *>(p.nw + col0);
-        for (int i = threadIdx.x; i < ncols / 4; i += kThreads) {
-            uint2 u = make_uint2(0, 0);
-            if (col0 + 4 * i < p.cols)
-                u = sd_norm::rms_apply4(nx[i], r, __ldg(nw + i));
-            // dense_swz keeps 4-column groups whole: one 16-byte store
-            *reinterpret_cast<float4 *>(xs + dense_swz(4 * i)) =
-                make_float4(bf16_lo(u.x), bf16_hi(u.x), bf16_lo(u.y), bf16_hi(u.y));
-        }
-    } else {
-        stage_x_dense_bf16<BT>(xs, p, col0, ncols, stride);
-    }
 }
 
 // One 8-column chunk of RW rows against the B vectors: weights unpacked once, each vector's
@@ -367,11 +319,8 @@ __device__ __forceinline__ void load_chunks(uint4 (&wv)[U][RW], const uint4 *con
 
 // Dense GEMV: lane l owns 8 consecutive columns (one 16-byte load per row); the x of those 8
 // columns is read once from shared memory and reused for the warp's RW rows.
-// NORM (BT = 1): x is the RMSNorm of p.nx (nm_spmv_kernel's).
-template <int BT, int RW, bool SW = false, bool NORM = false>
-__global__ void __launch_bounds__(kThreads) gemv_kernel(KParams p)
+template <int BT, int RW, bool SW = false> __global__ void __launch_bounds__(kThreads) gemv_kernel(KParams p)
 {
-    static_assert(!NORM || BT == 1, "the fused norm is for one vector");
     extern __shared__ float4 smem4[];
     float *xs = reinterpret_cast<float *>(smem4);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -390,12 +339,11 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(KParams p)
         load_chunks<RW, U>(wv, wrow, cur);
     pdl_wait(); // x is written by the grid before (pdl.cuh)
     pdl_trigger();
-    const float rn = norm_r<NORM>(p);
     float acc[RW][BT] = {};
     for (int64_t t0 = c_begin; t0 < c_end; t0 += p.kt) {
         const int kt = (int)min((int64_t)p.kt, c_end - t0);
         __syncthreads();
-        stage_x_dense<BT, NORM>(xs, p, t0 * 8, kt * 8, stride, rn);
+        stage_x_dense<BT>(xs, p, t0 * 8, kt * 8, stride);
         __syncthreads();
         for (; cur.valid && cur.t0 == t0;) {
             const Cursor nxt = cursor_next<U>(cur, p.kt, lane);
@@ -437,13 +385,6 @@ const kernel_fn k_nm_sw[2][3] = {
 const kernel_fn k_gemv_sw[2][3] = {
     {gemv_kernel<1, 1, true>, gemv_kernel<1, 2, true>, gemv_kernel<1, 4, true>},
     {gemv_kernel<2, 1, true>, gemv_kernel<2, 2, true>, gemv_kernel<2, 4, true>}};
-// With the norm computed while staging x (batch 1), plain and with the SwiGLU epilogue.
-const kernel_fn k_nm_norm[2][3] = {
-    {nm_spmv_kernel<1, 1, false, true>, nm_spmv_kernel<1, 2, false, true>, nm_spmv_kernel<1, 4, false, true>},
-    {nm_spmv_kernel<1, 1, true, true>, nm_spmv_kernel<1, 2, true, true>, nm_spmv_kernel<1, 4, true, true>}};
-const kernel_fn k_gemv_norm[2][3] = {
-    {gemv_kernel<1, 1, false, true>, gemv_kernel<1, 2, false, true>, gemv_kernel<1, 4, false, true>},
-    {gemv_kernel<1, 1, true, true>, gemv_kernel<1, 2, true, true>, gemv_kernel<1, 4, true, true>}};
 const kernel_fn k_un[5] = {un_spmv_kernel<1>, un_spmv_kernel<2>, un_spmv_kernel<4>, un_spmv_kernel<8>,
                            un_spmv_kernel<16>};
 #undef SD_NM_RW_ROW
@@ -489,14 +430,6 @@ int check_args(const sd_nm_spmv_args *a, int dense)
 int swiglu_terms(const sd_nm_spmv_args *a)
 {
     return a->y_bf16 && !a->accumulate && a->rows % 2 == 0;
-}
-
-// The terms of the norm_x field beyond check_args's: one vector, whole float4s, a row the norm
-// kernel's order covers (nm_norm.cuh), 16-byte aligned fp32 rows.
-int norm_terms(const sd_nm_spmv_args *a)
-{
-    return a->B == 1 && a->norm_w && a->cols % 8 == 0 && a->cols <= sd_norm::kMaxHidden &&
-           (((uintptr_t)a->norm_x | (uintptr_t)a->norm_w) & 15) == 0;
 }
 
 } // namespace
@@ -550,9 +483,6 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         return SD_ENOTSUP;
     if (split > 1 && a->y_bf16)
         return SD_EINVAL; // split-K adds partial sums atomically: fp32 output only
-    // The norm while staging x: the word-per-lane kernels (gather SpMV, dense GEMV) at batch 1.
-    if (a->norm_x && !(sd__nm_rw_word(rw) && !unstructured && norm_terms(a)))
-        return SD_ENOTSUP;
     if (a->B > SD_NM_MAX_B_WIDE)
         return dense ? SD_EINVAL : launch_tiles(a, rw, split, s);
     if (sd__nm_rw_spg(rw)) {
@@ -606,7 +536,6 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     p.kt = (int)((ups + 31) / 32 * 32 < ktm ? (ups + 31) / 32 * 32 : ktm);
     p.y_bf16 = a->y_bf16, p.accumulate = a->accumulate, p.atomic = nsplit > 1;
     p.half = a->swiglu ? a->rows / 2 : 0;
-    p.nx = a->norm_x, p.nw = a->norm_w, p.eps = a->norm_eps;
     // Split-K zeroes y first: a memset node, after which a programmatic launch has nothing to
     // overlap with, so those launches stay plain.
     const int zero_first = p.atomic && !a->accumulate;
@@ -615,7 +544,6 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         return SD_ECUDA;
     const int sw = a->swiglu != 0;
     kernel_fn k = c24            ? c24_kernel(c24_cfg, a->B, a->m, sw)
-                  : a->norm_x    ? (dense ? k_gemv_norm : k_nm_norm)[sw][rw_index(rw)]
                   : dense        ? (sw ? k_gemv_sw : k_gemv)[bi][rw_index(rw)]
                   : unstructured ? k_un[bi]
                                  : (sw ? k_nm_sw : k_nm)[bi][rw_index(rw)];
@@ -725,15 +653,6 @@ extern "C" int sd_nm_swiglu_pays(const sd_nm_spmv_args *a, int dense)
            (sd__nm_rw_sp24(rw) && sd__nm_sp24_supported(a)) ||
            (sd__nm_rw_rows(rw) && sd__nm_rows_supported(a, rw)) || // not stream-K (swiglu_rw)
            (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3 && sd__nm_c24_supported(a, rw - SD_NM_RW_C24));
-}
-
-extern "C" int sd_nm_norm_ok(const sd_nm_spmv_args *a, int dense)
-{
-    if (!a || check_args(a, dense) || !a->norm_x || !norm_terms(a) || (!dense && a->n == 0))
-        return 0;
-    int rw, split;
-    sd_nm_config(a, dense, &rw, &split);
-    return sd__nm_rw_word(rw) && !(split > 1 && a->y_bf16) && (!a->swiglu || swiglu_rw(a, dense) != 0);
 }
 
 extern "C" int sd_nm_spmv_launch(const sd_nm_spmv_args *a, cudaStream_t s)

@@ -103,30 +103,22 @@ typedef struct sd_nm_spmv_args {
     int64_t ldx;
     void *y; /* [B, ldy] fp32, or bf16 when y_bf16 */
     int64_t ldy;
-    int y_bf16;          /* output dtype: 0 fp32, 1 bf16 */
-    int accumulate;      /* 1: y += W x (residual add); 0: y = W x */
-    int rows_per_warp;   /* kernel choice: 1, 2 or 4 (gather), 16 (tensor cores), 24 (2:4 to 16:32
-                            on tensor cores, fragments expanded in registers), 128 / 256 (its wide twins, B <=
-                            64, 128 / 256 rows a block), 25 (2:4 on the sparse tensor cores, mma.sp; 27: 32 rows
-                            a block; 29 / 30: 128 / 256 rows a block, B <= 64),
-                            32/48/64/96 (row per lane, B <= 4), 101/102/103 (2:4, B <= 2, and 4:8, B = 1: x
-                            compacted beside the values; 1 / 2 rows per warp / 1 with registers capped); 0: from
-                            the ctx cache / heuristic. A kernel that does not take the problem falls back to one
-                            that does. */
-    int split;           /* split-K factor (fp32 output only, atomics); 0: from the cache / heuristic */
-    int swiglu;          /* 1: W is [gate; up] (rows/2 each) and y = bf16 silu(gate x) * (up x), [B, ldy >=
-                            rows/2]: the SwiGLU of the MLP in the kernel's epilogue, bit for bit what
-                            fp32 outputs then the engine's SwiGLU kernel give. Needs y_bf16, no
-                            accumulate, even rows, and a config that keeps a row's sum in one block
-                            (sd_nm_swiglu_ok); otherwise the launch returns SD_ENOTSUP. */
-    const float *norm_x; /* non-NULL: x is not read; the kernel computes it as the RMSNorm of norm_x (fp32
-                            [cols], 16-byte aligned) with weight norm_w (fp32 [cols]) and norm_eps, bit
-                            for bit what the engine's norm kernel writes (kernels/nm_norm.cuh), so that
-                            the step needs no norm kernel before the linear. Only where sd_nm_norm_ok
-                            says so (the word-per-lane gather SpMV and dense GEMV at B = 1, cols <= 8192);
-                            otherwise the launch returns SD_ENOTSUP. */
-    const float *norm_w;
-    float norm_eps;
+    int y_bf16;        /* output dtype: 0 fp32, 1 bf16 */
+    int accumulate;    /* 1: y += W x (residual add); 0: y = W x */
+    int rows_per_warp; /* kernel choice: 1, 2 or 4 (gather), 16 (tensor cores), 24 (2:4 to 16:32
+                          on tensor cores, fragments expanded in registers), 128 / 256 (its wide twins, B <=
+                          64, 128 / 256 rows a block), 25 (2:4 on the sparse tensor cores, mma.sp; 27: 32 rows
+                          a block; 29 / 30: 128 / 256 rows a block, B <= 64),
+                          32/48/64/96 (row per lane, B <= 4), 101/102/103 (2:4, B <= 2, and 4:8, B = 1: x
+                          compacted beside the values; 1 / 2 rows per warp / 1 with registers capped); 0: from
+                          the ctx cache / heuristic. A kernel that does not take the problem falls back to one
+                          that does. */
+    int split;         /* split-K factor (fp32 output only, atomics); 0: from the cache / heuristic */
+    int swiglu;        /* 1: W is [gate; up] (rows/2 each) and y = bf16 silu(gate x) * (up x), [B, ldy >=
+                          rows/2]: the SwiGLU of the MLP in the kernel's epilogue, bit for bit what
+                          fp32 outputs then the engine's SwiGLU kernel give. Needs y_bf16, no
+                          accumulate, even rows, and a config that keeps a row's sum in one block
+                          (sd_nm_swiglu_ok); otherwise the launch returns SD_ENOTSUP. */
 } sd_nm_spmv_args;
 
 /* y = W x (or y += W x) with W in bitmask form. N:M masks must be valid (16 bits per word, as
@@ -168,10 +160,6 @@ int sd_nm_swiglu_ok(const sd_nm_spmv_args *a, int dense);
  * plus the engine's SwiGLU kernel (the tensor-core GEMV, the register-expanding, row-per-lane and
  * 2:4 compacting kernels; not the gather and shared-tile kernels): what the engine fuses. */
 int sd_nm_swiglu_pays(const sd_nm_spmv_args *a, int dense);
-
-/* Whether a launch of a with norm_x set (its config from the ctx cache or heuristic, as a launch
- * would resolve it) computes the norm while staging x: the word-per-lane kernels at B = 1. */
-int sd_nm_norm_ok(const sd_nm_spmv_args *a, int dense);
 
 #ifdef __cplusplus
 }
