@@ -308,10 +308,6 @@ static int cuda_create(sd_backend **ret, const sd_model_config *cfg, const sd_ba
          * =1: the 2:4 one only */
         sd_kernels_ctx_set_c24((sd_kernels_ctx *)b->mm.spmv,
                                env_mode("SD_NM_C24", SD_NM_C24_ALL, SD_NM_C24_ALL));
-        /* SD_NM_C24P=0 / 2: the persistent compacting kernel not among the autotuner's
-         * candidates / the only compacting one (kernels/NOTES.md v39) */
-        sd_kernels_ctx_set_c24p((sd_kernels_ctx *)b->mm.spmv,
-                                env_mode("SD_NM_C24P", SD_NM_C24P_ALSO, SD_NM_C24P_ONLY));
         /* SD_NM_SP24=0: without the 2:4 kernels on the sparse tensor cores (kernels/nm_spmv_sp.cu),
          * to measure what they bring */
         sd_kernels_ctx_set_sp24((sd_kernels_ctx *)b->mm.spmv, env_mode("SD_NM_SP24", 1, 1));

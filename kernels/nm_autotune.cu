@@ -23,7 +23,6 @@ extern "C" int sd_kernels_ctx_init(sd_kernels_ctx **ret, sd_diag *d)
     ctx->pdl = 1;
     ctx->tcx = SD_NM_TCX_ALL;
     ctx->c24 = SD_NM_C24_ALL;
-    ctx->c24p = SD_NM_C24P_ALSO;
     ctx->sp24 = 1;
     ctx->sk = SD_NM_SK_TCX;
     *ret = ctx;
@@ -46,12 +45,6 @@ extern "C" void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int mode)
 {
     if (ctx && mode >= SD_NM_C24_NONE && mode <= SD_NM_C24_ALL)
         ctx->c24 = mode;
-}
-
-extern "C" void sd_kernels_ctx_set_c24p(sd_kernels_ctx *ctx, int mode)
-{
-    if (ctx && mode >= SD_NM_C24P_NONE && mode <= SD_NM_C24P_ONLY)
-        ctx->c24p = mode;
 }
 
 extern "C" void sd_kernels_ctx_set_sp24(sd_kernels_ctx *ctx, int on)
@@ -148,7 +141,7 @@ static int known_rw(int rw)
 {
     return sd__nm_rw_word(rw) || rw == SD_NM_RW_TC || rw == SD_NM_RW_TCX || sd__nm_rw_tcxw(rw) ||
            sd__nm_rw_sp24(rw) || sd__nm_rw_spg(rw) || sd__nm_rw_rows(rw) ||
-           (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 4);
+           (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3);
 }
 
 extern "C" int sd_kernels_ctx_import(sd_kernels_ctx *ctx, const sd_nm_tuned *e)
@@ -286,17 +279,13 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                        SD_NM_RW_ROWS_SK,
                        SD_NM_RW_C24 + 1,
                        SD_NM_RW_C24 + 2,
-                       SD_NM_RW_C24 + 3,
-                       SD_NM_RW_C24 + 4};
+                       SD_NM_RW_C24 + 3};
     const int splits[] = {1, 2, 3, 4, 6, 8};
     for (int rw : rws)
         for (int split : splits) {
             const int rows_kernel = sd__nm_rw_rows(rw);
             const int stream_k = sd__nm_rw_stream_k(rw);                      // split unused
-            const int c24 = rw >= SD_NM_RW_C24 + 1 && rw <= SD_NM_RW_C24 + 4; // not the wide 128
-            // the persistent one (+4) beside the others, instead of them, or not at all (ctx->c24p)
-            const int c24_off =
-                c24 && (rw == SD_NM_RW_C24 + 4 ? ctx->c24p == SD_NM_C24P_NONE : ctx->c24p == SD_NM_C24P_ONLY);
+            const int c24 = rw >= SD_NM_RW_C24 + 1 && rw <= SD_NM_RW_C24 + 3; // not the wide 128
             if ((unstructured && (rw != 1 || split != 1)) ||
                 (split > 1 && (a->y_bf16 || ctx->deterministic)) ||
                 (rw == SD_NM_RW_TC && !sd__nm_tc_supported(a, dense)) ||
@@ -308,8 +297,7 @@ extern "C" int sd_nm_autotune(sd_kernels_ctx *ctx, const sd_nm_spmv_args *a, int
                 (a->B > SD_NM_MAX_B && !sd__nm_rw_tcxw(rw) && !sd__nm_rw_spg(rw)) ||
                 (rows_kernel && (dense || !sd__nm_rows_supported(a, rw))) ||
                 (stream_k && (split > 1 || !stream_k_candidate(ctx, a))) ||
-                (c24 && (dense || c24_off || !c24_candidate(ctx, a) ||
-                         !sd__nm_c24_supported(a, rw - SD_NM_RW_C24))) ||
+                (c24 && (dense || !c24_candidate(ctx, a) || !sd__nm_c24_supported(a, rw - SD_NM_RW_C24))) ||
                 (rw == SD_NM_RW_ROWS && split > 2) || (rw == SD_NM_RW_ROWS3 && split > 1) ||
                 (split > 1 && units / split < 32))
                 continue;

@@ -41,14 +41,10 @@ __device__ __forceinline__ uint16_t f32_to_bf16(float f)
 // pairs, rows k < P are gate rows i0 + k and rows k >= P the matching up rows (i0 = blockIdx.x *
 // P), and writes bf16(silu(gate) * up) for them. Rows past the end are clamped (loaded, never
 // stored), as the plain kernels clamp theirs.
-__device__ __forceinline__ int64_t swiglu_row_at(int64_t half, int P, int k, int64_t blk)
-{
-    const int64_t i = min(blk * P + (k < P ? k : k - P), half - 1);
-    return k < P ? i : half + i;
-}
 __device__ __forceinline__ int64_t swiglu_row(int64_t half, int P, int k)
 {
-    return swiglu_row_at(half, P, k, blockIdx.x);
+    const int64_t i = min((int64_t)blockIdx.x * P + (k < P ? k : k - P), half - 1);
+    return k < P ? i : half + i;
 }
 // silu(g) * u as engine/cuda_ops.cu's swiglu_kernel computes it (the same bits).
 __device__ __forceinline__ float silu_mul(float g, float u)

@@ -39,20 +39,18 @@ __device__ __forceinline__ float warp_sum(float v)
 // The row a warp's r-th accumulator reads (clamped to a valid row): RW consecutive rows per warp
 // from row0, or with the SwiGLU epilogue (SW: a template flag, so that the plain kernels keep
 // their registers) the block's gate and up rows (swiglu_row).
-// blk: the block's tile of rows (blockIdx.x, or a persistent block's current tile).
 template <int RW, bool SW>
-__device__ __forceinline__ int64_t warp_row(const KParams &p, int64_t row0, int warp, int r, int64_t blk)
+__device__ __forceinline__ int64_t warp_row(const KParams &p, int64_t row0, int warp, int r)
 {
     if constexpr (SW)
-        return swiglu_row_at(p.half, kWarps * RW / 2, warp * RW + r, blk);
+        return swiglu_row(p.half, kWarps * RW / 2, warp * RW + r);
     return min(row0 + r, p.rows - 1);
 }
 
 // The SwiGLU epilogue: the block's row sums meet in shared memory, then thread (pair j, vector b)
 // writes bf16(silu(gate) * up). Every thread of the block must call it.
 template <int BT, int RW>
-__device__ __forceinline__ void store_swiglu(const KParams &p, float (&acc)[RW][BT], int warp, int lane,
-                                             int64_t blk)
+__device__ __forceinline__ void store_swiglu(const KParams &p, float (&acc)[RW][BT], int warp, int lane)
 {
     constexpr int P = kWarps * RW / 2;
     __shared__ float sums[kWarps * RW][BT];
@@ -68,7 +66,7 @@ __device__ __forceinline__ void store_swiglu(const KParams &p, float (&acc)[RW][
     uint16_t *y = static_cast<uint16_t *>(p.y);
     for (int k = threadIdx.x; k < P * BT; k += kThreads) {
         const int j = k / BT, b = k % BT;
-        const int64_t i = blk * P + j;
+        const int64_t i = (int64_t)blockIdx.x * P + j;
         if (i < p.half && b < p.B)
             y[(int64_t)b * p.ldy + i] = f32_to_bf16(silu_mul(sums[j][b], sums[P + j][b]));
     }
@@ -153,10 +151,10 @@ __device__ __forceinline__ void load_words(WordLoads<RW, U> &w, const uint32_t *
 // SwiGLU epilogue.
 template <int BT, int RW, bool SW>
 __device__ __forceinline__ void store_out_rows(const KParams &p, float (&acc)[RW][BT], int64_t row0, int warp,
-                                               int lane, int64_t blk)
+                                               int lane)
 {
     if constexpr (SW)
-        store_swiglu<BT, RW>(p, acc, warp, lane, blk);
+        store_swiglu<BT, RW>(p, acc, warp, lane);
     else
         store_rows<BT, RW>(p, acc, row0, lane);
 }

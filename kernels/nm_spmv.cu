@@ -163,8 +163,7 @@ __global__ void __launch_bounds__(kThreads) nm_spmv_kernel(KParams p)
     const uint4 *vrow[RW];
 #pragma unroll
     for (int r = 0; r < RW; r++) {
-        int64_t row =
-            warp_row<RW, SW>(p, row0, warp, r, blockIdx.x); // tail rows recompute the last row, not stored
+        int64_t row = warp_row<RW, SW>(p, row0, warp, r); // tail rows recompute the last row, not stored
         mrow[r] = p.mask + row * words;
         vrow[r] = reinterpret_cast<const uint4 *>(p.values + row * (p.cols >> 1));
     }
@@ -201,7 +200,7 @@ __global__ void __launch_bounds__(kThreads) nm_spmv_kernel(KParams p)
             w = wn;
         }
     }
-    store_out_rows<BT, RW, SW>(p, acc, row0, warp, lane, blockIdx.x);
+    store_out_rows<BT, RW, SW>(p, acc, row0, warp, lane);
 }
 
 // Unstructured 50%: a word holds any number of bits, so each lane finds its word's first value
@@ -332,8 +331,7 @@ template <int BT, int RW, bool SW = false> __global__ void __launch_bounds__(kTh
     const uint4 *wrow[RW];
 #pragma unroll
     for (int r = 0; r < RW; r++)
-        wrow[r] = reinterpret_cast<const uint4 *>(p.values +
-                                                  warp_row<RW, SW>(p, row0, warp, r, blockIdx.x) * p.cols);
+        wrow[r] = reinterpret_cast<const uint4 *>(p.values + warp_row<RW, SW>(p, row0, warp, r) * p.cols);
     constexpr int U = RW * BT >= 32 || RW >= 2 ? 1 : 2; // chunks per lane in flight (and the next step)
     Cursor cur = cursor_first(c_begin, c_end, p.kt, lane);
     uint4 wv[U][RW];
@@ -367,7 +365,7 @@ template <int BT, int RW, bool SW = false> __global__ void __launch_bounds__(kTh
                     wv[u][r] = wn[u][r];
         }
     }
-    store_out_rows<BT, RW, SW>(p, acc, row0, warp, lane, blockIdx.x);
+    store_out_rows<BT, RW, SW>(p, acc, row0, warp, lane);
 }
 
 #define SD_NM_RW_ROW(K, BT)                                                                                  \
@@ -470,7 +468,7 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     const int rows_kernel = sd__nm_rw_rows(rw);
     const int tcx_kernel = rw == SD_NM_RW_TCX || sd__nm_rw_tcxw(rw);
     const int c24_rw = rw - SD_NM_RW_C24; // rows per warp of the 2:4 compacting kernel, if asked for
-    const int c24_asked = c24_rw >= 1 && c24_rw <= 4;
+    const int c24_asked = c24_rw >= 1 && c24_rw <= 3;
     if (!sd__nm_rw_word(rw) && rw != SD_NM_RW_TC && !sd__nm_rw_sp24(rw) && !sd__nm_rw_spg(rw) &&
         !tcx_kernel && !rows_kernel && !c24_asked)
         return SD_EINVAL;
@@ -518,8 +516,8 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     if (a->swiglu && a->B > 2) // the word-per-lane kernels have the epilogue for 1 and 2 vectors
         return SD_ENOTSUP;
     const int c24 = c24_asked && !dense && sd__nm_c24_supported(a, c24_rw);
-    int c24_cfg = c24_rw; // which compacting kernel (c24_kernel)
-    if (c24_asked)        // its rows per warp (or, as a hint, the gather kernel's)
+    const int c24_cfg = c24_rw; // which compacting kernel (c24_kernel)
+    if (c24_asked)              // its rows per warp (or, as a hint, the gather kernel's)
         rw = c24_rw == 2 ? 2 : 1;
     const int bi = bt_index(a->B), BT = 1 << bi;
     const int64_t units = dense ? a->cols / 8 : a->cols / 32;
@@ -545,9 +543,6 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
         cudaMemset2DAsync(a->y, (size_t)a->ldy * 4, 0, (size_t)a->rows * 4, (size_t)a->B, s) != cudaSuccess)
         return SD_ECUDA;
     const int sw = a->swiglu != 0;
-    // The persistent config needs each split's words in one K-tile; else config 3, its twin.
-    if (c24 && c24_cfg == 4 && ups > p.kt)
-        c24_cfg = 3;
     kernel_fn k = c24            ? c24_kernel(c24_cfg, a->B, a->m, sw)
                   : dense        ? (sw ? k_gemv_sw : k_gemv)[bi][rw_index(rw)]
                   : unstructured ? k_un[bi]
@@ -562,14 +557,6 @@ extern "C" int sd__nm_launch_cfg(const sd_nm_spmv_args *a, int dense, int rw, in
     const int64_t grid_rows = a->swiglu ? a->rows / 2 : a->rows,
                   per_block = a->swiglu ? rows_per_block / 2 : rows_per_block;
     dim3 grid((unsigned)((grid_rows + per_block - 1) / per_block), (unsigned)nsplit);
-    if (c24 && c24_cfg == 4) { // persistent: as many blocks as stay resident, shared by the splits
-        int per_sm = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)k, kThreads, smem) !=
-            cudaSuccess)
-            return SD_ECUDA;
-        const int64_t cap = (int64_t)(per_sm > 0 ? per_sm : 1) * (a->ctx ? a->ctx->n_sm : 132) / nsplit;
-        grid.x = (unsigned)(grid.x < cap ? grid.x : cap > 0 ? cap : 1);
-    }
     const int pdl = (a->ctx ? a->ctx->pdl : 1) && !zero_first;
     return sd_launch(k, grid, dim3(kThreads), smem, s, pdl, p) == cudaSuccess ? 0 : SD_ECUDA;
 }
@@ -665,7 +652,7 @@ extern "C" int sd_nm_swiglu_pays(const sd_nm_spmv_args *a, int dense)
     return (a->B == 1 && sd__nm_rw_word(rw)) || (rw == SD_NM_RW_TCX && sd__nm_tcx_supported(a)) ||
            (sd__nm_rw_sp24(rw) && sd__nm_sp24_supported(a)) ||
            (sd__nm_rw_rows(rw) && sd__nm_rows_supported(a, rw)) || // not stream-K (swiglu_rw)
-           (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 4 && sd__nm_c24_supported(a, rw - SD_NM_RW_C24));
+           (rw > SD_NM_RW_C24 && rw <= SD_NM_RW_C24 + 3 && sd__nm_c24_supported(a, rw - SD_NM_RW_C24));
 }
 
 extern "C" int sd_nm_spmv_launch(const sd_nm_spmv_args *a, cudaStream_t s)

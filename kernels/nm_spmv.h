@@ -69,12 +69,6 @@ void sd_kernels_ctx_set_tcx(sd_kernels_ctx *ctx, int mode);
  * bring. An explicit rows_per_warp of 101, 102 or 103 launches them either way. */
 enum { SD_NM_C24_NONE = 0, SD_NM_C24_24 = 1, SD_NM_C24_ALL = 2 };
 void sd_kernels_ctx_set_c24(sd_kernels_ctx *ctx, int mode);
-/* Whether the autotuner times the persistent compacting kernel (rows_per_warp 104: config 103 on
- * a grid of resident blocks that stage x once and loop over row tiles) beside the other three (the
- * default), not at all, or instead of them: the last two only to measure what it brings. An
- * explicit rows_per_warp of 104 launches it either way. */
-enum { SD_NM_C24P_NONE = 0, SD_NM_C24P_ALSO = 1, SD_NM_C24P_ONLY = 2 };
-void sd_kernels_ctx_set_c24p(sd_kernels_ctx *ctx, int mode);
 /* Whether the autotuner also times the 2:4 kernels on the sparse tensor cores (mma.sp): the 16/32-row
  * ones (kernels/nm_spmv_sp.cu) for 2-8 vectors, the GEMM-shaped ones (nm_spmv_spg.cu) for 2-64: on
  * by default; off only to measure what they bring. An explicit rows_per_warp of 25, 27, 29 or 30
@@ -115,9 +109,8 @@ typedef struct sd_nm_spmv_args {
                           on tensor cores, fragments expanded in registers), 128 / 256 (its wide twins, B <=
                           64, 128 / 256 rows a block), 25 (2:4 on the sparse tensor cores, mma.sp; 27: 32 rows
                           a block; 29 / 30: 128 / 256 rows a block, B <= 64),
-                          32/48/64/96 (row per lane, B <= 4), 101/102/103/104 (2:4, B <= 2, and 4:8, B = 1: x
-                          compacted beside the values; 1 / 2 rows per warp / 1 with registers capped / that
-                          on a persistent grid, B = 1); 0: from
+                          32/48/64/96 (row per lane, B <= 4), 101/102/103 (2:4, B <= 2, and 4:8, B = 1: x
+                          compacted beside the values; 1 / 2 rows per warp / 1 with registers capped); 0: from
                           the ctx cache / heuristic. A kernel that does not take the problem falls back to one
                           that does. */
     int split;         /* split-K factor (fp32 output only, atomics); 0: from the cache / heuristic */

@@ -107,8 +107,7 @@ __global__ void __launch_bounds__(kThreads, MINB) c24_spmv_kernel(KParams p)
     const uint4 *vrow[RW];
 #pragma unroll
     for (int r = 0; r < RW; r++) {
-        int64_t row =
-            warp_row<RW, SW>(p, row0, warp, r, blockIdx.x); // tail rows recompute the last row, not stored
+        int64_t row = warp_row<RW, SW>(p, row0, warp, r); // tail rows recompute the last row, not stored
         mrow[r] = p.mask + row * words;
         vrow[r] = reinterpret_cast<const uint4 *>(p.values + row * (p.cols >> 1));
     }
@@ -176,84 +175,7 @@ __global__ void __launch_bounds__(kThreads, MINB) c24_spmv_kernel(KParams p)
 #pragma unroll
         for (int b = 0; b < BT; b++)
             sum[r][b] = acc[r][b].a + acc[r][b].b;
-    store_out_rows<BT, RW, SW>(p, sum, row0, warp, lane, blockIdx.x);
-}
-
-// Config 4, one vector: c24_spmv_kernel<M, 1, 4, 1, SW> as a persistent grid. A block stages its
-// split's x once, then takes row tiles blockIdx.x, + gridDim.x, ... (a tile: the 8 rows, or 4 gate
-// / up pairs, that one block of the other configs takes), so that x is read from L2 once per
-// resident block rather than once per 8 rows (3584 times on the 8B gate_up: 29 MB of L2 traffic
-// beside its 132 MB of weights). A lane's first step of the next tile is loaded while it computes
-// its last step of this one. Needs the split's words in one K-tile (sd__nm_c24p_ok).
-template <int M, bool SW> __global__ void __launch_bounds__(kThreads, 4) c24p_spmv_kernel(KParams p)
-{
-    extern __shared__ uint4 xs[];
-    __shared__ uint32_t tab[M == 8 ? 256 : 1];
-    if constexpr (M == 8)
-        for (int i = threadIdx.x; i < 256; i += kThreads)
-            tab[i] = kC48Tab.e[i];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t words = p.cols >> 5;
-    const int64_t w_begin = blockIdx.y * p.units_per_split;
-    const int64_t w_end = min(words, w_begin + p.units_per_split);
-    const int64_t n_tiles = SW ? (p.half + kWarps / 2 - 1) / (kWarps / 2) : (p.rows + kWarps - 1) / kWarps;
-    constexpr int U = 2;
-    int64_t tile = blockIdx.x;
-    const uint32_t *mrow[1];
-    const uint4 *vrow[1];
-    auto rows_of = [&](int64_t t) {
-        const int64_t row = warp_row<1, SW>(p, t * kWarps + warp, warp, 0, t);
-        mrow[0] = p.mask + row * words;
-        vrow[0] = reinterpret_cast<const uint4 *>(p.values + row * (p.cols >> 1));
-    };
-    rows_of(tile);
-    Cursor cur = cursor_first(w_begin, w_end, p.kt, lane);
-    WordLoads<1, U> w;
-    if (cur.valid) // the first step's weights, while the grid before may still run
-        load_words<1, U>(w, mrow, vrow, cur);
-    pdl_wait(); // x is written by the grid before (pdl.cuh)
-    pdl_trigger();
-    const int kt = (int)(w_end - w_begin); // one K-tile (sd__nm_c24p_ok)
-    stage_x_c24<1>(xs, p, w_begin, kt);
-    __syncthreads();
-    for (; tile < n_tiles; tile += gridDim.x) {
-        const int64_t next = tile + gridDim.x;
-        sd_c24_acc acc = {};
-        while (cur.valid) {
-            Cursor nxt = cursor_next<U>(cur, p.kt, lane);
-            WordLoads<1, U> wn;
-            if (nxt.valid) {
-                load_words<1, U>(wn, mrow, vrow, nxt);
-            } else if (next < n_tiles) { // this tile's last step: the next tile's first is loaded
-                rows_of(next);
-                load_words<1, U>(wn, mrow, vrow, cursor_first(w_begin, w_end, p.kt, lane));
-            }
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int wl = cur.u0 + 32 * u;
-                if (u > 0 && wl >= kt)
-                    break;
-                const uint4 *xw = xs + wl * kUnitsPerWord;
-                const uint4 x0 = xw[0], x1 = xw[1], x2 = xw[2], x3 = xw[3];
-                const uint32_t xv[16] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w,
-                                         x2.x, x2.y, x2.z, x2.w, x3.x, x3.y, x3.z, x3.w};
-                if constexpr (M == 8) {
-                    const uint4 &v0 = w.v0[u][0], &v1 = w.v1[u][0];
-                    const uint32_t uv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-                    acc = sd_c48_word(w.mk[u][0], uv, xv, tab, acc);
-                } else {
-                    acc = c24_word(w.mk[u][0], w.v0[u][0], w.v1[u][0], xv, acc);
-                }
-            }
-            cur = nxt;
-            w = wn;
-        }
-        float sum[1][1] = {{acc.a + acc.b}};
-        store_out_rows<1, 1, SW>(p, sum, tile * kWarps + warp, warp, lane, tile);
-        if constexpr (SW)
-            __syncthreads(); // the epilogue's shared sums are written again by the next tile
-        cur = cursor_first(w_begin, w_end, p.kt, lane);
-    }
+    store_out_rows<BT, RW, SW>(p, sum, row0, warp, lane);
 }
 
 } // namespace
@@ -261,7 +183,7 @@ template <int M, bool SW> __global__ void __launch_bounds__(kThreads, 4) c24p_sp
 extern "C" int sd__nm_c24_supported(const sd_nm_spmv_args *a, int cfg)
 {
     return ((a->n == 2 && a->m == 4) || (a->n == 4 && a->m == 8 && a->B == 1)) && a->B >= 1 &&
-           a->B <= SD_NM_C24_MAX_B && (a->B == 1 || (cfg != 2 && cfg != 4)) && a->cols % 32 == 0 &&
+           a->B <= SD_NM_C24_MAX_B && (a->B == 1 || cfg != 2) && a->cols % 32 == 0 &&
            ((uintptr_t)a->x & 15) == 0 && (a->B == 1 || a->ldx % 8 == 0);
 }
 
@@ -285,7 +207,6 @@ template <int M, bool SW> static kernel_fn c24_kernel_sw(int cfg, int B)
             return c24_batch_kernel<M, 2, SW>(cfg);
     return cfg == 2   ? c24_spmv_kernel<M, 2, 0, 1, SW>
            : cfg == 3 ? c24_spmv_kernel<M, 1, 4, 1, SW>
-           : cfg == 4 ? c24p_spmv_kernel<M, SW>
                       : c24_spmv_kernel<M, 1, 0, 1, SW>;
 }
 

@@ -28,7 +28,6 @@ struct sd_kernels_ctx {
     int pdl;                              /* launch with programmatic serialization (pdl.cuh) */
     int tcx;                              /* SD_NM_TCX_*: which patterns the expanding kernels take */
     int c24;                              /* the autotuner also times SD_NM_RW_C24 + 1, 2, 3 */
-    int c24p;                             /* and + 4 (SD_NM_C24P_*) */
     int sp24;                             /* the autotuner also times SD_NM_RW_SP24, _32, SPG, SPG2 */
     int sk;                               /* when the autotuner times SD_NM_RW_ROWS_SK: SD_NM_SK_* */
     int deterministic;                    /* no split-K (atomics) from the autotuner or heuristic */
@@ -126,10 +125,9 @@ int sd__nm_rows_launch(const sd_nm_spmv_args *a, int rw, int split, cudaStream_t
 
 /* The 2:4 and 4:8 kernels that compact x beside the values (nm_spmv_c24.cu; nm_c24.h, nm_c48.h),
  * chosen by rows_per_warp == SD_NM_RW_C24 + c: c = 1 one row per warp, 2 two rows, 3 one row with
- * registers capped (4 blocks per SM at batch 1, 3 at batch 2), 4 config 3 on a persistent grid
- * (batch 1; x staged once per resident block; config 3 where a split's x takes several K-tiles). They take
- * 2:4 with B <= SD_NM_C24_MAX_B (c = 2, 4: B == 1 only) and 4:8 with B == 1, x 16-byte aligned (and ldx % 8
- * == 0); elsewhere the code is a hint for the gather kernel with as many rows per warp. */
+ * registers capped (4 blocks per SM at batch 1, 3 at batch 2). They take 2:4 with B <=
+ * SD_NM_C24_MAX_B (c = 2: B == 1 only) and 4:8 with B == 1, x 16-byte aligned (and ldx % 8 == 0); elsewhere
+ * the code is a hint for the gather kernel with as many rows per warp. */
 #define SD_NM_RW_C24 100
 #define SD_NM_C24_MAX_B 2
 int sd__nm_c24_supported(const sd_nm_spmv_args *a, int cfg);
