@@ -232,9 +232,10 @@ void sd_nm_spmv_cpu(const uint16_t *values, const uint32_t *mask, int64_t rows, 
 {
 #if NM_AVX2
     if (__builtin_cpu_supports("avx2")) {
-        /* as few groups as NM_GROUP allows, of even sizes: 9 vectors as 5 + 4 ran 1.16-1.26x
-         * faster than 8 + 1 (both stream the weights twice; a group of one hides less of a
-         * row's latency), 17 as 6 + 6 + 5 1.12-1.14x (results/2026-12-06-s33/cpu/) */
+        /* as few groups as NM_GROUP allows, of even sizes: 9 and 10 vectors as 5 + 4 and 5 + 5
+         * ran 1.16-1.26x faster than 8 + 1 and 8 + 2 (both stream the weights twice; a small
+         * group hides less of a row's latency), 17 as 6 + 6 + 5 1.12-1.14x
+         * (results/2026-12-06-s33/cpu/) */
         const int ng = (B + NM_GROUP - 1) / NM_GROUP;
         for (int b0 = 0, k = 0; k < ng; k++) {
             const int g = (B - b0 + (ng - k) - 1) / (ng - k);
