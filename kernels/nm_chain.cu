@@ -1,21 +1,22 @@
 // nm_chain: one persistent kernel for a chain of batch-1 linears (nm_chain.h says why).
 //
-// A block per SM, 8 consumer warps and one producer warp. Link l's rows are cut into tiles of
-// sd_chain_tile_rows rows (as many as fit a 40 KB slot, at most 8); block b owns tiles
-// [T b / nb, T (b + 1) / nb). The producer's one thread walks the block's tiles of every link in
-// order and bulk-copies each tile's values, then its mask words, into the next free slot of a
-// 4-slot ring; `full[s]` completes when a slot's bytes have landed, `empty[s]` when the
-// consumers are done with it. The producer never looks at the links' inputs, so it runs ahead
+// A block per SM, 8 consumer warps and one producer warp. Link l's rows are cut into groups of 8
+// (a row per consumer warp) and its columns into chunks of sd_chain_tile_cols (as wide as 8 rows
+// fit a 40 KB slot); a tile is one group's chunk. Block b owns row groups [G b / nb, G (b + 1) /
+// nb), each with all of its chunks. The producer's one thread walks the block's tiles of every
+// link in order and bulk-copies each tile's rows of values, then of mask words, into the next free
+// slot of a 4-slot ring; `full[s]` completes when a slot's bytes have landed, `empty[s]` when every
+// consumer warp is done with it. The producer never looks at the links' inputs, so it runs ahead
 // by up to the ring (160 KB a block, ~21 MB on 132 SMs: ~5 µs of DRAM at 4.4 TB/s) across every
 // boundary.
 //
 // The consumers take a link's tiles only after its input is complete: thread 0 spins on the
 // counter of the link it waits for until every block has counted itself done there (acquire),
 // then all 256 stage x from L2 into shared memory (the 2:4 tile in the compacting kernel's
-// lane-major layout, nm_spmv_c24.cu) and, tile by tile, warp w takes row w / (8 / rows) and one
-// (8 / rows)-th of its words; partial sums meet in shared memory and one thread per row writes
-// y. After a link's last tile every consumer fences its stores and the block counts itself done
-// (release). A block with no tile of a link only counts itself.
+// lane-major layout, nm_spmv_c24.cu). Warp w owns row w of every tile, sums its chunks in its
+// lanes and writes y after the group's last chunk: no barrier between the warps inside a link.
+// After a link every consumer fences its stores and the block counts itself done (release). A
+// block with no row of a link only counts itself.
 //
 // The 2:4 arithmetic is sd_c24_word (nm_c24.h): per nibble one byte permute picks the two x
 // values beside the two stored ones. Dense: a lane takes 8 weights and their 8 x at a time.
@@ -29,7 +30,10 @@
 namespace
 {
 
-constexpr int kConsumerWarps = 8;
+#ifndef SD_CHAIN_WARPS
+#define SD_CHAIN_WARPS 8
+#endif
+constexpr int kConsumerWarps = SD_CHAIN_WARPS; // and rows a tile
 constexpr int kConsumers = kConsumerWarps * 32;
 constexpr int kThreads = kConsumers + 32;
 // The ring; -DSD_CHAIN_SLOTS / -DSD_CHAIN_SLOT_KB build variants for measuring (5 x 38 KB fills
@@ -44,14 +48,15 @@ constexpr int kSlots = SD_CHAIN_SLOTS;
 constexpr int kSlotBytes = SD_CHAIN_SLOT_KB * 1024;
 constexpr int kXBytes = 36 * 1024; // 2:4: cols * 2.5 bytes (5 units a word); dense: cols * 2
 constexpr int kUnitsPerWord = 5;   // the compacting kernel's staged x: one word per 5 uint4 units
-constexpr int kSmem = kSlots * kSlotBytes + kXBytes + 2 * kConsumerWarps * 4 + 2 * kSlots * 8;
+constexpr int kSmem = kSlots * kSlotBytes + kXBytes + 2 * kSlots * 8;
 
 struct Link {
     const uint8_t *values, *mask;
     const uint16_t *x;
     float *y;
-    int64_t rows, cols, tiles;
-    int dense, accumulate, wait, tile_rows;
+    int64_t rows, cols, groups; /* groups: of kConsumerWarps rows */
+    int dense, accumulate, wait;
+    int kc, nc; /* chunks: nc of kc columns (the last one what is left) */
 };
 
 __device__ __forceinline__ uint32_t saddr(const void *p)
@@ -120,15 +125,16 @@ __device__ __forceinline__ float warp_sum(float v)
     return v;
 }
 
-__device__ __forceinline__ void tile_range(const Link &L, int64_t *t0, int64_t *t1)
+__device__ __forceinline__ void group_range(const Link &L, int64_t *g0, int64_t *g1)
 {
-    *t0 = L.tiles * blockIdx.x / gridDim.x;
-    *t1 = L.tiles * (blockIdx.x + 1) / gridDim.x;
+    *g0 = L.groups * blockIdx.x / gridDim.x;
+    *g1 = L.groups * (blockIdx.x + 1) / gridDim.x;
 }
 
-__device__ __forceinline__ int64_t row_value_bytes(const Link &L)
+// Bytes of values a column takes (2:4: half a bf16).
+__device__ __forceinline__ int value_bytes(const Link &L)
 {
-    return L.dense ? L.cols * 2 : L.cols;
+    return L.dense ? 2 : 1;
 }
 
 __device__ void produce(const Link *links, int n_links, uint8_t *ring, uint64_t *full, uint64_t *empty)
@@ -136,21 +142,28 @@ __device__ void produce(const Link *links, int n_links, uint8_t *ring, uint64_t 
     uint32_t it = 0;
     for (int l = 0; l < n_links; l++) {
         const Link L = links[l];
-        const int64_t rv = row_value_bytes(L), rm = L.dense ? 0 : L.cols / 8;
-        int64_t t0, t1;
-        tile_range(L, &t0, &t1);
-        for (int64_t t = t0; t < t1; t++, it++) {
-            const int s = it % kSlots;
-            if (it >= (uint32_t)kSlots) /* the slot's previous tile consumed */
-                mbar_wait(&empty[s], (it / kSlots - 1) & 1);
-            const int64_t r0 = t * L.tile_rows;
-            const int64_t nr = min((int64_t)L.tile_rows, L.rows - r0);
-            const uint32_t vb = (uint32_t)(nr * rv), mb = (uint32_t)(nr * rm);
-            uint8_t *dst = ring + (size_t)s * kSlotBytes;
-            mbar_expect_tx(&full[s], vb + mb);
-            bulk_copy(dst, L.values + r0 * rv, vb, &full[s]);
-            if (mb)
-                bulk_copy(dst + vb, L.mask + r0 * rm, mb, &full[s]);
+        const int vb = value_bytes(L);
+        int64_t g0, g1;
+        group_range(L, &g0, &g1);
+        for (int64_t g = g0; g < g1; g++) {
+            const int64_t r0 = g * kConsumerWarps;
+            const int nr = (int)min((int64_t)kConsumerWarps, L.rows - r0);
+            for (int c = 0; c < L.nc; c++, it++) {
+                const int s = it % kSlots;
+                if (it >= (uint32_t)kSlots) /* the slot's previous tile consumed */
+                    mbar_wait(&empty[s], (it / kSlots - 1) & 1);
+                const int64_t c0 = (int64_t)c * L.kc;
+                const int cw = (int)min((int64_t)L.kc, L.cols - c0);
+                const uint32_t rv = (uint32_t)cw * vb, rm = L.dense ? 0 : (uint32_t)cw / 8;
+                uint8_t *dst = ring + (size_t)s * kSlotBytes;
+                mbar_expect_tx(&full[s], nr * (rv + rm));
+                for (int r = 0; r < nr; r++) {
+                    bulk_copy(dst + r * rv, L.values + ((r0 + r) * L.cols + c0) * vb, rv, &full[s]);
+                    if (rm)
+                        bulk_copy(dst + nr * rv + r * rm, L.mask + ((r0 + r) * L.cols + c0) / 8, rm,
+                                  &full[s]);
+                }
+            }
         }
     }
 }
@@ -176,24 +189,23 @@ __device__ __forceinline__ float bf_hi(uint32_t u)
     return __uint_as_float(u & 0xffff0000u);
 }
 
-// This warp's share (words [w0, w1) of row `row`) of a 2:4 tile's dot product.
-__device__ float dot_24(const uint8_t *slot, const uint4 *xs, const Link &L, int nr, int row, int64_t w0,
-                        int64_t w1)
+// Row `row` of a 2:4 tile of cw columns from column c0, against staged x: this lane's share.
+__device__ float dot_24(const uint8_t *slot, const uint4 *xs, int nr, int row, int64_t c0, int cw)
 {
-    const int lane = threadIdx.x & 31;
-    const int64_t W = L.cols / 32;
-    const uint8_t *vrow = slot + row * L.cols;
-    const uint32_t *mrow = reinterpret_cast<const uint32_t *>(slot + nr * L.cols) + row * W;
+    const int lane = threadIdx.x & 31, words = cw / 32;
+    const uint8_t *vrow = slot + row * cw;
+    const uint32_t *mrow = reinterpret_cast<const uint32_t *>(slot + nr * cw) + row * words;
+    const uint4 *xw = xs + (c0 / 32) * kUnitsPerWord;
     sd_c24_acc acc = {0.f, 0.f};
 #pragma unroll 2
-    for (int64_t w = w0 + lane; w < w1; w += 32) {
+    for (int w = lane; w < words; w += 32) {
         const uint4 v0 = *reinterpret_cast<const uint4 *>(vrow + w * 32);
         const uint4 v1 = *reinterpret_cast<const uint4 *>(vrow + w * 32 + 16);
         const uint32_t u[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
         uint32_t xv[16];
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            const uint4 q = xs[w * kUnitsPerWord + k];
+            const uint4 q = xw[w * kUnitsPerWord + k];
             xv[4 * k] = q.x, xv[4 * k + 1] = q.y, xv[4 * k + 2] = q.z, xv[4 * k + 3] = q.w;
         }
         acc = sd_c24_word(mrow[w], u, xv, acc);
@@ -201,16 +213,16 @@ __device__ float dot_24(const uint8_t *slot, const uint4 *xs, const Link &L, int
     return acc.a + acc.b;
 }
 
-// The same for a dense tile: 16-byte units [c0, c1) of row `row`.
-__device__ float dot_dense(const uint8_t *slot, const uint4 *xs, const Link &L, int row, int64_t c0,
-                           int64_t c1)
+// The same for a dense tile: 16-byte units of 8 weights.
+__device__ float dot_dense(const uint8_t *slot, const uint4 *xs, int row, int64_t c0, int cw)
 {
-    const int lane = threadIdx.x & 31;
-    const uint4 *wrow = reinterpret_cast<const uint4 *>(slot + row * L.cols * 2);
+    const int lane = threadIdx.x & 31, units = cw / 8;
+    const uint4 *wrow = reinterpret_cast<const uint4 *>(slot + row * cw * 2);
+    const uint4 *xu = xs + c0 / 8;
     float a = 0.f, b = 0.f;
 #pragma unroll 4
-    for (int64_t c = c0 + lane; c < c1; c += 32) {
-        const uint4 w = wrow[c], x = xs[c];
+    for (int c = lane; c < units; c += 32) {
+        const uint4 w = wrow[c], x = xu[c];
         a = fmaf(bf_lo(w.x), bf_lo(x.x), a), b = fmaf(bf_hi(w.x), bf_hi(x.x), b);
         a = fmaf(bf_lo(w.y), bf_lo(x.y), a), b = fmaf(bf_hi(w.y), bf_hi(x.y), b);
         a = fmaf(bf_lo(w.z), bf_lo(x.z), a), b = fmaf(bf_hi(w.z), bf_hi(x.z), b);
@@ -219,39 +231,45 @@ __device__ float dot_dense(const uint8_t *slot, const uint4 *xs, const Link &L, 
     return a + b;
 }
 
-// One tile: every warp its share, the shares summed in warp order by one thread per row.
-__device__ void consume_tile(const uint8_t *slot, const uint4 *xs, float *part, const Link &L, int64_t r0,
-                             int nr)
+// One link's row groups on this block: warp w sums row w of each group over its chunks, as the
+// slots come, and writes it; each warp frees a slot as soon as it is done with it.
+__device__ void consume_link(const Link &L, const uint8_t *ring, const uint4 *xs, uint64_t *full,
+                             uint64_t *empty, int64_t g0, int64_t g1, uint32_t *it)
 {
-    const int warp = threadIdx.x >> 5, wpr = kConsumerWarps / L.tile_rows;
-    const int row = warp / wpr, seg = warp % wpr;
-    const int64_t units = L.dense ? L.cols / 8 : L.cols / 32; /* what a lane takes at a time */
-    const int64_t u0 = units * seg / wpr, u1 = units * (seg + 1) / wpr;
-    float s = 0.f;
-    if (row < nr)
-        s = L.dense ? dot_dense(slot, xs, L, row, u0, u1) : dot_24(slot, xs, L, nr, row, u0, u1);
-    s = warp_sum(s);
-    if ((threadIdx.x & 31) == 0)
-        part[warp] = s;
-    consumers_sync();
-    if (threadIdx.x < nr) {
-        float t = 0.f;
-        for (int k = 0; k < wpr; k++)
-            t += part[threadIdx.x * wpr + k];
-        float *y = L.y + r0 + threadIdx.x;
-        *y = L.accumulate ? *y + t : t;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int64_t g = g0; g < g1; g++) {
+        const int64_t r0 = g * kConsumerWarps;
+        const int nr = (int)min((int64_t)kConsumerWarps, L.rows - r0);
+        float s = 0.f;
+        for (int c = 0; c < L.nc; c++, (*it)++) {
+            const int slot = *it % kSlots;
+            mbar_wait(&full[slot], (*it / kSlots) & 1);
+            const int64_t c0 = (int64_t)c * L.kc;
+            const int cw = (int)min((int64_t)L.kc, L.cols - c0);
+            const uint8_t *p = ring + (size_t)slot * kSlotBytes;
+            if (warp < nr)
+                s += L.dense ? dot_dense(p, xs, warp, c0, cw) : dot_24(p, xs, nr, warp, c0, cw);
+            __syncwarp();
+            if (lane == 0)
+                mbar_arrive(&empty[slot]);
+        }
+        s = warp_sum(s);
+        if (warp < nr && lane == 0) {
+            float *y = L.y + r0 + warp;
+            *y = L.accumulate ? *y + s : s;
+        }
     }
 }
 
 __device__ void consume(const Link *links, int n_links, int *counters, const uint8_t *ring, uint4 *xs,
-                        float *part, uint64_t *full, uint64_t *empty)
+                        uint64_t *full, uint64_t *empty)
 {
     uint32_t it = 0;
     for (int l = 0; l < n_links; l++) {
         const Link L = links[l];
-        int64_t t0, t1;
-        tile_range(L, &t0, &t1);
-        if (t1 > t0) {
+        int64_t g0, g1;
+        group_range(L, &g0, &g1);
+        if (g1 > g0) {
             if (L.wait >= 0) {
                 if (threadIdx.x == 0)
                     while (ld_acquire(&counters[L.wait]) < (int)gridDim.x)
@@ -260,18 +278,10 @@ __device__ void consume(const Link *links, int n_links, int *counters, const uin
             }
             stage_x(xs, L);
             consumers_sync();
-            for (int64_t t = t0; t < t1; t++, it++) {
-                const int s = it % kSlots;
-                mbar_wait(&full[s], (it / kSlots) & 1);
-                const int64_t r0 = t * L.tile_rows;
-                const int nr = (int)min((int64_t)L.tile_rows, L.rows - r0);
-                consume_tile(ring + (size_t)s * kSlotBytes, xs, part + (it & 1) * kConsumerWarps, L, r0, nr);
-                if (threadIdx.x == 0) /* every warp is past its reads of the slot (consumers_sync) */
-                    mbar_arrive(&empty[s]);
-            }
+            consume_link(L, ring, xs, full, empty, g0, g1, &it);
         }
-        __threadfence(); /* this thread's y stores, before the block counts itself done */
-        consumers_sync();
+        __threadfence();  /* this thread's y stores, before the block counts itself done */
+        consumers_sync(); /* also: every warp is done with xs before the next link stages it */
         if (threadIdx.x == 0)
             red_release(&counters[l]);
     }
@@ -282,11 +292,11 @@ __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const Link *links, i
     extern __shared__ __align__(128) uint8_t smem[];
     uint8_t *ring = smem;
     uint4 *xs = reinterpret_cast<uint4 *>(smem + kSlots * kSlotBytes);
-    float *part = reinterpret_cast<float *>(smem + kSlots * kSlotBytes + kXBytes);
-    uint64_t *full = reinterpret_cast<uint64_t *>(part + 2 * kConsumerWarps), *empty = full + kSlots;
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem + kSlots * kSlotBytes + kXBytes),
+             *empty = full + kSlots;
     if (threadIdx.x == 0) {
         for (int s = 0; s < kSlots; s++)
-            mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
+            mbar_init(&full[s], 1), mbar_init(&empty[s], kConsumerWarps);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
@@ -295,7 +305,7 @@ __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const Link *links, i
             produce(links, n_links, ring, full, empty);
         return;
     }
-    consume(links, n_links, counters, ring, xs, part, full, empty);
+    consume(links, n_links, counters, ring, xs, full, empty);
 }
 
 } // namespace
@@ -306,13 +316,14 @@ struct sd_chain {
     int n, blocks;
 };
 
-extern "C" int sd_chain_tile_rows(const sd_chain_link *k)
+/* The widest multiple of 128 columns whose kConsumerWarps rows (values and mask) fit a slot,
+ * evened out over the chunks the row needs. */
+extern "C" int sd_chain_tile_cols(const sd_chain_link *k)
 {
-    const int64_t row = k->dense ? k->cols * 2 : k->cols + k->cols / 8;
-    int tr = 8;
-    while (tr > 1 && tr * row > kSlotBytes)
-        tr /= 2;
-    return tr * row <= kSlotBytes ? tr : 0;
+    const int64_t per_128 = kConsumerWarps * (k->dense ? 256 : 128 + 16); /* bytes of 128 columns */
+    const int64_t max = kSlotBytes / per_128 * 128;
+    const int64_t nc = (k->cols + max - 1) / max;
+    return (int)(((k->cols + nc - 1) / nc + 127) / 128 * 128);
 }
 
 static int aligned16(const void *p)
@@ -380,8 +391,14 @@ extern "C" int sd_chain_init(sd_chain **ret, const sd_chain_link *links, int n, 
         L->mask = reinterpret_cast<const uint8_t *>(k->mask);
         L->x = k->x, L->y = k->y, L->rows = k->rows, L->cols = k->cols;
         L->dense = k->dense != 0, L->accumulate = k->accumulate != 0, L->wait = k->wait;
-        L->tile_rows = sd_chain_tile_rows(k);
-        L->tiles = (k->rows + L->tile_rows - 1) / L->tile_rows;
+        L->kc = sd_chain_tile_cols(k);
+        L->nc = (int)((k->cols + L->kc - 1) / L->kc);
+        L->groups = (k->rows + kConsumerWarps - 1) / kConsumerWarps;
+        if ((int64_t)(L->nc - 1) * L->kc >= k->cols) { /* an empty last chunk: not for any shape checked */
+            free(h), free(c);
+            return sd_diag_set(d, SD_EINVAL, "chain link %d: %lld columns do not chunk", i,
+                               (long long)k->cols);
+        }
     }
     c->n = n, c->blocks = sms;
     rc = chain_cuda(d, cudaMalloc((void **)&c->d_links, (size_t)n * sizeof *h), "cudaMalloc");

@@ -53,9 +53,9 @@ int sd_chain_init(sd_chain **ret, const sd_chain_link *links, int n, sd_diag *d)
 void sd_chain_free(sd_chain *c);
 /* Zeroes the chain's counters and launches it on s (capturable in a graph). 0 or SD_ECUDA. */
 int sd_chain_launch(sd_chain *c, cudaStream_t s);
-/* Blocks of a launch (the device's SMs), and the rows of link i each of a block's tiles holds. */
+/* Blocks of a launch (the device's SMs), and the columns of a link's tile (a tile: 8 rows). */
 int sd_chain_blocks(const sd_chain *c);
-int sd_chain_tile_rows(const sd_chain_link *link);
+int sd_chain_tile_cols(const sd_chain_link *link);
 
 #ifdef __cplusplus
 }

@@ -58,16 +58,17 @@ static void test_chain_check(void)
     CHECK(sd_chain_check(k, 2, &d) == SD_EINVAL);
     k[1].wait = 0;
     CHECK(sd_chain_check(k, 2, &d) == 0);
-    /* tiles: as many rows (8, 4, 2, 1) as fit 40 KB */
+    /* tiles: 8 rows of as many columns as fit 40 KB (2:4: 4480, dense: 2560), in even chunks */
     const struct {
         int dense;
         int64_t cols;
-        int tr;
-    } tiles[] = {{0, 4096, 8}, {0, 14336, 2}, {1, 4096, 4}, {1, 14336, 1}, {0, 128, 8}, {1, 18432, 1}};
+        int kc;
+    } tiles[] = {{0, 4096, 4096}, {0, 14336, 3584}, {1, 4096, 2048},  {1, 14336, 2432},
+                 {0, 128, 128},   {1, 18432, 2304}, {0, 14720, 3712}, {0, 4480, 4480}};
     for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
         sd_chain_link t = fake_link(tiles[i].dense, 8, tiles[i].cols);
-        CHECK_MSG(sd_chain_tile_rows(&t) == tiles[i].tr, "%lld cols: %d rows", (long long)tiles[i].cols,
-                  sd_chain_tile_rows(&t));
+        CHECK_MSG(sd_chain_tile_cols(&t) == tiles[i].kc, "%lld cols: %d a tile", (long long)tiles[i].cols,
+                  sd_chain_tile_cols(&t));
     }
 }
 

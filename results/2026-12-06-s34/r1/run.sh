@@ -9,6 +9,7 @@
 # results/tmp): bash results/2026-12-06-s34/r1/run.sh
 tar xJf results/tmp/bins.tar.xz
 source tools/gpu_ab.sh
+source tools/gpu/lib.sh # ab_have
 AB_PREBUILT=1 ab_build
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv >"$R/gpu.txt" 2>&1
 ab_test chain_gpu build/gpu/tests/kernels/test_chain_gpu 60

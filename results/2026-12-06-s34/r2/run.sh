@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# results/2026-12-06-s34/r2/run.sh: r1 on the chain whose warps each own a row of 8-row tiles (a
+# tile: 8 rows of a column chunk; no barrier between the warps inside a link): test_chain_gpu (and
+# memcheck), then tools/gpu/chain_bench (32 layers of the 8B linears, batch 1, dense and 2:4) on the
+# 4 x 40 KB ring, the 5 x 38 KB one, and 16 consumer warps (chain_bench16, -DSD_CHAIN_WARPS=16),
+# twice each.
+# Binaries prebuilt here (make BUILD=build/gpu build/gpu/tests/kernels/test_chain_gpu
+# build/gpu/tools/chain_bench; chain_bench5 linked with nm_chain.cu built -DSD_CHAIN_SLOTS=5
+# -DSD_CHAIN_SLOT_KB=38, chain_bench16 -DSD_CHAIN_WARPS=16), packed into results/tmp/bins.tar.xz; on the device (carry .debs,
+# results/tmp): bash results/2026-12-06-s34/r2/run.sh
+tar xJf results/tmp/bins.tar.xz
+source tools/gpu_ab.sh
+source tools/gpu/lib.sh # ab_have
+AB_PREBUILT=1 ab_build
+nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv >"$R/gpu.txt" 2>&1
+ab_test chain_gpu build/gpu/tests/kernels/test_chain_gpu 60
+ab_pack
+timeout 60 compute-sanitizer --tool memcheck build/gpu/tests/kernels/test_chain_gpu >"$R/memcheck.log" 2>&1
+ab_note "memcheck rc=$? $(tail -1 "$R/memcheck.log")"
+ab_pack
+for k in 1 2; do
+    for v in chain_bench chain_bench5 chain_bench16; do
+        ab_have 60 "$v $k" || break
+        timeout 100 build/gpu/tools/$v 32 20 >"$R/$v-$k.md" 2>"$R/$v-$k.err"
+        ab_note "$v $k rc=$? $(ab_el) s"
+        grep '^| ' "$R/$v-$k.md" | sed "s/^/$v-$k /" >>"$R/summary.txt"
+        ab_pack
+    done
+done
+cat "$R/summary.txt"
