@@ -51,7 +51,7 @@ constexpr int kUnitsPerWord = 5;   // the compacting kernel's staged x: one word
 constexpr int kSmem = kSlots * kSlotBytes + kXBytes + 2 * kSlots * 8;
 
 struct Link {
-    const uint8_t *values, *mask;
+    const uint8_t *values, *mask, *packed;
     const uint16_t *x;
     float *y;
     int64_t rows, cols, groups; /* groups: of kConsumerWarps rows */
@@ -125,45 +125,93 @@ __device__ __forceinline__ float warp_sum(float v)
     return v;
 }
 
-__device__ __forceinline__ void group_range(const Link &L, int64_t *g0, int64_t *g1)
+// This block's rows of the link: an even share of the rows, or (SD_CHAIN_GROUP_SPLIT) of the groups.
+__device__ __forceinline__ void row_range(const Link &L, int group_split, int64_t *rb, int64_t *re)
 {
-    *g0 = L.groups * blockIdx.x / gridDim.x;
-    *g1 = L.groups * (blockIdx.x + 1) / gridDim.x;
+    if (group_split) {
+        *rb = kConsumerWarps * (L.groups * blockIdx.x / gridDim.x);
+        *re = min(L.rows, kConsumerWarps * (L.groups * (blockIdx.x + 1) / gridDim.x));
+    } else {
+        *rb = L.rows * blockIdx.x / gridDim.x;
+        *re = L.rows * (blockIdx.x + 1) / gridDim.x;
+    }
+}
+
+// A piece: rows [r, r + n) of the group that holds row r (rows [r0, r0 + gn)), within [r, re).
+struct Piece {
+    int64_t r, r0;
+    int n, gn;
+};
+
+__device__ __forceinline__ Piece piece_at(const Link &L, int64_t r, int64_t re)
+{
+    Piece p;
+    p.r = r, p.r0 = r / kConsumerWarps * kConsumerWarps;
+    p.gn = (int)min((int64_t)kConsumerWarps, L.rows - p.r0);
+    p.n = (int)(min(re, p.r0 + p.gn) - r);
+    return p;
 }
 
 // Bytes of values a column takes (2:4: half a bf16).
-__device__ __forceinline__ int value_bytes(const Link &L)
+__host__ __device__ __forceinline__ int value_bytes(int dense)
 {
-    return L.dense ? 2 : 1;
+    return dense ? 2 : 1;
 }
 
-__device__ void produce(const Link *links, int n_links, uint8_t *ring, uint64_t *full, uint64_t *empty)
+// Bytes a row's first `cols` columns take, values and mask words.
+__host__ __device__ __forceinline__ int64_t col_bytes(int dense, int64_t cols)
+{
+    return dense ? 2 * cols : cols + cols / 8;
+}
+
+// Where the packed layout (sd_chain_pack) keeps chunk c0 of the group of row r0 (gn rows): the
+// group's rows whole, chunk after chunk, each chunk its rows' values then their mask words.
+__host__ __device__ __forceinline__ int64_t packed_tile(int dense, int64_t cols, int64_t r0, int gn,
+                                                        int64_t c0)
+{
+    return r0 * col_bytes(dense, cols) + gn * col_bytes(dense, c0);
+}
+
+// Rows [p.r, p.r + p.n) of chunk c into a slot: their values, then their mask words.
+__device__ __forceinline__ void copy_piece(const Link &L, const Piece &p, int c, uint8_t *dst, uint64_t *bar)
+{
+    const int vb = value_bytes(L.dense);
+    const int64_t c0 = (int64_t)c * L.kc;
+    const int cw = (int)min((int64_t)L.kc, L.cols - c0);
+    const uint32_t rv = (uint32_t)cw * vb, rm = L.dense ? 0 : (uint32_t)cw / 8;
+    mbar_expect_tx(bar, p.n * (rv + rm));
+    if (L.packed) { /* two copies: the rows are contiguous in the tile */
+        const uint8_t *t = L.packed + packed_tile(L.dense, L.cols, p.r0, p.gn, c0);
+        const int i0 = (int)(p.r - p.r0);
+        bulk_copy(dst, t + i0 * rv, p.n * rv, bar);
+        if (rm)
+            bulk_copy(dst + p.n * rv, t + p.gn * rv + i0 * rm, p.n * rm, bar);
+        return;
+    }
+    for (int k = 0; k < p.n; k++) {
+        bulk_copy(dst + k * rv, L.values + ((p.r + k) * L.cols + c0) * vb, rv, bar);
+        if (rm)
+            bulk_copy(dst + p.n * rv + k * rm, L.mask + ((p.r + k) * L.cols + c0) / 8, rm, bar);
+    }
+}
+
+__device__ void produce(const Link *links, int n_links, int group_split, uint8_t *ring, uint64_t *full,
+                        uint64_t *empty)
 {
     uint32_t it = 0;
     for (int l = 0; l < n_links; l++) {
         const Link L = links[l];
-        const int vb = value_bytes(L);
-        int64_t g0, g1;
-        group_range(L, &g0, &g1);
-        for (int64_t g = g0; g < g1; g++) {
-            const int64_t r0 = g * kConsumerWarps;
-            const int nr = (int)min((int64_t)kConsumerWarps, L.rows - r0);
+        int64_t rb, re;
+        row_range(L, group_split, &rb, &re);
+        for (int64_t r = rb; r < re;) {
+            const Piece p = piece_at(L, r, re);
             for (int c = 0; c < L.nc; c++, it++) {
                 const int s = it % kSlots;
                 if (it >= (uint32_t)kSlots) /* the slot's previous tile consumed */
                     mbar_wait(&empty[s], (it / kSlots - 1) & 1);
-                const int64_t c0 = (int64_t)c * L.kc;
-                const int cw = (int)min((int64_t)L.kc, L.cols - c0);
-                const uint32_t rv = (uint32_t)cw * vb, rm = L.dense ? 0 : (uint32_t)cw / 8;
-                uint8_t *dst = ring + (size_t)s * kSlotBytes;
-                mbar_expect_tx(&full[s], nr * (rv + rm));
-                for (int r = 0; r < nr; r++) {
-                    bulk_copy(dst + r * rv, L.values + ((r0 + r) * L.cols + c0) * vb, rv, &full[s]);
-                    if (rm)
-                        bulk_copy(dst + nr * rv + r * rm, L.mask + ((r0 + r) * L.cols + c0) / 8, rm,
-                                  &full[s]);
-                }
+                copy_piece(L, p, c, ring + (size_t)s * kSlotBytes, &full[s]);
             }
+            r += p.n;
         }
     }
 }
@@ -231,15 +279,14 @@ __device__ float dot_dense(const uint8_t *slot, const uint4 *xs, int row, int64_
     return a + b;
 }
 
-// One link's row groups on this block: warp w sums row w of each group over its chunks, as the
-// slots come, and writes it; each warp frees a slot as soon as it is done with it.
+// One link's rows on this block, piece by piece: warp w sums row w of each piece over its chunks,
+// as the slots come, and writes it; each warp frees a slot as soon as it is done with it.
 __device__ void consume_link(const Link &L, const uint8_t *ring, const uint4 *xs, uint64_t *full,
-                             uint64_t *empty, int64_t g0, int64_t g1, uint32_t *it)
+                             uint64_t *empty, int64_t rb, int64_t re, uint32_t *it)
 {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int64_t g = g0; g < g1; g++) {
-        const int64_t r0 = g * kConsumerWarps;
-        const int nr = (int)min((int64_t)kConsumerWarps, L.rows - r0);
+    for (int64_t r = rb; r < re;) {
+        const Piece pc = piece_at(L, r, re);
         float s = 0.f;
         for (int c = 0; c < L.nc; c++, (*it)++) {
             const int slot = *it % kSlots;
@@ -247,29 +294,30 @@ __device__ void consume_link(const Link &L, const uint8_t *ring, const uint4 *xs
             const int64_t c0 = (int64_t)c * L.kc;
             const int cw = (int)min((int64_t)L.kc, L.cols - c0);
             const uint8_t *p = ring + (size_t)slot * kSlotBytes;
-            if (warp < nr)
-                s += L.dense ? dot_dense(p, xs, warp, c0, cw) : dot_24(p, xs, nr, warp, c0, cw);
+            if (warp < pc.n)
+                s += L.dense ? dot_dense(p, xs, warp, c0, cw) : dot_24(p, xs, pc.n, warp, c0, cw);
             __syncwarp();
             if (lane == 0)
                 mbar_arrive(&empty[slot]);
         }
         s = warp_sum(s);
-        if (warp < nr && lane == 0) {
-            float *y = L.y + r0 + warp;
+        if (warp < pc.n && lane == 0) {
+            float *y = L.y + r + warp;
             *y = L.accumulate ? *y + s : s;
         }
+        r += pc.n;
     }
 }
 
-__device__ void consume(const Link *links, int n_links, int *counters, const uint8_t *ring, uint4 *xs,
-                        uint64_t *full, uint64_t *empty)
+__device__ void consume(const Link *links, int n_links, int group_split, int *counters, const uint8_t *ring,
+                        uint4 *xs, uint64_t *full, uint64_t *empty)
 {
     uint32_t it = 0;
     for (int l = 0; l < n_links; l++) {
         const Link L = links[l];
-        int64_t g0, g1;
-        group_range(L, &g0, &g1);
-        if (g1 > g0) {
+        int64_t rb, re;
+        row_range(L, group_split, &rb, &re);
+        if (re > rb) {
             if (L.wait >= 0) {
                 if (threadIdx.x == 0)
                     while (ld_acquire(&counters[L.wait]) < (int)gridDim.x)
@@ -278,7 +326,7 @@ __device__ void consume(const Link *links, int n_links, int *counters, const uin
             }
             stage_x(xs, L);
             consumers_sync();
-            consume_link(L, ring, xs, full, empty, g0, g1, &it);
+            consume_link(L, ring, xs, full, empty, rb, re, &it);
         }
         __threadfence();  /* this thread's y stores, before the block counts itself done */
         consumers_sync(); /* also: every warp is done with xs before the next link stages it */
@@ -287,7 +335,8 @@ __device__ void consume(const Link *links, int n_links, int *counters, const uin
     }
 }
 
-__global__ void __launch_bounds__(kThreads, 1) chain_kernel(const Link *links, int n_links, int *counters)
+__global__ void __launch_bounds__(kThreads, 1)
+    chain_kernel(const Link *links, int n_links, int group_split, int *counters)
 {
     extern __shared__ __align__(128) uint8_t smem[];
     uint8_t *ring = smem;
@@ -302,10 +351,31 @@ __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const Link *links, i
     __syncthreads();
     if (threadIdx.x >= kConsumers) {
         if (threadIdx.x == kConsumers)
-            produce(links, n_links, ring, full, empty);
+            produce(links, n_links, group_split, ring, full, empty);
         return;
     }
-    consume(links, n_links, counters, ring, xs, full, empty);
+    consume(links, n_links, group_split, counters, ring, xs, full, empty);
+}
+
+// sd_chain_pack: a block per row copies each chunk's values and mask words to their place in the
+// packed layout (packed_tile), 16 bytes a thread.
+__global__ void pack_kernel(const uint4 *values, const uint4 *mask, uint8_t *dst, int64_t rows, int64_t cols,
+                            int dense, int kc)
+{
+    const int64_t r = blockIdx.x, r0 = r / kConsumerWarps * kConsumerWarps;
+    const int gn = (int)min((int64_t)kConsumerWarps, rows - r0), i = (int)(r - r0), vb = value_bytes(dense);
+    for (int64_t c0 = 0; c0 < cols; c0 += kc) {
+        const int cw = (int)min((int64_t)kc, cols - c0);
+        const int rv = cw * vb, rm = dense ? 0 : cw / 8;
+        uint4 *t = reinterpret_cast<uint4 *>(dst + packed_tile(dense, cols, r0, gn, c0) + i * rv);
+        const uint4 *v = values + (r * cols + c0) * vb / 16;
+        for (int k = threadIdx.x; k < rv / 16; k += blockDim.x)
+            t[k] = v[k];
+        uint4 *tm = reinterpret_cast<uint4 *>(dst + packed_tile(dense, cols, r0, gn, c0) + gn * rv + i * rm);
+        const uint4 *m = mask + (r * cols + c0) / 8 / 16;
+        for (int k = threadIdx.x; k < rm / 16; k += blockDim.x)
+            tm[k] = m[k];
+    }
 }
 
 } // namespace
@@ -313,7 +383,7 @@ __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const Link *links, i
 struct sd_chain {
     Link *d_links;
     int *d_counters;
-    int n, blocks;
+    int n, blocks, flags;
 };
 
 /* The widest multiple of 128 columns whose kConsumerWarps rows (values and mask) fit a slot,
@@ -342,10 +412,12 @@ extern "C" int sd_chain_check(const sd_chain_link *links, int n, sd_diag *d)
             return sd_diag_set(d, SD_EINVAL,
                                "chain link %d: %lld x %lld (cols a multiple of 128, at most %lld)", i,
                                (long long)k->rows, (long long)k->cols, (long long)max_cols);
-        if (!k->values || !k->x || !k->y || (!k->dense && !k->mask))
+        if ((!k->packed && (!k->values || (!k->dense && !k->mask))) || !k->x || !k->y)
             return sd_diag_set(d, SD_EINVAL, "chain link %d: a NULL buffer", i);
-        if (!aligned16(k->values) || !aligned16(k->x) || (!k->dense && !aligned16(k->mask)))
-            return sd_diag_set(d, SD_EINVAL, "chain link %d: values, mask and x must be 16-byte aligned", i);
+        if (!aligned16(k->values) || !aligned16(k->x) || (!k->dense && !aligned16(k->mask)) ||
+            !aligned16(k->packed))
+            return sd_diag_set(d, SD_EINVAL,
+                               "chain link %d: values, mask, packed and x must be 16-byte aligned", i);
         if (k->wait < -1 || k->wait >= i)
             return sd_diag_set(d, SD_EINVAL, "chain link %d: waits for link %d (an earlier one, or -1)", i,
                                k->wait);
@@ -358,7 +430,23 @@ static int chain_cuda(sd_diag *d, cudaError_t e, const char *what)
     return e == cudaSuccess ? 0 : sd_diag_set(d, SD_ECUDA, "chain: %s: %s", what, cudaGetErrorString(e));
 }
 
-extern "C" int sd_chain_init(sd_chain **ret, const sd_chain_link *links, int n, sd_diag *d)
+extern "C" int64_t sd_chain_packed_bytes(const sd_chain_link *k)
+{
+    return k->rows * col_bytes(k->dense, k->cols);
+}
+
+extern "C" int sd_chain_pack(const sd_chain_link *k, void *dst, cudaStream_t s)
+{
+    if (!k->values || (!k->dense && !k->mask) || !dst || !aligned16(dst) || !aligned16(k->values) ||
+        !aligned16(k->mask) || k->rows < 1 || k->rows > INT32_MAX || k->cols < 128 || k->cols % 128)
+        return SD_EINVAL;
+    pack_kernel<<<(unsigned)k->rows, 128, 0, s>>>(
+        reinterpret_cast<const uint4 *>(k->values), reinterpret_cast<const uint4 *>(k->mask),
+        static_cast<uint8_t *>(dst), k->rows, k->cols, k->dense != 0, sd_chain_tile_cols(k));
+    return cudaGetLastError() == cudaSuccess ? 0 : SD_ECUDA;
+}
+
+extern "C" int sd_chain_init(sd_chain **ret, const sd_chain_link *links, int n, int flags, sd_diag *d)
 {
     *ret = NULL;
     int rc = sd_chain_check(links, n, d);
@@ -389,6 +477,7 @@ extern "C" int sd_chain_init(sd_chain **ret, const sd_chain_link *links, int n, 
         Link *L = &h[i];
         L->values = reinterpret_cast<const uint8_t *>(k->values);
         L->mask = reinterpret_cast<const uint8_t *>(k->mask);
+        L->packed = reinterpret_cast<const uint8_t *>(k->packed);
         L->x = k->x, L->y = k->y, L->rows = k->rows, L->cols = k->cols;
         L->dense = k->dense != 0, L->accumulate = k->accumulate != 0, L->wait = k->wait;
         L->kc = sd_chain_tile_cols(k);
@@ -400,7 +489,7 @@ extern "C" int sd_chain_init(sd_chain **ret, const sd_chain_link *links, int n, 
                                (long long)k->cols);
         }
     }
-    c->n = n, c->blocks = sms;
+    c->n = n, c->blocks = sms, c->flags = flags;
     rc = chain_cuda(d, cudaMalloc((void **)&c->d_links, (size_t)n * sizeof *h), "cudaMalloc");
     if (!rc)
         rc = chain_cuda(d, cudaMalloc((void **)&c->d_counters, (size_t)n * sizeof(int)), "cudaMalloc");
@@ -444,5 +533,8 @@ extern "C" int sd_chain_launch(sd_chain *c, cudaStream_t s)
     cfg.attrs = at;
     cfg.numAttrs = 1;
     const Link *links = c->d_links;
-    return cudaLaunchKernelEx(&cfg, chain_kernel, links, c->n, c->d_counters) == cudaSuccess ? 0 : SD_ECUDA;
+    const int group_split = (c->flags & SD_CHAIN_GROUP_SPLIT) != 0;
+    return cudaLaunchKernelEx(&cfg, chain_kernel, links, c->n, group_split, c->d_counters) == cudaSuccess
+               ? 0
+               : SD_ECUDA;
 }

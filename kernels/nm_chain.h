@@ -31,6 +31,9 @@ typedef struct sd_chain_link {
     int64_t rows, cols;     /* cols % 128 == 0, cols <= SD_CHAIN_MAX_COLS_24 (2:4) / _DENSE */
     const uint16_t *values; /* bf16 [rows, cols/2] (dense: [rows, cols]); 16-byte aligned */
     const uint32_t *mask;   /* u32 [rows, cols/32], valid 2:4 words; 16-byte aligned; dense: unused */
+    const void *packed;     /* optional: the weights as sd_chain_pack lays them out (each tile's rows
+                               contiguous: one bulk copy for the values, one for the mask words,
+                               instead of one per row each); values and mask are then not read */
     const uint16_t *x;      /* bf16 [cols], 16-byte aligned */
     float *y;               /* fp32 [rows] */
     int accumulate;         /* 1: y += W x; 0: y = W x */
@@ -47,9 +50,17 @@ typedef struct sd_chain sd_chain;
 /* Checks the links (SD_EINVAL with the first fault in d: a link's shape, alignment or wait);
  * needs no GPU. */
 int sd_chain_check(const sd_chain_link *links, int n, sd_diag *d);
+/* Bytes of a link's weights in the packed layout, and the kernel that writes it from values and
+ * mask (on s; dst 16-byte aligned). 0, SD_EINVAL or SD_ECUDA. */
+int64_t sd_chain_packed_bytes(const sd_chain_link *link);
+int sd_chain_pack(const sd_chain_link *link, void *dst, cudaStream_t s);
+
+/* How a link's rows are shared among the blocks: evenly (the default; a block's first and last
+ * tiles may hold fewer than 8 rows), or SD_CHAIN_GROUP_SPLIT: whole 8-row groups (r1-r2's way). */
+#define SD_CHAIN_GROUP_SPLIT 1
 /* Checks, then copies the links' table to the device for the current device's SMs. SD_EINVAL,
  * SD_ENOMEM, SD_ENOTSUP (no cooperative launch or too little shared memory), SD_ECUDA. */
-int sd_chain_init(sd_chain **ret, const sd_chain_link *links, int n, sd_diag *d);
+int sd_chain_init(sd_chain **ret, const sd_chain_link *links, int n, int flags, sd_diag *d);
 void sd_chain_free(sd_chain *c);
 /* Zeroes the chain's counters and launches it on s (capturable in a graph). 0 or SD_ECUDA. */
 int sd_chain_launch(sd_chain *c, cudaStream_t s);

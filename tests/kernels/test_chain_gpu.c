@@ -1,7 +1,8 @@
 /* Tests of the persistent chain of linears (kernels/nm_chain.h). Without a GPU: the refusals of
  * sd_chain_check and the tile sizes. With one (skips otherwise): a chain of dense and 2:4 links
  * of odd row counts, up to the widest columns each takes, against the fp64 CPU reference, launched
- * eagerly and again from a CUDA graph (the counters start over). Two links read as x the bits of
+ * eagerly and again from a CUDA graph (the counters start over), with the rows shared evenly or in
+ * 8-row groups, from row-major weights or packed ones (sd_chain_pack). Two links read as x the bits of
  * the fp32 output of the link they wait for: their data are small integers, so every sum is exact
  * and the bf16 halves of that output are known (value, then +0), and a link that read x before
  * the other finished would meet the NaNs the output was poisoned with. */
@@ -58,6 +59,17 @@ static void test_chain_check(void)
     CHECK(sd_chain_check(k, 2, &d) == SD_EINVAL);
     k[1].wait = 0;
     CHECK(sd_chain_check(k, 2, &d) == 0);
+    k[1].values = NULL, k[1].mask = NULL; /* packed weights instead */
+    CHECK(sd_chain_check(k, 2, &d) == SD_EINVAL);
+    k[1].packed = k[0].values;
+    CHECK(sd_chain_check(k, 2, &d) == 0);
+    k[1].packed = (const char *)k[0].values + 4;
+    CHECK(sd_chain_check(k, 2, &d) == SD_EINVAL && strstr(d.msg, "aligned"));
+    /* packed bytes: the values and the mask words */
+    sd_chain_link pk = fake_link(0, 13, 4096);
+    CHECK(sd_chain_packed_bytes(&pk) == 13 * (4096 + 512));
+    pk.dense = 1;
+    CHECK(sd_chain_packed_bytes(&pk) == 13 * 8192);
     /* tiles: 8 rows of as many columns as fit 40 KB (2:4: 4480, dense: 2560), in even chunks */
     const struct {
         int dense;
@@ -98,7 +110,7 @@ typedef struct hlink {
     uint16_t *x;    /* own x (bf16) */
     float *y0;      /* y before the launch (accumulating links) */
     double *ref;
-    void *d_w, *d_mask, *d_x;
+    void *d_w, *d_mask, *d_x, *d_packed;
     float *d_y;
 } hlink;
 
@@ -201,6 +213,55 @@ static void check_outputs(const hlink *h, const char *how)
     }
 }
 
+/* One chain over the links: launched eagerly, then twice from a graph (the counters start over on
+ * every replay), its outputs checked after each. SD_ENOTSUP when the device cannot run it. */
+static int run_chain(hlink *h, const sd_chain_link *links, int flags, const char *how, cudaStream_t st)
+{
+    sd_chain *c = NULL;
+    sd_diag d = {0};
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    char what[64];
+    int rc = sd_chain_init(&c, links, N_LINKS, flags, &d);
+    if (rc == SD_ENOTSUP)
+        return rc;
+    CHECK_MSG(rc == 0, "%s: init: %s", how, d.msg);
+    if (rc || reset_outputs(h))
+        goto done;
+    CHECK(sd_chain_blocks(c) > 0);
+    CHECK(sd_chain_launch(c, st) == 0 && CU(cudaStreamSynchronize(st)));
+    snprintf(what, sizeof what, "%s, eager", how);
+    check_outputs(h, what);
+    CHECK(CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal)));
+    CHECK(sd_chain_launch(c, st) == 0);
+    CHECK(CU(cudaStreamEndCapture(st, &g)) && CU(cudaGraphInstantiate(&ge, g, 0)));
+    for (int rep = 0; rep < 2 && ge; rep++) {
+        CHECK(reset_outputs(h) == 0);
+        CHECK(CU(cudaGraphLaunch(ge, st)) && CU(cudaStreamSynchronize(st)));
+        snprintf(what, sizeof what, "%s, graph %d", how, rep);
+        check_outputs(h, what);
+    }
+done:
+    if (ge)
+        cudaGraphExecDestroy(ge);
+    if (g)
+        cudaGraphDestroy(g);
+    sd_chain_free(c);
+    return 0;
+}
+
+/* Every link's weights packed (sd_chain_pack) into its d_packed; the links then point there only. */
+static int pack_links(hlink *h, sd_chain_link *links, cudaStream_t st)
+{
+    for (int i = 0; i < N_LINKS; i++) {
+        if (!CU(cudaMalloc(&h[i].d_packed, (size_t)sd_chain_packed_bytes(&links[i]))) ||
+            sd_chain_pack(&links[i], h[i].d_packed, st))
+            return SD_ECUDA;
+        links[i].packed = h[i].d_packed, links[i].values = NULL, links[i].mask = NULL;
+    }
+    return CU(cudaStreamSynchronize(st)) ? 0 : SD_ECUDA;
+}
+
 static void test_chain_matches(void)
 {
     int n = 0;
@@ -211,11 +272,8 @@ static void test_chain_matches(void)
     memset(h, 0, sizeof h);
     memset(links, 0, sizeof links);
     uint64_t s = 42;
-    sd_chain *c = NULL;
-    sd_diag d = {0};
     cudaStream_t st = NULL;
-    cudaGraph_t g = NULL;
-    cudaGraphExec_t ge = NULL;
+    int notsup = 0;
     for (int i = 0; i < N_LINKS; i++)
         if (make_link(&LINKS[i], &h[i], &s)) {
             CHECK_MSG(0, "link %d: setup failed", i);
@@ -228,42 +286,27 @@ static void test_chain_matches(void)
         k->wait = t->wait, k->values = h[i].d_w, k->mask = h[i].d_mask, k->y = h[i].d_y;
         k->x = t->x_from < 0 ? (const uint16_t *)h[i].d_x : (const uint16_t *)h[t->x_from].d_y;
     }
-    if (reference(h) || reset_outputs(h) || !CU(cudaStreamCreate(&st))) {
-        CHECK_MSG(0, "reference or buffers failed");
+    if (reference(h) || !CU(cudaStreamCreate(&st))) {
+        CHECK_MSG(0, "reference or stream failed");
         goto done;
     }
-    int rc = sd_chain_init(&c, links, N_LINKS, &d);
-    if (rc == SD_ENOTSUP) {
-        SKIP("%s", d.msg);
+    notsup = run_chain(h, links, 0, "even rows", st) == SD_ENOTSUP;
+    if (notsup)
         goto done;
-    }
-    CHECK_MSG(rc == 0, "init: %s", d.msg);
-    if (rc)
-        goto done;
-    CHECK(sd_chain_blocks(c) > 0);
-    CHECK(sd_chain_launch(c, st) == 0 && CU(cudaStreamSynchronize(st)));
-    check_outputs(h, "eager");
-    CHECK(reset_outputs(h) == 0);
-    CHECK(CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal)));
-    CHECK(sd_chain_launch(c, st) == 0);
-    CHECK(CU(cudaStreamEndCapture(st, &g)) && CU(cudaGraphInstantiate(&ge, g, 0)));
-    for (int rep = 0; rep < 2 && ge; rep++) { /* the counters start over on every replay */
-        CHECK(reset_outputs(h) == 0);
-        CHECK(CU(cudaGraphLaunch(ge, st)) && CU(cudaStreamSynchronize(st)));
-        check_outputs(h, rep ? "graph, again" : "graph");
-    }
+    run_chain(h, links, SD_CHAIN_GROUP_SPLIT, "8-row groups", st);
+    CHECK(pack_links(h, links, st) == 0);
+    run_chain(h, links, 0, "packed", st);
+    run_chain(h, links, SD_CHAIN_GROUP_SPLIT, "packed, 8-row groups", st);
 done:
-    if (ge)
-        cudaGraphExecDestroy(ge);
-    if (g)
-        cudaGraphDestroy(g);
     if (st)
         cudaStreamDestroy(st);
-    sd_chain_free(c);
     for (int i = 0; i < N_LINKS; i++) {
         free(h[i].w), free(h[i].mask), free(h[i].x), free(h[i].y0), free(h[i].ref);
-        cudaFree(h[i].d_w), cudaFree(h[i].d_mask), cudaFree(h[i].d_x), cudaFree(h[i].d_y);
+        cudaFree(h[i].d_w), cudaFree(h[i].d_mask), cudaFree(h[i].d_x), cudaFree(h[i].d_y),
+            cudaFree(h[i].d_packed);
     }
+    if (notsup)
+        SKIP("the device runs no cooperative launch of the chain's shared memory");
 }
 #else
 static void test_chain_unavailable(void)

@@ -7,13 +7,15 @@
  * For dense bf16 and 2:4: LAYERS layers of Llama-3.1-8B's four linears at batch 1 (qkv 6144 x
  * 4096, o 4096 x 4096 and down 4096 x 14336 added into one fp32 residual, gate_up 28672 x 4096),
  * each linear waiting for the one before it; random weights and valid 2:4 masks. Rounds alternate
- * the four timings (CUDA events around one launch or replay; medians printed):
- *   read   the read-only stream over the weights' bytes: the ceiling
- *   graph  the tuned kernels (sd_nm_autotune per shape), captured once, replayed
- *   chain  sd_chain_launch
- *   free   the chain with no waits (every link's x ready at launch): what the syncs cost
- * Then the residual and the last gate_up output of graph and chain are compared (rel L2 < 1e-4,
- * else exit 1: the sums differ only in order). GPU runs only. */
+ * the six timings (CUDA events around one launch or replay; medians printed):
+ *   read    the read-only stream over the weights' bytes: the ceiling
+ *   graph   the tuned kernels (sd_nm_autotune per shape), captured once, replayed
+ *   groups  the chain, row-major weights, rows shared in 8-row groups (SD_CHAIN_GROUP_SPLIT)
+ *   chain   the same, rows shared evenly
+ *   packed  the same on packed weights (sd_chain_pack: two bulk copies a tile, not two a row)
+ *   free    packed, with no waits (every link's x ready at launch): what the syncs cost
+ * The residual and the last gate_up output of every chain are compared with the graph's (rel L2
+ * < 1e-4, else exit 1: the sums differ only in order). GPU runs only. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,18 +161,57 @@ static double rel_l2(const float *a, const float *b, int n)
     return sqrt(num / (den > 0 ? den : 1));
 }
 
-/* Residual and last gate_up output after one run of `mode` (1 graph, 2 chain), from a zero residual. */
-static void outputs(setup *u, int mode, cudaGraphExec_t ge, sd_chain *ch, cudaStream_t st, float *res,
-                    float *gu)
+enum { N_MODES = 6 };
+static const char *MODES[N_MODES] = {"read", "graph", "groups", "chain", "packed", "free"};
+
+typedef struct runner {
+    setup *u;
+    cudaGraphExec_t ge;
+    sd_chain *ch[N_MODES]; /* modes 2..5 */
+    float *sink;
+} runner;
+
+static int run_mode(runner *x, int k, cudaStream_t st)
 {
-    CK(cudaMemsetAsync(u->yres, 0, 4096 * 4, st));
-    if (mode == 1)
-        CK(cudaGraphLaunch(ge, st));
-    else if (sd_chain_launch(ch, st))
+    if (k == 0)
+        return sd_bench_read_launch(x->u->slab, (int64_t)(x->u->bytes / 16), x->sink, st);
+    if (k == 1)
+        return cudaGraphLaunch(x->ge, st) != cudaSuccess;
+    return sd_chain_launch(x->ch[k], st);
+}
+
+/* Residual and last gate_up output after one run of mode k, from a zero residual. */
+static void outputs(runner *x, int k, cudaStream_t st, float *res, float *gu)
+{
+    CK(cudaMemsetAsync(x->u->yres, 0, 4096 * 4, st));
+    if (run_mode(x, k, st))
         exit(1);
     CK(cudaStreamSynchronize(st));
-    CK(cudaMemcpy(res, u->yres, 4096 * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(gu, u->ygu, 28672 * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(res, x->u->yres, 4096 * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gu, x->u->ygu, 28672 * 4, cudaMemcpyDeviceToHost));
+}
+
+/* The chains of modes 2..5: row-major weights in 8-row groups and evenly, then packed weights
+ * (into `packed`) evenly, with and without the waits. */
+static void make_chains(runner *x, uint8_t **packed, cudaStream_t st)
+{
+    setup *u = x->u;
+    int n = u->layers * N_SHAPES;
+    OK(sd_chain_init(&x->ch[2], u->links, n, SD_CHAIN_GROUP_SPLIT, &diag));
+    OK(sd_chain_init(&x->ch[3], u->links, n, 0, &diag));
+    CK(cudaMalloc((void **)packed, u->bytes));
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        sd_chain_link *k = &u->links[i];
+        OK(sd_chain_pack(k, *packed + at, st));
+        k->packed = *packed + at;
+        at += (size_t)sd_chain_packed_bytes(k);
+    }
+    CK(cudaStreamSynchronize(st));
+    OK(sd_chain_init(&x->ch[4], u->links, n, 0, &diag));
+    for (int i = 0; i < n; i++)
+        u->links[i].wait = -1;
+    OK(sd_chain_init(&x->ch[5], u->links, n, 0, &diag));
 }
 
 static int run_pattern(int dense, int layers, int rounds, float *sink, cudaStream_t st)
@@ -179,56 +220,53 @@ static int run_pattern(int dense, int layers, int rounds, float *sink, cudaStrea
     build(&u, dense, layers);
     sd_kernels_ctx *ctx = NULL;
     OK(sd_kernels_ctx_init(&ctx, &diag));
-    cudaGraphExec_t ge = tuned_graph(&u, ctx, st);
-    int n = layers * N_SHAPES;
-    sd_chain *ch = NULL, *fr = NULL;
-    OK(sd_chain_init(&ch, u.links, n, &diag));
-    for (int i = 0; i < n; i++)
-        u.links[i].wait = -1;
-    OK(sd_chain_init(&fr, u.links, n, &diag));
+    runner x = {&u, tuned_graph(&u, ctx, st), {NULL}, sink};
+    uint8_t *packed = NULL;
+    make_chains(&x, &packed, st);
 
     static float ref_res[4096], ref_gu[28672], got_res[4096], got_gu[28672];
-    outputs(&u, 1, ge, ch, st, ref_res, ref_gu);
-    outputs(&u, 2, ge, ch, st, got_res, got_gu);
-    double e_res = rel_l2(got_res, ref_res, 4096), e_gu = rel_l2(got_gu, ref_gu, 28672);
+    double err = 0;
+    outputs(&x, 1, st, ref_res, ref_gu);
+    for (int k = 2; k < N_MODES; k++) {
+        outputs(&x, k, st, got_res, got_gu);
+        double e = fmax(rel_l2(got_res, ref_res, 4096), rel_l2(got_gu, ref_gu, 28672));
+        err = fmax(err, e);
+    }
 
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    static float t[4][MAX_ROUNDS];
+    static float t[N_MODES][MAX_ROUNDS];
     for (int r = -3; r < rounds; r++)
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < N_MODES; k++) {
             CK(cudaEventRecord(e0, st));
-            int rc = 0;
-            if (k == 0)
-                rc = sd_bench_read_launch(u.slab, (int64_t)(u.bytes / 16), sink, st);
-            else if (k == 1)
-                rc = cudaGraphLaunch(ge, st) != cudaSuccess;
-            else
-                rc = sd_chain_launch(k == 2 ? ch : fr, st);
+            int rc = run_mode(&x, k, st);
             CK(cudaEventRecord(e1, st));
             CK(cudaEventSynchronize(e1));
             if (rc) {
-                fprintf(stderr, "chain_bench: run %d failed\n", k);
+                fprintf(stderr, "chain_bench: %s failed\n", MODES[k]);
                 exit(1);
             }
             if (r >= 0)
                 CK(cudaEventElapsedTime(&t[k][r], e0, e1));
         }
-    float med[4];
-    for (int k = 0; k < 4; k++)
+    float med[N_MODES];
+    for (int k = 0; k < N_MODES; k++)
         med[k] = median(t[k], rounds);
     printf("| %s | %d | %.0f |", dense ? "dense" : "2:4", layers, u.bytes / 1e6);
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < N_MODES; k++)
         printf(" %.3f (%.1f%%) |", med[k], 100.0 * med[0] / med[k]);
-    printf(" %.3fx | %.1e / %.1e |\n", med[1] / med[2], e_res, e_gu);
+    printf(" %.3fx | %.1e |\n", med[1] / med[4], err);
     fflush(stdout);
-    sd_chain_free(ch), sd_chain_free(fr), sd_kernels_ctx_free(ctx);
-    cudaGraphExecDestroy(ge);
+    for (int k = 2; k < N_MODES; k++)
+        sd_chain_free(x.ch[k]);
+    sd_kernels_ctx_free(ctx);
+    cudaGraphExecDestroy(x.ge);
+    cudaFree(packed);
     cudaFree(u.slab), cudaFree(u.xh), cudaFree(u.xi), cudaFree(u.yqkv), cudaFree(u.ygu), cudaFree(u.yres);
     free(u.links), free(u.args);
     cudaEventDestroy(e0), cudaEventDestroy(e1);
-    return e_res < 1e-4 && e_gu < 1e-4 ? 0 : 1;
+    return err < 1e-4 ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -247,8 +285,9 @@ int main(int argc, char **argv)
     CK(cudaMalloc((void **)&sink, 65536 * 4));
     printf("chain_bench: %s, %d SMs; ms medians of %d rounds (%% of the read stream's time)\n\n", p.name,
            p.multiProcessorCount, rounds);
-    printf("| pattern | layers | MB | read | graph | chain | free | graph/chain | rel L2 res / gate_up |\n");
-    printf("|---|---|---|---|---|---|---|---|---|\n");
+    printf("| pattern | layers | MB | read | graph | groups | chain | packed | free | graph/packed | max rel "
+           "L2 |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     int bad = run_pattern(1, layers, rounds, sink, st);
     bad |= run_pattern(0, layers, rounds, sink, st);
     if (bad)
