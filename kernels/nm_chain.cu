@@ -33,7 +33,14 @@ namespace
 #ifndef SD_CHAIN_WARPS
 #define SD_CHAIN_WARPS 8
 #endif
-constexpr int kConsumerWarps = SD_CHAIN_WARPS; // and rows a tile
+constexpr int kConsumerWarps = SD_CHAIN_WARPS;
+// Warps a row (-DSD_CHAIN_WPR=2: each takes half of every chunk's words; more warps an SM for the
+// same 8-row tiles). Rows a tile: one per kWpr warps.
+#ifndef SD_CHAIN_WPR
+#define SD_CHAIN_WPR 1
+#endif
+constexpr int kWpr = SD_CHAIN_WPR;
+constexpr int kTileRows = kConsumerWarps / kWpr;
 constexpr int kConsumers = kConsumerWarps * 32;
 constexpr int kThreads = kConsumers + 32;
 // The ring; -DSD_CHAIN_SLOTS / -DSD_CHAIN_SLOT_KB build variants for measuring (5 x 38 KB fills
@@ -48,13 +55,13 @@ constexpr int kSlots = SD_CHAIN_SLOTS;
 constexpr int kSlotBytes = SD_CHAIN_SLOT_KB * 1024;
 constexpr int kXBytes = 36 * 1024; // 2:4: cols * 2.5 bytes (5 units a word); dense: cols * 2
 constexpr int kUnitsPerWord = 5;   // the compacting kernel's staged x: one word per 5 uint4 units
-constexpr int kSmem = kSlots * kSlotBytes + kXBytes + 2 * kSlots * 8;
+constexpr int kSmem = kSlots * kSlotBytes + kXBytes + 2 * kSlots * 8 + 2 * kConsumerWarps * 4;
 
 struct Link {
     const uint8_t *values, *mask, *packed;
     const uint16_t *x;
     float *y;
-    int64_t rows, cols, groups; /* groups: of kConsumerWarps rows */
+    int64_t rows, cols, groups; /* groups: of kTileRows rows */
     int dense, accumulate, wait;
     int kc, nc; /* chunks: nc of kc columns (the last one what is left) */
 };
@@ -129,8 +136,8 @@ __device__ __forceinline__ float warp_sum(float v)
 __device__ __forceinline__ void row_range(const Link &L, int group_split, int64_t *rb, int64_t *re)
 {
     if (group_split) {
-        *rb = kConsumerWarps * (L.groups * blockIdx.x / gridDim.x);
-        *re = min(L.rows, kConsumerWarps * (L.groups * (blockIdx.x + 1) / gridDim.x));
+        *rb = kTileRows * (L.groups * blockIdx.x / gridDim.x);
+        *re = min(L.rows, kTileRows * (L.groups * (blockIdx.x + 1) / gridDim.x));
     } else {
         *rb = L.rows * blockIdx.x / gridDim.x;
         *re = L.rows * (blockIdx.x + 1) / gridDim.x;
@@ -146,8 +153,8 @@ struct Piece {
 __device__ __forceinline__ Piece piece_at(const Link &L, int64_t r, int64_t re)
 {
     Piece p;
-    p.r = r, p.r0 = r / kConsumerWarps * kConsumerWarps;
-    p.gn = (int)min((int64_t)kConsumerWarps, L.rows - p.r0);
+    p.r = r, p.r0 = r / kTileRows * kTileRows;
+    p.gn = (int)min((int64_t)kTileRows, L.rows - p.r0);
     p.n = (int)(min(re, p.r0 + p.gn) - r);
     return p;
 }
@@ -195,21 +202,24 @@ __device__ __forceinline__ void copy_piece(const Link &L, const Piece &p, int c,
     }
 }
 
-__device__ void produce(const Link *links, int n_links, int group_split, uint8_t *ring, uint64_t *full,
+__device__ void produce(const Link *links, int n_links, int flags, uint8_t *ring, uint64_t *full,
                         uint64_t *empty)
 {
     uint32_t it = 0;
     for (int l = 0; l < n_links; l++) {
         const Link L = links[l];
         int64_t rb, re;
-        row_range(L, group_split, &rb, &re);
+        row_range(L, flags & SD_CHAIN_GROUP_SPLIT, &rb, &re);
         for (int64_t r = rb; r < re;) {
             const Piece p = piece_at(L, r, re);
             for (int c = 0; c < L.nc; c++, it++) {
                 const int s = it % kSlots;
                 if (it >= (uint32_t)kSlots) /* the slot's previous tile consumed */
                     mbar_wait(&empty[s], (it / kSlots - 1) & 1);
-                copy_piece(L, p, c, ring + (size_t)s * kSlotBytes, &full[s]);
+                if (flags & SD_CHAIN_NO_COPY)
+                    mbar_arrive(&full[s]);
+                else
+                    copy_piece(L, p, c, ring + (size_t)s * kSlotBytes, &full[s]);
             }
             r += p.n;
         }
@@ -237,16 +247,17 @@ __device__ __forceinline__ float bf_hi(uint32_t u)
     return __uint_as_float(u & 0xffff0000u);
 }
 
-// Row `row` of a 2:4 tile of cw columns from column c0, against staged x: this lane's share.
-__device__ float dot_24(const uint8_t *slot, const uint4 *xs, int nr, int row, int64_t c0, int cw)
+// Row `row` of a 2:4 tile of cw columns from column c0, against staged x: this lane's share of
+// the words of part `seg` (of kWpr).
+__device__ float dot_24(const uint8_t *slot, const uint4 *xs, int nr, int row, int seg, int64_t c0, int cw)
 {
-    const int lane = threadIdx.x & 31, words = cw / 32;
+    const int words = cw / 32, w1 = words * (seg + 1) / kWpr;
     const uint8_t *vrow = slot + row * cw;
     const uint32_t *mrow = reinterpret_cast<const uint32_t *>(slot + nr * cw) + row * words;
     const uint4 *xw = xs + (c0 / 32) * kUnitsPerWord;
     sd_c24_acc acc = {0.f, 0.f};
 #pragma unroll 2
-    for (int w = lane; w < words; w += 32) {
+    for (int w = words * seg / kWpr + (threadIdx.x & 31); w < w1; w += 32) {
         const uint4 v0 = *reinterpret_cast<const uint4 *>(vrow + w * 32);
         const uint4 v1 = *reinterpret_cast<const uint4 *>(vrow + w * 32 + 16);
         const uint32_t u[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
@@ -262,14 +273,14 @@ __device__ float dot_24(const uint8_t *slot, const uint4 *xs, int nr, int row, i
 }
 
 // The same for a dense tile: 16-byte units of 8 weights.
-__device__ float dot_dense(const uint8_t *slot, const uint4 *xs, int row, int64_t c0, int cw)
+__device__ float dot_dense(const uint8_t *slot, const uint4 *xs, int row, int seg, int64_t c0, int cw)
 {
-    const int lane = threadIdx.x & 31, units = cw / 8;
+    const int units = cw / 8, u1 = units * (seg + 1) / kWpr;
     const uint4 *wrow = reinterpret_cast<const uint4 *>(slot + row * cw * 2);
     const uint4 *xu = xs + c0 / 8;
     float a = 0.f, b = 0.f;
 #pragma unroll 4
-    for (int c = lane; c < units; c += 32) {
+    for (int c = units * seg / kWpr + (threadIdx.x & 31); c < u1; c += 32) {
         const uint4 w = wrow[c], x = xu[c];
         a = fmaf(bf_lo(w.x), bf_lo(x.x), a), b = fmaf(bf_hi(w.x), bf_hi(x.x), b);
         a = fmaf(bf_lo(w.y), bf_lo(x.y), a), b = fmaf(bf_hi(w.y), bf_hi(x.y), b);
@@ -279,13 +290,15 @@ __device__ float dot_dense(const uint8_t *slot, const uint4 *xs, int row, int64_
     return a + b;
 }
 
-// One link's rows on this block, piece by piece: warp w sums row w of each piece over its chunks,
-// as the slots come, and writes it; each warp frees a slot as soon as it is done with it.
+// One link's rows on this block, piece by piece: row i of a piece is the kWpr warps from kWpr i's,
+// each summing its part of the row over the chunks as the slots come; each warp frees a slot as
+// soon as it is done with it. The parts meet in shared memory (`part`, two pieces' worth).
 __device__ void consume_link(const Link &L, const uint8_t *ring, const uint4 *xs, uint64_t *full,
-                             uint64_t *empty, int64_t rb, int64_t re, uint32_t *it)
+                             uint64_t *empty, float *part, int64_t rb, int64_t re, uint32_t *it)
 {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int64_t r = rb; r < re;) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, row = warp / kWpr, seg = warp % kWpr;
+    int pn = 0; /* the piece's parity: part's half */
+    for (int64_t r = rb; r < re; pn ^= 1) {
         const Piece pc = piece_at(L, r, re);
         float s = 0.f;
         for (int c = 0; c < L.nc; c++, (*it)++) {
@@ -294,29 +307,37 @@ __device__ void consume_link(const Link &L, const uint8_t *ring, const uint4 *xs
             const int64_t c0 = (int64_t)c * L.kc;
             const int cw = (int)min((int64_t)L.kc, L.cols - c0);
             const uint8_t *p = ring + (size_t)slot * kSlotBytes;
-            if (warp < pc.n)
-                s += L.dense ? dot_dense(p, xs, warp, c0, cw) : dot_24(p, xs, pc.n, warp, c0, cw);
+            if (row < pc.n)
+                s += L.dense ? dot_dense(p, xs, row, seg, c0, cw) : dot_24(p, xs, pc.n, row, seg, c0, cw);
             __syncwarp();
             if (lane == 0)
                 mbar_arrive(&empty[slot]);
         }
         s = warp_sum(s);
-        if (warp < pc.n && lane == 0) {
-            float *y = L.y + r + warp;
+        if (kWpr > 1) { /* the row's warps: part of each, then the first sums them in order */
+            if (lane == 0)
+                part[pn * kConsumerWarps + warp] = s;
+            asm volatile("bar.sync %0, %1;" ::"r"(2 + row), "n"(32 * kWpr) : "memory");
+            s = 0.f;
+            for (int k = 0; k < kWpr; k++)
+                s += part[pn * kConsumerWarps + row * kWpr + k];
+        }
+        if (row < pc.n && seg == 0 && lane == 0) {
+            float *y = L.y + r + row;
             *y = L.accumulate ? *y + s : s;
         }
         r += pc.n;
     }
 }
 
-__device__ void consume(const Link *links, int n_links, int group_split, int *counters, const uint8_t *ring,
-                        uint4 *xs, uint64_t *full, uint64_t *empty)
+__device__ void consume(const Link *links, int n_links, int flags, int *counters, const uint8_t *ring,
+                        uint4 *xs, uint64_t *full, uint64_t *empty, float *part)
 {
     uint32_t it = 0;
     for (int l = 0; l < n_links; l++) {
         const Link L = links[l];
         int64_t rb, re;
-        row_range(L, group_split, &rb, &re);
+        row_range(L, flags & SD_CHAIN_GROUP_SPLIT, &rb, &re);
         if (re > rb) {
             if (L.wait >= 0) {
                 if (threadIdx.x == 0)
@@ -326,7 +347,7 @@ __device__ void consume(const Link *links, int n_links, int group_split, int *co
             }
             stage_x(xs, L);
             consumers_sync();
-            consume_link(L, ring, xs, full, empty, rb, re, &it);
+            consume_link(L, ring, xs, full, empty, part, rb, re, &it);
         }
         __threadfence();  /* this thread's y stores, before the block counts itself done */
         consumers_sync(); /* also: every warp is done with xs before the next link stages it */
@@ -336,13 +357,14 @@ __device__ void consume(const Link *links, int n_links, int group_split, int *co
 }
 
 __global__ void __launch_bounds__(kThreads, 1)
-    chain_kernel(const Link *links, int n_links, int group_split, int *counters)
+    chain_kernel(const Link *links, int n_links, int flags, int *counters)
 {
     extern __shared__ __align__(128) uint8_t smem[];
     uint8_t *ring = smem;
     uint4 *xs = reinterpret_cast<uint4 *>(smem + kSlots * kSlotBytes);
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + kSlots * kSlotBytes + kXBytes),
              *empty = full + kSlots;
+    float *part = reinterpret_cast<float *>(empty + kSlots);
     if (threadIdx.x == 0) {
         for (int s = 0; s < kSlots; s++)
             mbar_init(&full[s], 1), mbar_init(&empty[s], kConsumerWarps);
@@ -351,10 +373,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
     if (threadIdx.x >= kConsumers) {
         if (threadIdx.x == kConsumers)
-            produce(links, n_links, group_split, ring, full, empty);
+            produce(links, n_links, flags, ring, full, empty);
         return;
     }
-    consume(links, n_links, group_split, counters, ring, xs, full, empty);
+    consume(links, n_links, flags, counters, ring, xs, full, empty, part);
 }
 
 // sd_chain_pack: a block per row copies each chunk's values and mask words to their place in the
@@ -362,8 +384,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 __global__ void pack_kernel(const uint4 *values, const uint4 *mask, uint8_t *dst, int64_t rows, int64_t cols,
                             int dense, int kc)
 {
-    const int64_t r = blockIdx.x, r0 = r / kConsumerWarps * kConsumerWarps;
-    const int gn = (int)min((int64_t)kConsumerWarps, rows - r0), i = (int)(r - r0), vb = value_bytes(dense);
+    const int64_t r = blockIdx.x, r0 = r / kTileRows * kTileRows;
+    const int gn = (int)min((int64_t)kTileRows, rows - r0), i = (int)(r - r0), vb = value_bytes(dense);
     for (int64_t c0 = 0; c0 < cols; c0 += kc) {
         const int cw = (int)min((int64_t)kc, cols - c0);
         const int rv = cw * vb, rm = dense ? 0 : cw / 8;
@@ -386,11 +408,11 @@ struct sd_chain {
     int n, blocks, flags;
 };
 
-/* The widest multiple of 128 columns whose kConsumerWarps rows (values and mask) fit a slot,
+/* The widest multiple of 128 columns whose kTileRows rows (values and mask) fit a slot,
  * evened out over the chunks the row needs. */
 extern "C" int sd_chain_tile_cols(const sd_chain_link *k)
 {
-    const int64_t per_128 = kConsumerWarps * (k->dense ? 256 : 128 + 16); /* bytes of 128 columns */
+    const int64_t per_128 = kTileRows * (k->dense ? 256 : 128 + 16); /* bytes of 128 columns */
     const int64_t max = kSlotBytes / per_128 * 128;
     const int64_t nc = (k->cols + max - 1) / max;
     return (int)(((k->cols + nc - 1) / nc + 127) / 128 * 128);
@@ -482,7 +504,7 @@ extern "C" int sd_chain_init(sd_chain **ret, const sd_chain_link *links, int n, 
         L->dense = k->dense != 0, L->accumulate = k->accumulate != 0, L->wait = k->wait;
         L->kc = sd_chain_tile_cols(k);
         L->nc = (int)((k->cols + L->kc - 1) / L->kc);
-        L->groups = (k->rows + kConsumerWarps - 1) / kConsumerWarps;
+        L->groups = (k->rows + kTileRows - 1) / kTileRows;
         if ((int64_t)(L->nc - 1) * L->kc >= k->cols) { /* an empty last chunk: not for any shape checked */
             free(h), free(c);
             return sd_diag_set(d, SD_EINVAL, "chain link %d: %lld columns do not chunk", i,
@@ -533,8 +555,7 @@ extern "C" int sd_chain_launch(sd_chain *c, cudaStream_t s)
     cfg.attrs = at;
     cfg.numAttrs = 1;
     const Link *links = c->d_links;
-    const int group_split = (c->flags & SD_CHAIN_GROUP_SPLIT) != 0;
-    return cudaLaunchKernelEx(&cfg, chain_kernel, links, c->n, group_split, c->d_counters) == cudaSuccess
+    return cudaLaunchKernelEx(&cfg, chain_kernel, links, c->n, c->flags, c->d_counters) == cudaSuccess
                ? 0
                : SD_ECUDA;
 }

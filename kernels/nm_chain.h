@@ -58,6 +58,9 @@ int sd_chain_pack(const sd_chain_link *link, void *dst, cudaStream_t s);
 /* How a link's rows are shared among the blocks: evenly (the default; a block's first and last
  * tiles may hold fewer than 8 rows), or SD_CHAIN_GROUP_SPLIT: whole 8-row groups (r1-r2's way). */
 #define SD_CHAIN_GROUP_SPLIT 1
+/* For measuring only: no weights copied (the consumers compute on whatever the ring holds, and
+ * the outputs are garbage): how fast the consumers alone are. */
+#define SD_CHAIN_NO_COPY 2
 /* Checks, then copies the links' table to the device for the current device's SMs. SD_EINVAL,
  * SD_ENOMEM, SD_ENOTSUP (no cooperative launch or too little shared memory), SD_ECUDA. */
 int sd_chain_init(sd_chain **ret, const sd_chain_link *links, int n, int flags, sd_diag *d);
