@@ -2,21 +2,25 @@
 //
 // A block per SM, 8 consumer warps and one producer warp. Link l's rows are cut into groups of 8
 // (a row per consumer warp) and its columns into chunks of sd_chain_tile_cols (as wide as 8 rows
-// fit a 40 KB slot); a tile is one group's chunk. Block b owns row groups [G b / nb, G (b + 1) /
-// nb), each with all of its chunks. The producer's one thread walks the block's tiles of every
-// link in order and bulk-copies each tile's rows of values, then of mask words, into the next free
-// slot of a 4-slot ring; `full[s]` completes when a slot's bytes have landed, `empty[s]` when every
-// consumer warp is done with it. The producer never looks at the links' inputs, so it runs ahead
-// by up to the ring (160 KB a block, ~21 MB on 132 SMs: ~5 µs of DRAM at 4.4 TB/s) across every
-// boundary.
+// fit a 40 KB slot); a tile is a piece of a group (its rows in this block) by one chunk. A block
+// takes an even share of every link's rows (or whole groups: SD_CHAIN_GROUP_SPLIT), or claims
+// groups from a counter of the link while any are left (SD_CHAIN_CLAIM).
+//
+// The producer's one thread walks the block's tiles of every link in order and bulk-copies each
+// tile's values, then its mask words (one copy each from packed weights, one a row otherwise),
+// into the next free slot of a 4-slot ring, says in the slot's SlotInfo what it holds, and ends
+// each link with a marker; `full[s]` completes when a slot's bytes have landed, `empty[s]` when
+// every consumer warp is done with it. The producer never looks at the links' inputs, so it runs
+// ahead by up to the ring (160 KB a block, ~21 MB on 132 SMs: ~5 µs of DRAM at 4.4 TB/s) across
+// every boundary.
 //
 // The consumers take a link's tiles only after its input is complete: thread 0 spins on the
 // counter of the link it waits for until every block has counted itself done there (acquire),
 // then all 256 stage x from L2 into shared memory (the 2:4 tile in the compacting kernel's
 // lane-major layout, nm_spmv_c24.cu). Warp w owns row w of every tile, sums its chunks in its
-// lanes and writes y after the group's last chunk: no barrier between the warps inside a link.
-// After a link every consumer fences its stores and the block counts itself done (release). A
-// block with no row of a link only counts itself.
+// lanes and writes y after a piece's last chunk: no barrier between the warps inside a link.
+// After a link's marker every consumer fences its stores and the block counts itself done
+// (release).
 //
 // The 2:4 arithmetic is sd_c24_word (nm_c24.h): per nibble one byte permute picks the two x
 // values beside the two stored ones. Dense: a lane takes 8 weights and their 8 x at a time.
@@ -55,7 +59,7 @@ constexpr int kSlots = SD_CHAIN_SLOTS;
 constexpr int kSlotBytes = SD_CHAIN_SLOT_KB * 1024;
 constexpr int kXBytes = 36 * 1024; // 2:4: cols * 2.5 bytes (5 units a word); dense: cols * 2
 constexpr int kUnitsPerWord = 5;   // the compacting kernel's staged x: one word per 5 uint4 units
-constexpr int kSmem = kSlots * kSlotBytes + kXBytes + 2 * kSlots * 8 + 2 * kConsumerWarps * 4;
+constexpr int kSmem = kSlots * kSlotBytes + kXBytes + 2 * kSlots * 8 + 2 * kConsumerWarps * 4 + kSlots * 16;
 
 struct Link {
     const uint8_t *values, *mask, *packed;
@@ -202,27 +206,55 @@ __device__ __forceinline__ void copy_piece(const Link &L, const Piece &p, int c,
     }
 }
 
-__device__ void produce(const Link *links, int n_links, int flags, uint8_t *ring, uint64_t *full,
-                        uint64_t *empty)
+// What a slot holds, for the consumers: chunk c of rows [r, r + n), or (n == 0) the end of this
+// block's share of the link. Written before the slot's arrival (release), read after its wait.
+struct SlotInfo {
+    long long r;
+    int n, c;
+};
+
+// Fills the next slot: waits until the consumers freed it, says what it holds, and copies it (or,
+// for an end marker or SD_CHAIN_NO_COPY, only arrives).
+__device__ __forceinline__ void emit(const Link &L, const Piece *p, int c, int flags, uint32_t *it,
+                                     uint8_t *ring, SlotInfo *info, uint64_t *full, uint64_t *empty)
+{
+    const int s = *it % kSlots;
+    if (*it >= (uint32_t)kSlots) /* the slot's previous tile consumed */
+        mbar_wait(&empty[s], (*it / kSlots - 1) & 1);
+    info[s].r = p ? p->r : 0, info[s].n = p ? p->n : 0, info[s].c = c;
+    if (!p || (flags & SD_CHAIN_NO_COPY))
+        mbar_arrive(&full[s]);
+    else
+        copy_piece(L, *p, c, ring + (size_t)s * kSlotBytes, &full[s]);
+    (*it)++;
+}
+
+// The block's pieces of every link, chunk by chunk, then an end marker per link: its fixed share
+// of the rows, or (SD_CHAIN_CLAIM) the 8-row groups it claims from the link's claim counter as long
+// as any are left, so that the blocks that stream faster take more of them.
+__device__ void produce(const Link *links, int n_links, int flags, int *claims, uint8_t *ring, SlotInfo *info,
+                        uint64_t *full, uint64_t *empty)
 {
     uint32_t it = 0;
     for (int l = 0; l < n_links; l++) {
         const Link L = links[l];
-        int64_t rb, re;
-        row_range(L, flags & SD_CHAIN_GROUP_SPLIT, &rb, &re);
-        for (int64_t r = rb; r < re;) {
-            const Piece p = piece_at(L, r, re);
-            for (int c = 0; c < L.nc; c++, it++) {
-                const int s = it % kSlots;
-                if (it >= (uint32_t)kSlots) /* the slot's previous tile consumed */
-                    mbar_wait(&empty[s], (it / kSlots - 1) & 1);
-                if (flags & SD_CHAIN_NO_COPY)
-                    mbar_arrive(&full[s]);
-                else
-                    copy_piece(L, p, c, ring + (size_t)s * kSlotBytes, &full[s]);
+        if (flags & SD_CHAIN_CLAIM) {
+            for (int64_t g; (g = atomicAdd(&claims[l], 1)) < L.groups;) {
+                const Piece p = piece_at(L, g * kTileRows, L.rows);
+                for (int c = 0; c < L.nc; c++)
+                    emit(L, &p, c, flags, &it, ring, info, full, empty);
             }
-            r += p.n;
+        } else {
+            int64_t rb, re;
+            row_range(L, flags & SD_CHAIN_GROUP_SPLIT, &rb, &re);
+            for (int64_t r = rb; r < re;) {
+                const Piece p = piece_at(L, r, re);
+                for (int c = 0; c < L.nc; c++)
+                    emit(L, &p, c, flags, &it, ring, info, full, empty);
+                r += p.n;
+            }
         }
+        emit(L, NULL, 0, flags, &it, ring, info, full, empty);
     }
 }
 
@@ -258,8 +290,13 @@ __device__ float dot_24(const uint8_t *slot, const uint4 *xs, int nr, int row, i
     sd_c24_acc acc = {0.f, 0.f};
 #pragma unroll 2
     for (int w = words * seg / kWpr + (threadIdx.x & 31); w < w1; w += 32) {
-        const uint4 v0 = *reinterpret_cast<const uint4 *>(vrow + w * 32);
-        const uint4 v1 = *reinterpret_cast<const uint4 *>(vrow + w * 32 + 16);
+        /* words 4-7 of each 8 read their halves in the other order: a quarter warp's 16-byte loads
+           (8 consecutive words) then cover the 32 banks once (in order, words 0 and 4 would share
+           banks 0-3) */
+        const int sw = (w >> 2) & 1;
+        const uint4 *vw = reinterpret_cast<const uint4 *>(vrow + w * 32);
+        const uint4 a = vw[sw], b = vw[sw ^ 1];
+        const uint4 v0 = sw ? b : a, v1 = sw ? a : b;
         const uint32_t u[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
         uint32_t xv[16];
 #pragma unroll
@@ -290,65 +327,69 @@ __device__ float dot_dense(const uint8_t *slot, const uint4 *xs, int row, int se
     return a + b;
 }
 
-// One link's rows on this block, piece by piece: row i of a piece is the kWpr warps from kWpr i's,
-// each summing its part of the row over the chunks as the slots come; each warp frees a slot as
-// soon as it is done with it. The parts meet in shared memory (`part`, two pieces' worth).
-__device__ void consume_link(const Link &L, const uint8_t *ring, const uint4 *xs, uint64_t *full,
-                             uint64_t *empty, float *part, int64_t rb, int64_t re, uint32_t *it)
+// One link's pieces on this block, as the producer sends them (slot by slot, up to its end
+// marker): row i of a piece is the kWpr warps from kWpr i's, each summing its part of the row over
+// the chunks; each warp frees a slot as soon as it is done with it. The parts meet in shared
+// memory (`part`, two pieces' worth).
+__device__ void consume_link(const Link &L, const uint8_t *ring, const uint4 *xs, const SlotInfo *info,
+                             uint64_t *full, uint64_t *empty, float *part, uint32_t *it)
 {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, row = warp / kWpr, seg = warp % kWpr;
     int pn = 0; /* the piece's parity: part's half */
-    for (int64_t r = rb; r < re; pn ^= 1) {
-        const Piece pc = piece_at(L, r, re);
-        float s = 0.f;
-        for (int c = 0; c < L.nc; c++, (*it)++) {
-            const int slot = *it % kSlots;
-            mbar_wait(&full[slot], (*it / kSlots) & 1);
-            const int64_t c0 = (int64_t)c * L.kc;
+    float s = 0.f;
+    for (;; (*it)++) {
+        const int slot = *it % kSlots;
+        mbar_wait(&full[slot], (*it / kSlots) & 1);
+        const SlotInfo in = info[slot];
+        if (in.n > 0) {
+            const int64_t c0 = (int64_t)in.c * L.kc;
             const int cw = (int)min((int64_t)L.kc, L.cols - c0);
             const uint8_t *p = ring + (size_t)slot * kSlotBytes;
-            if (row < pc.n)
-                s += L.dense ? dot_dense(p, xs, row, seg, c0, cw) : dot_24(p, xs, pc.n, row, seg, c0, cw);
-            __syncwarp();
-            if (lane == 0)
-                mbar_arrive(&empty[slot]);
+            if (row < in.n)
+                s += L.dense ? dot_dense(p, xs, row, seg, c0, cw) : dot_24(p, xs, in.n, row, seg, c0, cw);
         }
-        s = warp_sum(s);
-        if (kWpr > 1) { /* the row's warps: part of each, then the first sums them in order */
+        __syncwarp();
+        if (lane == 0)
+            mbar_arrive(&empty[slot]);
+        if (in.n == 0) { /* the end marker */
+            (*it)++;
+            return;
+        }
+        if (in.c < L.nc - 1)
+            continue;
+        s = warp_sum(s); /* the piece's last chunk: its rows are done */
+        if (kWpr > 1) {  /* the row's warps: part of each, then the first sums them in order */
             if (lane == 0)
                 part[pn * kConsumerWarps + warp] = s;
             asm volatile("bar.sync %0, %1;" ::"r"(2 + row), "n"(32 * kWpr) : "memory");
             s = 0.f;
             for (int k = 0; k < kWpr; k++)
                 s += part[pn * kConsumerWarps + row * kWpr + k];
+            pn ^= 1;
         }
-        if (row < pc.n && seg == 0 && lane == 0) {
-            float *y = L.y + r + row;
+        if (row < in.n && seg == 0 && lane == 0) {
+            float *y = L.y + in.r + row;
             *y = L.accumulate ? *y + s : s;
         }
-        r += pc.n;
+        s = 0.f;
     }
 }
 
-__device__ void consume(const Link *links, int n_links, int flags, int *counters, const uint8_t *ring,
-                        uint4 *xs, uint64_t *full, uint64_t *empty, float *part)
+__device__ void consume(const Link *links, int n_links, int *counters, const uint8_t *ring, uint4 *xs,
+                        const SlotInfo *info, uint64_t *full, uint64_t *empty, float *part)
 {
     uint32_t it = 0;
     for (int l = 0; l < n_links; l++) {
         const Link L = links[l];
-        int64_t rb, re;
-        row_range(L, flags & SD_CHAIN_GROUP_SPLIT, &rb, &re);
-        if (re > rb) {
-            if (L.wait >= 0) {
-                if (threadIdx.x == 0)
-                    while (ld_acquire(&counters[L.wait]) < (int)gridDim.x)
-                        __nanosleep(32);
-                consumers_sync();
-            }
-            stage_x(xs, L);
+        if (L.wait >= 0) {
+            if (threadIdx.x == 0)
+                while (ld_acquire(&counters[L.wait]) < (int)gridDim.x)
+                    __nanosleep(32);
             consumers_sync();
-            consume_link(L, ring, xs, full, empty, part, rb, re, &it);
         }
+        stage_x(xs, L);
+        consumers_sync();
+        consume_link(L, ring, xs, info, full, empty, part, &it);
         __threadfence();  /* this thread's y stores, before the block counts itself done */
         consumers_sync(); /* also: every warp is done with xs before the next link stages it */
         if (threadIdx.x == 0)
@@ -357,7 +398,7 @@ __device__ void consume(const Link *links, int n_links, int flags, int *counters
 }
 
 __global__ void __launch_bounds__(kThreads, 1)
-    chain_kernel(const Link *links, int n_links, int flags, int *counters)
+    chain_kernel(const Link *links, int n_links, int flags, int *counters, int *claims)
 {
     extern __shared__ __align__(128) uint8_t smem[];
     uint8_t *ring = smem;
@@ -365,6 +406,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + kSlots * kSlotBytes + kXBytes),
              *empty = full + kSlots;
     float *part = reinterpret_cast<float *>(empty + kSlots);
+    SlotInfo *info = reinterpret_cast<SlotInfo *>(part + 2 * kConsumerWarps);
     if (threadIdx.x == 0) {
         for (int s = 0; s < kSlots; s++)
             mbar_init(&full[s], 1), mbar_init(&empty[s], kConsumerWarps);
@@ -373,10 +415,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
     if (threadIdx.x >= kConsumers) {
         if (threadIdx.x == kConsumers)
-            produce(links, n_links, flags, ring, full, empty);
+            produce(links, n_links, flags, claims, ring, info, full, empty);
         return;
     }
-    consume(links, n_links, flags, counters, ring, xs, full, empty, part);
+    consume(links, n_links, counters, ring, xs, info, full, empty, part);
 }
 
 // sd_chain_pack: a block per row copies each chunk's values and mask words to their place in the
@@ -514,7 +556,7 @@ extern "C" int sd_chain_init(sd_chain **ret, const sd_chain_link *links, int n, 
     c->n = n, c->blocks = sms, c->flags = flags;
     rc = chain_cuda(d, cudaMalloc((void **)&c->d_links, (size_t)n * sizeof *h), "cudaMalloc");
     if (!rc)
-        rc = chain_cuda(d, cudaMalloc((void **)&c->d_counters, (size_t)n * sizeof(int)), "cudaMalloc");
+        rc = chain_cuda(d, cudaMalloc((void **)&c->d_counters, 2 * (size_t)n * sizeof(int)), "cudaMalloc");
     if (!rc)
         rc = chain_cuda(d, cudaMemcpy(c->d_links, h, (size_t)n * sizeof *h, cudaMemcpyHostToDevice), "copy");
     free(h);
@@ -542,7 +584,7 @@ extern "C" int sd_chain_blocks(const sd_chain *c)
 
 extern "C" int sd_chain_launch(sd_chain *c, cudaStream_t s)
 {
-    if (cudaMemsetAsync(c->d_counters, 0, (size_t)c->n * sizeof(int), s) != cudaSuccess)
+    if (cudaMemsetAsync(c->d_counters, 0, 2 * (size_t)c->n * sizeof(int), s) != cudaSuccess) /* and claims */
         return SD_ECUDA;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[1];
@@ -555,7 +597,8 @@ extern "C" int sd_chain_launch(sd_chain *c, cudaStream_t s)
     cfg.attrs = at;
     cfg.numAttrs = 1;
     const Link *links = c->d_links;
-    return cudaLaunchKernelEx(&cfg, chain_kernel, links, c->n, c->flags, c->d_counters) == cudaSuccess
+    return cudaLaunchKernelEx(&cfg, chain_kernel, links, c->n, c->flags, c->d_counters,
+                              c->d_counters + c->n) == cudaSuccess
                ? 0
                : SD_ECUDA;
 }

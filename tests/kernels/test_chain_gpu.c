@@ -1,11 +1,11 @@
 /* Tests of the persistent chain of linears (kernels/nm_chain.h). Without a GPU: the refusals of
  * sd_chain_check and the tile sizes. With one (skips otherwise): a chain of dense and 2:4 links
  * of odd row counts, up to the widest columns each takes, against the fp64 CPU reference, launched
- * eagerly and again from a CUDA graph (the counters start over), with the rows shared evenly or in
- * 8-row groups, from row-major weights or packed ones (sd_chain_pack). Two links read as x the bits of
- * the fp32 output of the link they wait for: their data are small integers, so every sum is exact
- * and the bf16 halves of that output are known (value, then +0), and a link that read x before
- * the other finished would meet the NaNs the output was poisoned with. */
+ * eagerly and again from a CUDA graph (the counters start over), with the rows shared evenly, in
+ * 8-row groups or claimed, from row-major weights or packed ones (sd_chain_pack). Two links read as x the
+ * bits of the fp32 output of the link they wait for: their data are small integers, so every sum is exact and
+ * the bf16 halves of that output are known (value, then +0), and a link that read x before the other finished
+ * would meet the NaNs the output was poisoned with. */
 #include "tests/harness.h"
 
 #ifdef SD_HAVE_CUDA
@@ -294,9 +294,11 @@ static void test_chain_matches(void)
     if (notsup)
         goto done;
     run_chain(h, links, SD_CHAIN_GROUP_SPLIT, "8-row groups", st);
+    run_chain(h, links, SD_CHAIN_CLAIM, "claimed", st);
     CHECK(pack_links(h, links, st) == 0);
     run_chain(h, links, 0, "packed", st);
     run_chain(h, links, SD_CHAIN_GROUP_SPLIT, "packed, 8-row groups", st);
+    run_chain(h, links, SD_CHAIN_CLAIM, "packed, claimed", st);
 done:
     if (st)
         cudaStreamDestroy(st);

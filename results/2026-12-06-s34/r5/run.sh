@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# results/2026-12-06-s34/r5/run.sh: the chain with claimed row groups (SD_CHAIN_CLAIM: each block's
+# producer takes the next 8-row group of a link while any is left; the consumers learn each slot's
+# rows from the producer) and with the 2:4 values read without bank conflicts: test_chain_gpu
+# (six ways) and its memcheck, then tools/gpu/chain_bench three times (32 layers of the 8B
+# linears, batch 1, dense and 2:4: read, graph, packed, claim, free, free-claim, compute).
+# Binaries prebuilt here (make BUILD=build/gpu build/gpu/tests/kernels/test_chain_gpu
+# build/gpu/tools/chain_bench), packed into results/tmp/bins.tar.xz; on the device (carry .debs,
+# results/tmp): bash results/2026-12-06-s34/r5/run.sh
+tar xJf results/tmp/bins.tar.xz
+source tools/gpu_ab.sh
+source tools/gpu/lib.sh # ab_have
+AB_PREBUILT=1 ab_build
+nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv >"$R/gpu.txt" 2>&1
+ab_test chain_gpu build/gpu/tests/kernels/test_chain_gpu 60
+timeout 90 compute-sanitizer --tool memcheck build/gpu/tests/kernels/test_chain_gpu >"$R/memcheck.log" 2>&1
+ab_note "memcheck rc=$? $(tail -1 "$R/memcheck.log")"
+for k in 1 2 3; do
+    ab_have 40 "chain_bench $k" || break
+    timeout 100 build/gpu/tools/chain_bench 32 20 >"$R/chain_bench-$k.md" 2>"$R/chain_bench-$k.err"
+    ab_note "chain_bench $k rc=$? $(ab_el) s"
+    grep '^| ' "$R/chain_bench-$k.md" | sed "s/^/$k /" >>"$R/summary.txt"
+done
+cat "$R/summary.txt"
