@@ -3,7 +3,9 @@
 # producer takes the next 8-row group of a link while any is left; the consumers learn each slot's
 # rows from the producer) and with the 2:4 values read without bank conflicts: test_chain_gpu
 # (six ways) and its memcheck, then tools/gpu/chain_bench three times (32 layers of the 8B
-# linears, batch 1, dense and 2:4: read, graph, packed, claim, free, free-claim, compute).
+# linears, batch 1, dense and 2:4: read, graph, packed, claim, free, free-claim, compute), and
+# Nsight Compute on the 2:4 compute-only launch of a 4-layer run (launch 31 of chain_kernel there:
+# dense takes 3 checking launches and 4 rounds of 5, then 2:4 3 and the warm-up round's 5th).
 # Binaries prebuilt here (make BUILD=build/gpu build/gpu/tests/kernels/test_chain_gpu
 # build/gpu/tools/chain_bench), packed into results/tmp/bins.tar.xz; on the device (carry .debs,
 # results/tmp): bash results/2026-12-06-s34/r5/run.sh
@@ -21,4 +23,9 @@ for k in 1 2 3; do
     ab_note "chain_bench $k rc=$? $(ab_el) s"
     grep '^| ' "$R/chain_bench-$k.md" | sed "s/^/$k /" >>"$R/summary.txt"
 done
+if ab_have 60 "ncu"; then
+    timeout 120 ncu --kernel-name regex:chain_kernel --launch-skip 30 --launch-count 1 --set full \
+        build/gpu/tools/chain_bench 4 1 >"$R/ncu-compute.txt" 2>&1
+    ab_note "ncu rc=$? $(ab_el) s"
+fi
 cat "$R/summary.txt"
