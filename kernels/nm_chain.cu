@@ -44,6 +44,15 @@ constexpr int kConsumerWarps = SD_CHAIN_WARPS;
 #define SD_CHAIN_WPR 1
 #endif
 constexpr int kWpr = SD_CHAIN_WPR;
+// Words a 2:4 lane keeps in flight (-DSD_CHAIN_UNROLL=4: more loads ahead of the permutes).
+#ifndef SD_CHAIN_UNROLL
+#define SD_CHAIN_UNROLL 2
+#endif
+constexpr int kUnroll = SD_CHAIN_UNROLL;
+// Words a 2:4 lane keeps in flight (-DSD_CHAIN_UNROLL=4: more loads ahead of the permutes).
+#ifndef SD_CHAIN_UNROLL
+#define SD_CHAIN_UNROLL 2
+#endif
 constexpr int kTileRows = kConsumerWarps / kWpr;
 constexpr int kConsumers = kConsumerWarps * 32;
 constexpr int kThreads = kConsumers + 32;
@@ -288,7 +297,7 @@ __device__ float dot_24(const uint8_t *slot, const uint4 *xs, int nr, int row, i
     const uint32_t *mrow = reinterpret_cast<const uint32_t *>(slot + nr * cw) + row * words;
     const uint4 *xw = xs + (c0 / 32) * kUnitsPerWord;
     sd_c24_acc acc = {0.f, 0.f};
-#pragma unroll 2
+#pragma unroll kUnroll
     for (int w = words * seg / kWpr + (threadIdx.x & 31); w < w1; w += 32) {
         /* words 4-7 of each 8 read their halves in the other order: a quarter warp's 16-byte loads
            (8 consecutive words) then cover the 32 banks once (in order, words 0 and 4 would share
