@@ -68,7 +68,7 @@ constexpr int kSlots = SD_CHAIN_SLOTS;
 constexpr int kSlotBytes = SD_CHAIN_SLOT_KB * 1024;
 constexpr int kXBytes = 36 * 1024; // 2:4: cols * 2.5 bytes (5 units a word); dense: cols * 2
 constexpr int kUnitsPerWord = 5;   // the compacting kernel's staged x: one word per 5 uint4 units
-constexpr int kSmem = kSlots * kSlotBytes + kXBytes + 2 * kSlots * 8 + 2 * kConsumerWarps * 4 + kSlots * 16;
+constexpr int kSmem = kSlots * kSlotBytes + kXBytes + 2 * kSlots * 8 + 2 * kConsumerWarps * 4 + kSlots * 24;
 
 struct Link {
     const uint8_t *values, *mask, *packed;
@@ -220,17 +220,18 @@ __device__ __forceinline__ void copy_piece(const Link &L, const Piece &p, int c,
 struct SlotInfo {
     long long r;
     int n, c;
+    int alone; /* the piece's only chunk in this block: its sums go into y with atomics */
 };
 
 // Fills the next slot: waits until the consumers freed it, says what it holds, and copies it (or,
 // for an end marker or SD_CHAIN_NO_COPY, only arrives).
-__device__ __forceinline__ void emit(const Link &L, const Piece *p, int c, int flags, uint32_t *it,
+__device__ __forceinline__ void emit(const Link &L, const Piece *p, int c, int alone, int flags, uint32_t *it,
                                      uint8_t *ring, SlotInfo *info, uint64_t *full, uint64_t *empty)
 {
     const int s = *it % kSlots;
     if (*it >= (uint32_t)kSlots) /* the slot's previous tile consumed */
         mbar_wait(&empty[s], (*it / kSlots - 1) & 1);
-    info[s].r = p ? p->r : 0, info[s].n = p ? p->n : 0, info[s].c = c;
+    info[s].r = p ? p->r : 0, info[s].n = p ? p->n : 0, info[s].c = c, info[s].alone = alone;
     if (!p || (flags & SD_CHAIN_NO_COPY))
         mbar_arrive(&full[s]);
     else
@@ -248,10 +249,18 @@ __device__ void produce(const Link *links, int n_links, int flags, int *claims, 
     for (int l = 0; l < n_links; l++) {
         const Link L = links[l];
         if (flags & SD_CHAIN_CLAIM) {
-            for (int64_t g; (g = atomicAdd(&claims[l], 1)) < L.groups;) {
+            /* an accumulating link's tiles one by one (their sums meet in y by atomics: the tail
+               of a wide link is one tile, not a group's whole row), the others' groups whole */
+            const int alone = L.accumulate && L.nc > 1;
+            const int64_t units = alone ? L.groups * L.nc : L.groups;
+            for (int64_t u; (u = atomicAdd(&claims[l], 1)) < units;) {
+                const int64_t g = alone ? u / L.nc : u;
                 const Piece p = piece_at(L, g * kTileRows, L.rows);
-                for (int c = 0; c < L.nc; c++)
-                    emit(L, &p, c, flags, &it, ring, info, full, empty);
+                if (alone)
+                    emit(L, &p, (int)(u % L.nc), 1, flags, &it, ring, info, full, empty);
+                else
+                    for (int c = 0; c < L.nc; c++)
+                        emit(L, &p, c, 0, flags, &it, ring, info, full, empty);
             }
         } else {
             int64_t rb, re;
@@ -259,11 +268,11 @@ __device__ void produce(const Link *links, int n_links, int flags, int *claims, 
             for (int64_t r = rb; r < re;) {
                 const Piece p = piece_at(L, r, re);
                 for (int c = 0; c < L.nc; c++)
-                    emit(L, &p, c, flags, &it, ring, info, full, empty);
+                    emit(L, &p, c, 0, flags, &it, ring, info, full, empty);
                 r += p.n;
             }
         }
-        emit(L, NULL, 0, flags, &it, ring, info, full, empty);
+        emit(L, NULL, 0, 0, flags, &it, ring, info, full, empty);
     }
 }
 
@@ -364,7 +373,7 @@ __device__ void consume_link(const Link &L, const uint8_t *ring, const uint4 *xs
             (*it)++;
             return;
         }
-        if (in.c < L.nc - 1)
+        if (in.c < L.nc - 1 && !in.alone)
             continue;
         s = warp_sum(s); /* the piece's last chunk: its rows are done */
         if (kWpr > 1) {  /* the row's warps: part of each, then the first sums them in order */
@@ -378,7 +387,10 @@ __device__ void consume_link(const Link &L, const uint8_t *ring, const uint4 *xs
         }
         if (row < in.n && seg == 0 && lane == 0) {
             float *y = L.y + in.r + row;
-            *y = L.accumulate ? *y + s : s;
+            if (in.alone)
+                atomicAdd(y, s);
+            else
+                *y = L.accumulate ? *y + s : s;
         }
         s = 0.f;
     }

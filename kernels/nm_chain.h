@@ -59,7 +59,9 @@ int sd_chain_pack(const sd_chain_link *link, void *dst, cudaStream_t s);
  * tiles may hold fewer than 8 rows), or SD_CHAIN_GROUP_SPLIT: whole 8-row groups (r1-r2's way). */
 #define SD_CHAIN_GROUP_SPLIT 1
 /* Or claimed as the blocks go: each block's producer takes the next 8-row group from a counter
- * of the link while any is left, so that a block that streams faster takes more. */
+ * of the link while any is left, so that a block that streams faster takes more; an accumulating
+ * link of several chunks a row is claimed a tile (8 rows by a chunk) at a time, its sums added
+ * into y with atomics (so in no fixed order). */
 #define SD_CHAIN_CLAIM 4
 /* For measuring only: no weights copied (the consumers compute on whatever the ring holds, and
  * the outputs are garbage): how fast the consumers alone are. */

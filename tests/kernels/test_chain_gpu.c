@@ -101,6 +101,7 @@ static const tlink LINKS[] = {
     {0, 0, 1, 3, -1, 13, 256},     /* fewer tiles than blocks */
     {1, 0, 0, -1, -1, 3, 18432},   /* the widest dense row: one row a tile */
     {0, 0, 0, 6, -1, 2, 14720},    /* the widest 2:4 row */
+    {1, 0, 1, 8, -1, 1030, 14336}, /* y += W x over 6 chunks a row: claimed a tile at a time */
 };
 #define N_LINKS ((int)(sizeof LINKS / sizeof LINKS[0]))
 

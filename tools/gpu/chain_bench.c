@@ -290,9 +290,13 @@ int main(int argc, char **argv)
     CK(cudaMalloc((void **)&sink, 65536 * 4));
     printf("chain_bench: %s, %d SMs; ms medians of %d rounds (%% of the read stream's time)\n\n", p.name,
            p.multiProcessorCount, rounds);
-    printf("| pattern | layers | MB | read | graph | groups | chain | packed | free | graph/packed | max rel "
-           "L2 |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| pattern | layers | MB |");
+    for (int k = 0; k < N_MODES; k++)
+        printf(" %s |", MODES[k]);
+    printf(" graph/claim | max rel L2 |\n|---|---|---|");
+    for (int k = 0; k < N_MODES + 2; k++)
+        printf("---|");
+    printf("\n");
     int bad = run_pattern(1, layers, rounds, sink, st);
     bad |= run_pattern(0, layers, rounds, sink, st);
     if (bad)
