@@ -86,11 +86,10 @@ $(BIN): $(BUILD)/server/main.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 # tools/gpu/prof_spmv: one SpMV config launched N times, for ncu (GPU runs only; built so it cannot rot).
-# tools/gpu/chain_bench: the persistent chain of linears against the tuned kernels (kernels/nm_chain.h).
 ifeq ($(CUDA),1)
-all: $(BUILD)/tools/prof_spmv $(BUILD)/tools/chain_bench
+all: $(BUILD)/tools/prof_spmv
 endif
-$(BUILD)/tools/%: tools/gpu/%.c $(LIB)
+$(BUILD)/tools/prof_spmv: tools/gpu/prof_spmv.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
 
