@@ -93,6 +93,18 @@ $(BUILD)/tools/prof_spmv: tools/gpu/prof_spmv.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
 
+# tools/gpu/spf_bench: the 2:4 mma.sp kernel of kernels/NOTES.md v43-v44 against the compacting
+# kernel, back to back (an experiment, not in the daemon; built so it cannot rot). SPF_FLAGS:
+# its -DSPF_MINB / -DSPF_PREF variants.
+ifeq ($(CUDA),1)
+all: $(BUILD)/tools/spf_bench
+endif
+$(BUILD)/tools/spf_bench.o: tools/gpu/spf_bench.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) $(SPF_FLAGS) -c $< -o $@
+$(BUILD)/tools/spf_bench: $(BUILD)/tools/spf_bench.o $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
 $(BUILD)/tests/%: tests/%.c tests/harness.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
