@@ -6,7 +6,9 @@
 //
 //   spf_bench ROWS COLS B SPLIT [LAUNCHES]     (cols % 256 == 0, B <= 8)
 //
-// Not part of the daemon: a measurement; built by hand (results/2026-12-06-s35/r6/run.sh says how).
+// Not part of the daemon: a measurement (kernels/NOTES.md v44). The Makefile builds it with the
+// CUDA objects (`make BUILD=build/gpu build/gpu/tools/spf_bench`; SPF_FLAGS="-DSPF_MINB=4" or
+// "-DSPF_PREF=1" for the variants r6 and r7 timed).
 #include "kernels/bench_util.h"
 #include "kernels/nm_sp24.cuh"
 #include "kernels/nm_spmv.h"
