@@ -33,8 +33,13 @@ using namespace sd_nm_sp24;
         }                                                                                                    \
     } while (0)
 
-constexpr int kPP =
-    4; // 64-column pieces a warp step: 4 x 32 bytes of values and one 16-byte metadata load a lane
+// 64-column pieces a warp step (SPF_PP 4 or 2): 4 x 32 bytes of values a lane and one 16-byte
+// metadata load, or half of each.
+#ifndef SPF_PP
+#define SPF_PP 4
+#endif
+constexpr int kPP = SPF_PP;
+static_assert(kPP == 4 || kPP == 2, "four or two pieces a step");
 
 // meta[((tile * pieces / 4 + piece / 4) * 32 + lane) * 4 + piece % 4]: lane (g, t)'s metadata
 // register of the piece for rows 16 tile + g and + 8 (nm_sp24.h layout 1), rows clamped.
@@ -83,7 +88,12 @@ __global__ void __launch_bounds__(kThreads, SPF_MINB)
             va[s] = __ldg(vg + (q + s) * 4 + t);
             va8[s] = __ldg(vg8 + (q + s) * 4 + t);
         }
-        ve = __ldg(mt + q / 4 * 32);
+        if constexpr (kPP == 4) {
+            ve = __ldg(mt + q / 4 * 32);
+        } else { // two pieces: half of the lane's 16 bytes
+            const uint2 h = __ldg(reinterpret_cast<const uint2 *>(mt + q / 4 * 32) + (q % 4) / 2);
+            ve = make_uint4(h.x, h.y, 0, 0);
+        }
     };
     if (SPF_PREF && pc < p_end)
         load(pc, a, a8, e4);
@@ -95,7 +105,7 @@ __global__ void __launch_bounds__(kThreads, SPF_MINB)
         } else {
             load(pc, a, a8, e4);
         }
-        const uint32_t e[kPP] = {e4.x, e4.y, e4.z, e4.w};
+        const uint32_t e[4] = {e4.x, e4.y, e4.z, e4.w};
 #pragma unroll
         for (int s = 0; s < kPP; s++) {
             const int64_t c0 = (pc + s) * 64 + 16 * (t >> 1);
