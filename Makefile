@@ -95,13 +95,13 @@ $(BUILD)/tools/prof_spmv: tools/gpu/prof_spmv.c $(LIB)
 
 # tools/gpu/spf_bench: the 2:4 mma.sp kernel of kernels/NOTES.md v43-v44 against the compacting
 # kernel, back to back (an experiment, not in the daemon; built so it cannot rot). SPF_FLAGS:
-# its -DSPF_MINB / -DSPF_PREF variants.
+# its -DSPF_MINB / -DSPF_PREF / -DSPF_PP variants.
 ifeq ($(CUDA),1)
 all: $(BUILD)/tools/spf_bench
 endif
 $(BUILD)/tools/spf_bench.o: tools/gpu/spf_bench.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) $(SPF_FLAGS) -c $< -o $@
+	$(NVCC) $(NVFLAGS) $(SPF_FLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/tools/spf_bench: $(BUILD)/tools/spf_bench.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -185,7 +185,7 @@ clean:
 	rm -rf build $(ASAN_BUILD) $(TSAN_BUILD)
 
 # header dependencies of every object and test binary (-MMD -MP)
--include $(LIB_OBJS:.o=.d) $(CU_OBJS:.o=.d) $(TEST_BINS:=.d) $(BUILD)/server/main.d
+-include $(LIB_OBJS:.o=.d) $(CU_OBJS:.o=.d) $(TEST_BINS:=.d) $(BUILD)/server/main.d $(BUILD)/tools/spf_bench.d
 
 # ---- Installation (PREFIX and DESTDIR honoured) ----
 #   make install [PREFIX=/usr/local] [DESTDIR=/tmp/stage]   make uninstall
